@@ -1,0 +1,194 @@
+#pragma once
+// Plain config values of both schemas and the rules that act on values (spec §3.2-§3.5, §5): merging,
+// mutual exclusion, "at least one set". Both front ends (JSON, types) build these values and call
+// these functions, so every rule and message exists once.
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "qpolicy/keys/quant_key.hpp"
+
+namespace qpolicy {
+
+/// A message with its field location ("" when the rule names no field).
+struct diagnostic {
+  std::string loc;
+  std::string message;
+  constexpr bool operator==(const diagnostic&) const = default;
+  /// "LOC: MESSAGE" or "MESSAGE", as the CLI prints it after "error: ".
+  constexpr std::string text() const { return loc.empty() ? message : loc + ": " + message; }
+};
+
+/// Raised by the runtime front end for an invalid configuration, model or input (exit status 2).
+class config_error : public std::runtime_error {
+ public:
+  explicit config_error(diagnostic d) : std::runtime_error(d.text()), diag_(std::move(d)) {}
+  config_error(std::string loc, std::string message) : config_error(diagnostic{std::move(loc), std::move(message)}) {}
+  const diagnostic& diag() const { return diag_; }
+  const std::string& loc() const { return diag_.loc; }
+  const std::string& message() const { return diag_.message; }
+
+ private:
+  diagnostic diag_;
+};
+
+/// QuantSpec{weight, activation}; `*_set` is pydantic's fields_set (not part of equality).
+struct quant_spec {
+  std::optional<key_id> weight{};
+  std::optional<key_id> activation{};
+  bool weight_set = false;
+  bool activation_set = false;
+  constexpr bool operator==(const quant_spec& o) const { return weight == o.weight && activation == o.activation; }
+};
+
+/// str(spec): the name of the weight key, or None.
+constexpr std::string spec_str(const std::optional<quant_spec>& s) {
+  return s && s->weight ? key_name(*s->weight) : std::string("None");
+}
+
+/// One `targets` entry: pattern -> shorthand, in input order.
+struct target_rule {
+  std::string pattern;
+  shorthand value{};
+  constexpr bool operator==(const target_rule&) const = default;
+};
+
+/// QuantizationConfigArgs (current schema).
+struct current_config {
+  std::optional<quant_spec> linear{};
+  std::optional<quant_spec> moe{};
+  std::vector<std::string> ignore{};
+  std::optional<std::vector<target_rule>> targets{};
+  constexpr bool operator==(const current_config&) const = default;
+};
+
+/// OnlineQuantizationConfigArgs (legacy schema).
+struct legacy_config {
+  std::optional<legacy_scheme> global_scheme{};
+  std::optional<legacy_scheme> linear_scheme_override{};
+  std::optional<legacy_scheme> moe_scheme_override{};
+  std::vector<std::string> ignore{};
+  constexpr bool operator==(const legacy_config&) const = default;
+};
+
+/// What resolution yields: no online quantization (monostate), or a config of either schema.
+using resolved_config = std::variant<std::monostate, current_config, legacy_config>;
+
+/// A value or the diagnostic that stopped it.
+template <class T>
+struct outcome {
+  std::optional<T> value{};
+  std::optional<diagnostic> error{};
+  constexpr bool ok() const { return !error.has_value(); }
+};
+
+// ---- current schema rules ----
+
+/// The shorthand's own config (spec §3.3): weight set, activation unset, no ignore, no targets.
+constexpr current_config shorthand_config(shorthand s) {
+  current_config c;
+  if (auto k = entry(s).linear_weight) c.linear = quant_spec{*k, std::nullopt, true, false};
+  if (auto k = entry(s).moe_weight) c.moe = quant_spec{*k, std::nullopt, true, false};
+  return c;
+}
+
+/// The slot a shorthand given as a `linear`/`moe` string fills, or the "does not define" error.
+constexpr outcome<quant_spec> shorthand_slot(shorthand s, layer_kind field) {
+  const auto cfg = shorthand_config(s);
+  const auto& slot = field == layer_kind::linear ? cfg.linear : cfg.moe;
+  if (!slot)
+    return {std::nullopt, diagnostic{std::string(to_string(field)),
+                                     "online shorthand " + text::py_repr(to_string(s)) + " does not define a " +
+                                         std::string(to_string(field)) + " spec"}};
+  return {slot, std::nullopt};
+}
+
+/// repr of a validated targets dict: {'pattern': 'shorthand', ...}.
+constexpr std::string targets_repr(const std::vector<target_rule>& targets) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (i) out += ", ";
+    out += text::py_repr(targets[i].pattern) + ": " + text::py_repr(to_string(targets[i].value));
+  }
+  return out + "}";
+}
+
+/// The mutual-exclusion model error of a built config, if it applies.
+constexpr std::optional<diagnostic> check_mutual_exclusion(const current_config& c) {
+  if (c.targets && (c.linear || c.moe))
+    return diagnostic{"", "quantization_config.targets is mutually exclusive with quantization_config.linear/moe, got "
+                          "targets=" + targets_repr(*c.targets) + ", linear=" + spec_str(c.linear) +
+                              ", moe=" + spec_str(c.moe) + "."};
+  return std::nullopt;
+}
+
+/// merge_spec(base, override) (spec §3.4).
+constexpr std::optional<quant_spec> merge_spec(const std::optional<quant_spec>& b, const std::optional<quant_spec>& o) {
+  if (!o) return b;
+  if (!b) return o;
+  return quant_spec{o->weight_set ? o->weight : b->weight, o->activation_set ? o->activation : b->activation, true, true};
+}
+
+/// How `-q` names are classified by resolve_quantization_config.
+constexpr bool is_online_name(std::string_view q) { return q == "online" || find_shorthand(q).has_value(); }
+
+/// resolve_quantization_config (spec §3.4) over an already built (and field-validated) config.
+/// `cfg` empty means quantization_config was None.
+constexpr outcome<resolved_config> resolve_current(const std::optional<std::string>& q,
+                                                   const std::optional<current_config>& cfg) {
+  using R = outcome<resolved_config>;
+  if (q && !is_online_name(*q)) {
+    if (!cfg) return R{resolved_config{}, std::nullopt};
+    return R{resolved_config{*cfg}, std::nullopt};
+  }
+  std::optional<shorthand> base_id;
+  if (q) base_id = find_shorthand(*q);
+  if (!cfg) {
+    if (!base_id || entry(*base_id).deferred) return R{resolved_config{}, std::nullopt};
+    return R{resolved_config{shorthand_config(*base_id)}, std::nullopt};
+  }
+  if (!base_id) return R{resolved_config{*cfg}, std::nullopt};
+  const auto base = shorthand_config(*base_id);
+  current_config merged;
+  merged.linear = merge_spec(base.linear, cfg->linear);
+  merged.moe = merge_spec(base.moe, cfg->moe);
+  merged.ignore = cfg->ignore.empty() ? base.ignore : cfg->ignore;
+  if (cfg->targets && !cfg->targets->empty()) merged.targets = cfg->targets;
+  if (auto e = check_mutual_exclusion(merged)) return R{std::nullopt, *e};
+  return R{resolved_config{merged}, std::nullopt};
+}
+
+/// OnlineQuantizationConfig's "at least one" check (spec §3.5, §5).
+constexpr std::optional<diagnostic> check_online_config(const resolved_config& r) {
+  if (auto c = std::get_if<current_config>(&r); c && !c->linear && !c->moe && !c->targets)
+    return diagnostic{"", "OnlineQuantizationConfig requires at least one of quantization_config.linear, "
+                          "quantization_config.moe, or quantization_config.targets to be set."};
+  if (auto l = std::get_if<legacy_config>(&r); l && !l->global_scheme && !l->linear_scheme_override && !l->moe_scheme_override)
+    return diagnostic{"", "OnlineQuantizationConfig requires at least one of global_scheme, linear_scheme_override, "
+                          "or moe_scheme_override to be set."};
+  return std::nullopt;
+}
+
+// ---- legacy schema rules ----
+
+constexpr bool is_legacy_online_name(std::string_view q) {
+  return q == "online" || q == "fp8_per_tensor" || q == "fp8_per_block";
+}
+
+constexpr std::string legacy_only_supported_message(const std::optional<std::string>& q) {
+  return "quantization_config is only supported when quantization is one of ['fp8_per_block', 'fp8_per_tensor', "
+         "'online'], got quantization=" + (q ? text::py_repr(*q) : std::string("None"));
+}
+
+constexpr std::string legacy_not_a_scheme_message(std::string_view repr_of_value) {
+  return std::string(repr_of_value) + " is not a valid OnlineQuantScheme";
+}
+
+constexpr std::string legacy_conflict_message(std::string_view q, std::string_view repr_of_existing) {
+  return "quantization=" + text::py_repr(q) + " conflicts with quantization_config['global_scheme']=" +
+         std::string(repr_of_existing) + ". These must match when both are specified.";
+}
+
+}  // namespace qpolicy

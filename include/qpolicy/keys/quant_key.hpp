@@ -1,0 +1,247 @@
+#pragma once
+// The vocabulary (spec §2, §3.3, §3.6, §5): quant keys with their printed forms and names, the online
+// shorthands, the legacy schemes and the plan's methods. One constexpr table per vocabulary; every
+// string<->id conversion in the project goes through these tables.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "qpolicy/core/text.hpp"
+
+namespace qpolicy {
+
+/// Element types of quantized data and scales.
+enum class dtype : std::uint8_t { f8e4m3fn, u8, i8, f32 };
+
+constexpr std::string_view to_string(dtype d) {
+  constexpr std::array<std::string_view, 4> names{"f8e4m3fn", "u8", "i8", "f32"};
+  return names[static_cast<std::size_t>(d)];
+}
+
+/// How many elements share one scale: (-1,-1) per tensor, (1,-1) per token, (-1,1) per channel, else a block.
+struct group_shape {
+  std::int32_t row = -1, col = -1;
+  constexpr bool operator==(const group_shape&) const = default;
+};
+inline constexpr group_shape per_tensor{-1, -1};
+inline constexpr group_shape per_token{1, -1};
+inline constexpr group_shape per_channel{-1, 1};
+
+constexpr std::string to_string(group_shape g) {
+  if (g == per_tensor) return "per_tensor";
+  if (g == per_token) return "per_token";
+  if (g == per_channel) return "per_channel";
+  return "GroupShape(row=" + text::to_decimal(g.row) + ", col=" + text::to_decimal(g.col) + ")";
+}
+
+/// A scale's type, whether it is computed ahead (static) or per call (dynamic), and its grouping.
+struct scale_desc {
+  dtype type = dtype::f32;
+  bool is_static = true;
+  group_shape group{};
+  constexpr bool operator==(const scale_desc&) const = default;
+};
+
+constexpr std::string to_string(const scale_desc& s) {
+  return std::string(to_string(s.type)) + "," + (s.is_static ? "static" : "dynamic") + "," + to_string(s.group);
+}
+
+/// A quantization key: data type, scale, optional second-level scale, symmetric.
+struct quant_key {
+  dtype data = dtype::f8e4m3fn;
+  scale_desc scale{};
+  std::optional<scale_desc> scale2{};
+  bool symmetric = true;
+  constexpr bool operator==(const quant_key&) const = default;
+};
+
+/// Printed form: QuantKey(f8e4m3fn,scale(f32,static,per_tensor),symmetric).
+constexpr std::string to_string(const quant_key& k) {
+  std::string out = "QuantKey(" + std::string(to_string(k.data)) + ",scale(" + to_string(k.scale) + ")";
+  if (k.scale2) out += ",scale2(" + to_string(*k.scale2) + ")";
+  return out + (k.symmetric ? ",symmetric)" : ",asymmetric)");
+}
+
+/// Every key a config can name (QUANT_KEY_NAMES, then the weight-only and nameless keys).
+enum class key_id : std::uint8_t {
+  fp8_per_tensor_static,
+  fp8_per_tensor_dynamic,
+  fp8_per_token,
+  fp8_per_channel_static,
+  fp8_per_block_static,
+  fp8_per_block_dynamic,
+  mxfp8_dynamic,
+  mxfp4_dynamic,
+  int8_per_channel_static,
+  mxfp8_static,
+  mxfp4_static,
+  nvfp4,
+};
+inline constexpr std::size_t key_count = 12;
+
+/// One row of the key table: the key and its name ("" when it has none and prints its form).
+struct key_entry {
+  key_id id;
+  std::string_view name;
+  quant_key key;
+  bool in_quant_key_names;
+};
+
+inline constexpr std::array<key_entry, key_count> key_table{{
+    {key_id::fp8_per_tensor_static, "fp8_per_tensor_static", {dtype::f8e4m3fn, {dtype::f32, true, per_tensor}}, true},
+    {key_id::fp8_per_tensor_dynamic, "fp8_per_tensor_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, per_tensor}}, true},
+    {key_id::fp8_per_token, "fp8_per_token", {dtype::f8e4m3fn, {dtype::f32, false, per_token}}, true},
+    {key_id::fp8_per_channel_static, "fp8_per_channel_static", {dtype::f8e4m3fn, {dtype::f32, true, per_channel}}, true},
+    {key_id::fp8_per_block_static, "fp8_per_block_static", {dtype::f8e4m3fn, {dtype::f32, true, {128, 128}}}, true},
+    {key_id::fp8_per_block_dynamic, "fp8_per_block_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, {1, 128}}}, true},
+    {key_id::mxfp8_dynamic, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, false, {1, 32}}}, true},
+    {key_id::mxfp4_dynamic, "mxfp4", {dtype::u8, {dtype::u8, false, {1, 32}}}, true},
+    {key_id::int8_per_channel_static, "int8_per_channel_static", {dtype::i8, {dtype::f32, true, per_channel}}, true},
+    {key_id::mxfp8_static, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, true, {1, 32}}}, false},
+    {key_id::mxfp4_static, "mxfp4", {dtype::u8, {dtype::u8, true, {1, 32}}}, false},
+    {key_id::nvfp4, "", {dtype::u8, {dtype::f8e4m3fn, true, {1, 16}}, scale_desc{dtype::f32, true, per_tensor}}, false},
+}};
+
+constexpr const key_entry& entry(key_id k) { return key_table[static_cast<std::size_t>(k)]; }
+constexpr const quant_key& key_of(key_id k) { return entry(k).key; }
+
+/// A key's name: its QUANT_KEY_NAMES or weight-only name, else its printed form.
+constexpr std::string key_name(key_id k) {
+  return entry(k).name.empty() ? to_string(entry(k).key) : std::string(entry(k).name);
+}
+constexpr std::string key_repr(key_id k) { return to_string(entry(k).key); }
+
+/// Which names a spec field accepts: `weight` prefers the weight-only keys for mxfp8/mxfp4.
+enum class key_field : std::uint8_t { weight, activation, plain };
+
+/// Exact, case-sensitive lookup of a key name for a spec field.
+constexpr std::optional<key_id> find_key(std::string_view name, key_field field) {
+  if (field == key_field::weight) {
+    if (name == "mxfp8") return key_id::mxfp8_static;
+    if (name == "mxfp4") return key_id::mxfp4_static;
+  }
+  for (const auto& e : key_table)
+    if (e.in_quant_key_names && e.name == name) return e.id;
+  return std::nullopt;
+}
+
+/// The sorted QUANT_KEY_NAMES, as the unknown-name message lists them.
+constexpr std::string quant_key_names_repr() {
+  return "['fp8_per_block_dynamic', 'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
+         "'fp8_per_tensor_static', 'fp8_per_token', 'int8_per_channel_static', 'mxfp4', 'mxfp8']";
+}
+
+/// The online shorthands of `-q` and of targets values (spec §3.3), in their table order.
+enum class shorthand : std::uint8_t {
+  fp8_per_tensor,
+  fp8_per_block,
+  fp8_per_channel,
+  mxfp8,
+  mxfp4,
+  int8_per_channel_weight_only,
+  nvfp4_per_token,
+};
+inline constexpr std::size_t shorthand_count = 7;
+
+/// One shorthand: its name and the weight key of its linear and MoE slots (none when the slot is None).
+struct shorthand_entry {
+  shorthand id;
+  std::string_view name;
+  std::optional<key_id> linear_weight;
+  std::optional<key_id> moe_weight;
+  bool deferred;  // also a checkpoint method name: `-q` alone defers to the checkpoint
+};
+
+inline constexpr std::array<shorthand_entry, shorthand_count> shorthand_table{{
+    {shorthand::fp8_per_tensor, "fp8_per_tensor", key_id::fp8_per_tensor_static, key_id::fp8_per_tensor_static, false},
+    {shorthand::fp8_per_block, "fp8_per_block", key_id::fp8_per_block_static, key_id::fp8_per_block_static, false},
+    {shorthand::fp8_per_channel, "fp8_per_channel", key_id::fp8_per_channel_static, key_id::fp8_per_channel_static, false},
+    {shorthand::mxfp8, "mxfp8", key_id::mxfp8_static, key_id::mxfp8_static, true},
+    {shorthand::mxfp4, "mxfp4", key_id::mxfp4_static, key_id::mxfp4_static, true},
+    {shorthand::int8_per_channel_weight_only, "int8_per_channel_weight_only", std::nullopt, key_id::int8_per_channel_static, false},
+    {shorthand::nvfp4_per_token, "nvfp4_per_token", std::nullopt, key_id::nvfp4, false},
+}};
+
+constexpr const shorthand_entry& entry(shorthand s) { return shorthand_table[static_cast<std::size_t>(s)]; }
+constexpr std::string_view to_string(shorthand s) { return entry(s).name; }
+
+constexpr std::optional<shorthand> find_shorthand(std::string_view name) {
+  for (const auto& e : shorthand_table)
+    if (e.name == name) return e.id;
+  return std::nullopt;
+}
+
+constexpr std::string shorthand_names_repr() {
+  return "['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'mxfp4', 'mxfp8', "
+         "'nvfp4_per_token']";
+}
+
+/// The legacy OnlineQuantScheme.
+enum class legacy_scheme : std::uint8_t { fp8_per_tensor, fp8_per_block };
+
+constexpr std::string_view to_string(legacy_scheme s) {
+  return s == legacy_scheme::fp8_per_block ? "fp8_per_block" : "fp8_per_tensor";
+}
+constexpr std::optional<legacy_scheme> find_legacy_scheme(std::string_view name) {
+  if (name == "fp8_per_tensor") return legacy_scheme::fp8_per_tensor;
+  if (name == "fp8_per_block") return legacy_scheme::fp8_per_block;
+  return std::nullopt;
+}
+
+/// What a layer gets in the plan (spec §3.6); `none` prints as null.
+enum class method : std::uint8_t {
+  none,
+  unquantized,
+  fp8_per_tensor,
+  fp8_per_block,
+  fp8_per_channel,
+  mxfp8,
+  mxfp4,
+  int8_per_channel_weight_only,
+  nvfp4_per_token,
+};
+
+constexpr std::string_view to_string(method m) {
+  constexpr std::array<std::string_view, 9> names{"null",  "unquantized", "fp8_per_tensor",
+                                                  "fp8_per_block", "fp8_per_channel", "mxfp8",
+                                                  "mxfp4", "int8_per_channel_weight_only", "nvfp4_per_token"};
+  return names[static_cast<std::size_t>(m)];
+}
+
+/// Layer kinds of a model description.
+enum class layer_kind : std::uint8_t { linear, moe, other };
+
+constexpr std::string_view to_string(layer_kind k) {
+  return k == layer_kind::linear ? "linear" : k == layer_kind::moe ? "moe" : "other";
+}
+
+/// The dispatch table (spec §3.6): the method a weight key selects for a layer kind, if any.
+constexpr std::optional<method> dispatch_method(key_id weight, layer_kind kind) {
+  switch (weight) {
+    case key_id::fp8_per_tensor_static: return method::fp8_per_tensor;
+    case key_id::fp8_per_block_static: return method::fp8_per_block;
+    case key_id::fp8_per_channel_static: return method::fp8_per_channel;
+    case key_id::mxfp8_static: return method::mxfp8;
+    case key_id::mxfp4_static: return method::mxfp4;
+    case key_id::int8_per_channel_static:
+      return kind == layer_kind::moe ? std::optional(method::int8_per_channel_weight_only) : std::nullopt;
+    case key_id::nvfp4: return kind == layer_kind::moe ? std::optional(method::nvfp4_per_token) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+/// The sorted printed keys that `kind` supports, as the dispatch-miss message lists them.
+constexpr std::string supported_weight_keys_repr(layer_kind kind) {
+  std::array<std::string, key_count> printed{};
+  std::size_t n = 0;
+  for (const auto& e : key_table)
+    if (dispatch_method(e.id, kind)) printed[n++] = to_string(e.key);
+  for (std::size_t i = 1; i < n; ++i)  // insertion sort: constexpr and tiny
+    for (std::size_t j = i; j > 0 && printed[j] < printed[j - 1]; --j) std::swap(printed[j], printed[j - 1]);
+  return text::py_repr_list(std::span<const std::string>(printed.data(), n));
+}
+
+}  // namespace qpolicy

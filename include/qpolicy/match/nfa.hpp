@@ -1,0 +1,129 @@
+#pragma once
+// The reference way to run a program: a Thompson NFA simulation over code points, constexpr, linear
+// in the length of the name. It answers for every pattern of the program at once.
+#include <cstdint>
+#include <vector>
+
+#include "qpolicy/match/program.hpp"
+
+namespace qpolicy::match {
+
+/// Where the simulation stands between two characters; decides the zero-width assertions.
+struct position_context {
+  bool at_begin = false;
+  bool at_end = false;
+  bool before_final_newline = false;
+  char32_t prev = 0, next = 0;
+  bool has_prev = false, has_next = false;
+};
+
+/// Whether a zero-width assertion holds; `unknown` for \b next to a non-ASCII character.
+constexpr tri assertion_holds(op code, const position_context& ctx) {
+  switch (code) {
+    case op::at_begin: return ctx.at_begin ? tri::yes : tri::no;
+    case op::at_dollar: return (ctx.at_end || ctx.before_final_newline) ? tri::yes : tri::no;
+    case op::at_end: return ctx.at_end ? tri::yes : tri::no;
+    case op::word_edge:
+    case op::not_word_edge: {
+      if ((ctx.has_prev && ctx.prev >= 128) || (ctx.has_next && ctx.next >= 128)) return tri::unknown;
+      const bool a = ctx.has_prev && is_word_ascii(ctx.prev);
+      const bool b = ctx.has_next && is_word_ascii(ctx.next);
+      return ((a != b) == (code == op::word_edge)) ? tri::yes : tri::no;
+    }
+    default: return tri::yes;
+  }
+}
+
+/// Per-pattern answers of one run.
+struct run_result {
+  std::vector<bool> matched;
+  std::vector<bool> uncertain;  // a path depended on a Unicode class above ASCII
+};
+
+/// Follows the epsilon edges from `pcs` under `ctx`; appends consuming instructions to `out` and marks
+/// reached `match` instructions. Patterns already matched are skipped (their answer is final).
+class closure_builder {
+ public:
+  constexpr explicit closure_builder(const program& prog) : prog_(prog), mark_(prog.insts.size(), 0) {}
+
+  template <class Pcs>
+  constexpr void run(const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out, run_result& res) {
+    ++gen_;
+    for (auto pc : pcs) visit(pc, ctx, out, res);
+  }
+
+ private:
+  const program& prog_;
+  std::vector<std::uint32_t> mark_;
+  std::vector<std::uint32_t> stack_;
+  std::uint32_t gen_ = 0;
+
+  constexpr void visit(std::uint32_t start, const position_context& ctx, std::vector<std::uint32_t>& out, run_result& res) {
+    stack_.push_back(start);
+    while (!stack_.empty()) {
+      const auto pc = stack_.back();
+      stack_.pop_back();
+      if (mark_[pc] == gen_) continue;
+      mark_[pc] = gen_;
+      if (res.matched[prog_.owner[pc]]) continue;
+      const inst& in = prog_.insts[pc];
+      switch (in.code) {
+        case op::split:
+          stack_.push_back(in.b);
+          stack_.push_back(in.a);
+          break;
+        case op::jmp: stack_.push_back(in.a); break;
+        case op::match: res.matched[in.a] = true; break;
+        case op::set:
+        case op::any:
+        case op::any_but_nl: out.push_back(pc); break;
+        default: {
+          const tri t = assertion_holds(in.code, ctx);
+          if (t == tri::yes) stack_.push_back(pc + 1);
+          else if (t == tri::unknown) res.uncertain[prog_.owner[pc]] = true;
+          break;
+        }
+      }
+    }
+  }
+};
+
+/// Whether consuming instruction `in` accepts `c`.
+constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
+  if (in.code == op::any) return tri::yes;
+  if (in.code == op::any_but_nl) return c == U'\n' ? tri::no : tri::yes;
+  return set_contains(prog.sets[in.a], c);
+}
+
+/// Runs every pattern of `prog` over `text`, each anchored at the start of the text.
+constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& text) {
+  run_result res{std::vector<bool>(prog.starts.size(), false), std::vector<bool>(prog.starts.size(), false)};
+  closure_builder closure(prog);
+  std::vector<std::uint32_t> current, next;
+  const std::size_t n = text.size();
+  for (std::size_t i = 0;; ++i) {
+    position_context ctx;
+    ctx.at_begin = i == 0;
+    ctx.at_end = i == n;
+    ctx.before_final_newline = i + 1 == n && text[i] == U'\n';
+    ctx.has_prev = i > 0;
+    ctx.prev = i > 0 ? text[i - 1] : 0;
+    ctx.has_next = i < n;
+    ctx.next = i < n ? text[i] : 0;
+    next.clear();
+    if (i == 0) closure.run(prog.starts, ctx, next, res);
+    else closure.run(current, ctx, next, res);
+    if (i == n || next.empty()) break;
+    current.clear();
+    for (auto pc : next) {
+      if (res.matched[prog.owner[pc]]) continue;
+      const tri t = consumes(prog, prog.insts[pc], text[i]);
+      if (t == tri::yes) current.push_back(pc + 1);
+      else if (t == tri::unknown) res.uncertain[prog.owner[pc]] = true;
+    }
+    if (current.empty()) break;
+  }
+  return res;
+}
+
+}  // namespace qpolicy::match

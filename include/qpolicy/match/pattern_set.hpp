@@ -1,0 +1,55 @@
+#pragma once
+// Runtime accelerator for a compiled pattern list: a lazily built DFA over ASCII names that answers
+// every pattern in one pass over the name, built from the same program the constexpr NFA runs
+// (names with non-ASCII characters or '\n' take the NFA path). Patterns are compiled once per config.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "qpolicy/match/pattern.hpp"
+
+namespace qpolicy::match {
+
+/// A compiled pattern list with its lazy DFA. Not thread-safe: one per planning thread.
+class pattern_set {
+ public:
+  pattern_set() = default;
+  explicit pattern_set(compiled_patterns compiled);
+
+  std::size_t size() const { return compiled_.size(); }
+  const std::optional<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
+
+  /// Matches every pattern against `name`.
+  void match(std::string_view name, pattern_hits& out);
+  pattern_hits match(std::string_view name) {
+    pattern_hits h;
+    match(name, h);
+    return h;
+  }
+  std::size_t dfa_states() const { return states_.size(); }
+
+ private:
+  struct state {
+    std::vector<std::uint32_t> core;  // pcs waiting for their epsilon closure
+    std::vector<std::uint64_t> done;  // patterns already matched
+    bool is_start = false, prev_word = false, dead = false, has_end = false;
+    std::vector<std::uint64_t> end_done;
+    std::array<std::int32_t, 128> next;
+  };
+
+  compiled_patterns compiled_;
+  std::size_t words_ = 0;
+  std::vector<state> states_;
+  std::unordered_map<std::string, std::int32_t> index_;
+  bool dfa_full_ = false;
+
+  std::int32_t intern(state s);
+  std::int32_t step(std::int32_t from, char c);
+  const std::vector<std::uint64_t>& finish(std::int32_t at);
+  void match_nfa(std::string_view name, pattern_hits& out) const;
+};
+
+}  // namespace qpolicy::match

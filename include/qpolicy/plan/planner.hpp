@@ -1,0 +1,370 @@
+#pragma once
+// The per-layer decision rules (spec §3.7, §4.2-§4.4, §5), written once as constexpr code over any
+// matcher with `match(name, hits)`: the runtime instantiates it with the lazy-DFA pattern_set, the
+// compile-time front end with the NFA. Every layer is decided; errors are per layer.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "qpolicy/config/config.hpp"
+#include "qpolicy/match/pattern.hpp"
+#include "qpolicy/model/model.hpp"
+#include "qpolicy/plan/plan.hpp"
+#include "qpolicy/plan/shapes.hpp"
+#include "qpolicy/plan/summary.hpp"
+
+namespace qpolicy {
+
+namespace detail {
+
+/// Per-pattern bookkeeping for the "matched no layer" warnings.
+struct pattern_use {
+  bool handled = false;    // hit a layer that online quantization decides
+  bool unhandled = false;  // hit only other / non-quantizable layers
+};
+
+template <class Matcher>
+class planner {
+ public:
+  constexpr planner(const model_desc& model, plan& out) : model_(model), out_(out) {}
+
+  /// Pattern matching outcome for one name: matched indices (list order) or an error text.
+  struct name_hits {
+    std::vector<std::uint32_t> matched;
+    std::optional<std::string> error;
+  };
+
+  constexpr name_hits hits_of(Matcher& m, std::string_view name, std::uint32_t base, bool stop_at_first_match) {
+    name_hits r;
+    m.match(name, scratch_);
+    for (std::uint32_t k = 0; k < m.size(); ++k) {
+      if (m.error(k)) {  // a bad regex raises when tried; legacy stops trying at the first match
+        if (!(stop_at_first_match && !r.matched.empty())) r.error = m.error(k)->message;
+        if (r.error) return r;
+        continue;
+      }
+      if (scratch_.test(k)) {
+        r.matched.push_back(k);
+        uses_[base + k].handled |= true;
+        if (stop_at_first_match) break;
+      }
+    }
+    for (auto u : scratch_.uncertain)
+      if (!(stop_at_first_match && !r.matched.empty() && r.matched.front() < u)) {
+        r.error = "qpolicy cannot decide pattern " + text::py_repr(out_.patterns[base + u]) + " on layer name " +
+                  text::py_repr(name) + ": \\d, \\w, \\s and \\b are only decided for ASCII characters";
+        return r;
+      }
+    return r;
+  }
+
+  /// Records hits of layers the config never consults, for warnings only.
+  constexpr void note_unhandled(Matcher& m, std::string_view name, std::uint32_t base) {
+    m.match(name, scratch_);
+    for (std::uint32_t k = 0; k < m.size(); ++k)
+      if (!m.error(k) && scratch_.test(k)) uses_[base + k].unhandled = true;
+  }
+
+  constexpr std::vector<std::string> shard_names(const layer_desc& layer, const packed_mapping& p) const {
+    std::vector<std::string> names;
+    const auto proj = p.fused;
+    for (const auto& s : p.shards) names.push_back(text::replace_all(layer.name, proj, s));
+    return names;
+  }
+
+  /// Result of the ignore decision: ignored with its pattern, not ignored, or an error.
+  struct ignore_result {
+    bool ignored = false;
+    std::int32_t pattern = -1;
+    std::optional<std::string> error;
+  };
+
+  // Current schema §4.2: every pattern tried, direct match first, then all shards must agree.
+  constexpr ignore_result ignore_current(Matcher& m, const layer_desc& layer) {
+    auto direct = hits_of(m, layer.name, 0, false);
+    if (direct.error) return {false, -1, direct.error};
+    if (!direct.matched.empty()) return {true, static_cast<std::int32_t>(direct.matched.front()), std::nullopt};
+    const auto* p = model_.fused_entry(layer.name);
+    if (!p) return {};
+    if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
+    bool any_hit = false, any_miss = false;
+    std::int32_t first_pattern = -1;
+    for (const auto& shard : shard_names(layer, *p)) {
+      auto h = hits_of(m, shard, 0, false);
+      if (h.error) return {false, -1, h.error};
+      if (h.matched.empty()) {
+        any_miss = true;
+      } else {
+        if (first_pattern < 0) first_pattern = static_cast<std::int32_t>(h.matched.front());
+        any_hit = true;
+      }
+    }
+    if (any_hit && any_miss)
+      return {false, -1,
+              "Found different quantization schemes for the shards of " + layer.name +
+                  ". vLLM requires all to use the same scheme."};
+    return {any_hit, any_hit ? first_pattern : -1, std::nullopt};
+  }
+
+  // Legacy §4.4: in order, first match wins; fused path unless the name is literally listed.
+  constexpr ignore_result ignore_legacy(Matcher& m, const layer_desc& layer, const std::vector<std::string>& ignore) {
+    const auto* p = model_.fused_entry(layer.name);
+    const bool literally_listed = std::find(ignore.begin(), ignore.end(), layer.name) != ignore.end();
+    if (!p || literally_listed) {
+      auto h = hits_of(m, layer.name, 0, true);
+      if (h.error) return {false, -1, h.error};
+      if (h.matched.empty()) return {};
+      return {true, static_cast<std::int32_t>(h.matched.front()), std::nullopt};
+    }
+    if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
+    std::optional<bool> skipped;
+    std::int32_t pattern = -1;
+    for (const auto& shard : shard_names(layer, *p)) {
+      auto h = hits_of(m, shard, 0, true);
+      if (h.error) return {false, -1, h.error};
+      const bool hit = !h.matched.empty();
+      if (!skipped) {
+        skipped = hit;
+        if (hit) pattern = static_cast<std::int32_t>(h.matched.front());
+      } else if (*skipped != hit) {
+        return {false, -1,
+                "Found a different quantization schemes for " + text::py_repr_list(p->shards) + " in " + layer.name +
+                    ". vLLM requires all to use the same scheme."};
+      }
+    }
+    return {*skipped, *skipped ? pattern : -1, std::nullopt};
+  }
+
+  /// Result of §4.3: the deciding target index, no match, or an error.
+  struct target_result {
+    std::int32_t target = -1;
+    std::optional<std::string> error;
+  };
+
+  constexpr target_result match_targets(Matcher& m, const layer_desc& layer, const std::vector<target_rule>& targets,
+                                        std::uint32_t base) {
+    std::vector<std::vector<std::uint32_t>> sets;
+    auto direct = hits_of(m, layer.name, base, false);
+    if (direct.error) return {-1, direct.error};
+    const auto* p = model_.fused_entry(layer.name);
+    if (!direct.matched.empty() || !p) {
+      sets.push_back(direct.matched);
+    } else {
+      if (p->shards.empty()) return {-1, empty_shards_message(*p)};
+      for (const auto& shard : shard_names(layer, *p)) {
+        auto h = hits_of(m, shard, base, false);
+        if (h.error) return {-1, h.error};
+        sets.push_back(h.matched);
+      }
+    }
+    std::size_t empty = 0;
+    bool multiple = false;
+    for (const auto& s : sets) {
+      empty += s.empty();
+      multiple |= s.size() > 1;
+    }
+    auto sets_repr = [&] {
+      std::string r = "[";
+      for (std::size_t i = 0; i < sets.size(); ++i) {
+        if (i) r += ", ";
+        std::vector<std::string> names;
+        for (auto k : sets[i]) names.push_back(targets[k].pattern);
+        r += text::py_repr_set(names);
+      }
+      return r + "]";
+    };
+    if (empty == sets.size()) return {};
+    if (empty > 0)
+      return {-1, "Found unmatched shards for " + layer.name + ": " + sets_repr() +
+                      ". vLLM requires all shards of a fused layer to match a target."};
+    if (multiple)
+      return {-1, "Found multiple quantization_config.targets matches for the shards of " + layer.name + ": " +
+                      sets_repr() + ". Each shard may match at most one target."};
+    for (const auto& s : sets)
+      if (targets[s.front()].value != targets[sets.front().front()].value) {
+        std::vector<std::string> per_shard;
+        for (const auto& t : sets) per_shard.push_back(targets[t.front()].pattern);
+        return {-1, "Found different quantization_config.targets values for the shards of " + layer.name + ": " +
+                        text::py_repr_list(per_shard) + ". vLLM requires all shards of a fused layer to use the same target."};
+      }
+    return {static_cast<std::int32_t>(sets.front().front()), std::nullopt};
+  }
+
+  constexpr layer_plan fail(std::string message) {
+    layer_plan l;
+    l.error = static_cast<std::int32_t>(out_.errors.size());
+    out_.errors.push_back(std::move(message));
+    return l;
+  }
+
+  /// Dispatch (§3.6) of a weight key for a layer, with the given activation and provenance.
+  constexpr layer_plan dispatch(const layer_desc& layer, key_id weight, activation_kind act, key_id act_key,
+                                decided_by source, std::int32_t pattern) {
+    const auto m = dispatch_method(weight, layer.kind);
+    if (!m)
+      return fail("online quantization for " + layer.class_name + " with weight=" + key_repr(weight) +
+                  " is not supported; supported weight keys: " + supported_weight_keys_repr(layer.kind));
+    layer_plan l;
+    l.decided = *m;
+    l.weight = weight;
+    l.activation = act;
+    l.activation_key = act_key;
+    l.source = source;
+    l.pattern = pattern;
+    return l;
+  }
+
+  constexpr layer_plan decide_current(const layer_desc& layer, const current_config& cfg, Matcher& ignore_m,
+                                      Matcher& targets_m) {
+    const bool consulted = layer.quantizable && (layer.kind != layer_kind::other || cfg.targets);
+    if (!consulted) {
+      note_unhandled(ignore_m, layer.name, 0);
+      if (cfg.targets) note_unhandled(targets_m, layer.name, static_cast<std::uint32_t>(cfg.ignore.size()));
+      return {};
+    }
+    const auto ign = ignore_current(ignore_m, layer);
+    if (ign.error) return fail(*ign.error);
+    if (!cfg.targets) {
+      if (ign.ignored) return unquantized(decided_by::ignore, ign.pattern);
+      const auto& spec = layer.kind == layer_kind::linear ? cfg.linear : cfg.moe;
+      const auto source = layer.kind == layer_kind::linear ? decided_by::linear : decided_by::moe;
+      if (!spec || !spec->weight) return unquantized(source, -1);
+      const auto act = !spec->activation_set ? activation_kind::method_default
+                       : spec->activation   ? activation_kind::key
+                                            : activation_kind::none;
+      return dispatch(layer, *spec->weight, act, spec->activation.value_or(key_id::fp8_per_tensor_dynamic), source, -1);
+    }
+    const auto base = static_cast<std::uint32_t>(cfg.ignore.size());
+    const auto t = match_targets(targets_m, layer, *cfg.targets, base);
+    if (t.error) return fail(*t.error);
+    const auto& targets = *cfg.targets;
+    if (ign.ignored && t.target >= 0)
+      return fail("Layer " + layer.name + " matches both quantization_config.ignore and quantization_config.targets (" +
+                  text::py_repr_list(std::vector<std::string>{targets[static_cast<std::size_t>(t.target)].pattern}) +
+                  "); a layer may not be referenced by both.");
+    if (ign.ignored || t.target < 0) {
+      if (layer.kind == layer_kind::other) return {};
+      return ign.ignored ? unquantized(decided_by::ignore, ign.pattern) : unquantized(decided_by::none, -1);
+    }
+    const auto& rule = targets[static_cast<std::size_t>(t.target)];
+    if (layer.kind == layer_kind::other)
+      return fail("Layer " + layer.name + " was matched by quantization_config.targets (" + rule.pattern +
+                  "), but online quantization is not supported for " + layer.class_name + ".");
+    const auto& sh = entry(rule.value);
+    const auto slot = layer.kind == layer_kind::linear ? sh.linear_weight : sh.moe_weight;
+    if (!slot)
+      return fail("targets pattern " + rule.pattern + " = " + std::string(sh.name) + " does not define a QuantSpec for " +
+                  layer.class_name + " layers (matched at " + layer.name + ").");
+    auto l = dispatch(layer, *slot, activation_kind::method_default, key_id::fp8_per_tensor_dynamic, decided_by::targets,
+                      static_cast<std::int32_t>(base) + t.target);
+    if (!l.failed()) l.target = rule.value;
+    return l;
+  }
+
+  constexpr layer_plan decide_legacy(const layer_desc& layer, const legacy_config& cfg, Matcher& ignore_m) {
+    if (!layer.quantizable || layer.kind == layer_kind::other) {
+      note_unhandled(ignore_m, layer.name, 0);
+      return {};
+    }
+    const auto ign = ignore_legacy(ignore_m, layer, cfg.ignore);
+    if (ign.error) return fail(*ign.error);
+    if (ign.ignored) return unquantized(decided_by::ignore, ign.pattern);
+    const auto& over = layer.kind == layer_kind::linear ? cfg.linear_scheme_override : cfg.moe_scheme_override;
+    const auto scheme = over ? over : cfg.global_scheme;
+    const auto source = over ? (layer.kind == layer_kind::linear ? decided_by::linear_scheme_override
+                                                                 : decided_by::moe_scheme_override)
+                             : decided_by::global;
+    const auto key = scheme == legacy_scheme::fp8_per_block ? key_id::fp8_per_block_static : key_id::fp8_per_tensor_static;
+    return dispatch(layer, key, activation_kind::method_default, key_id::fp8_per_tensor_dynamic, source, -1);
+  }
+
+  constexpr void warn_unused(std::size_t ignore_count) {
+    for (std::size_t k = 0; k < uses_.size(); ++k) {
+      if (uses_[k].handled) continue;
+      const std::string what = k < ignore_count ? "ignore pattern " : "targets pattern ";
+      out_.warnings.push_back(what + text::py_repr(out_.patterns[k]) +
+                              (uses_[k].unhandled ? " matched only layers online quantization does not handle"
+                                                  : " matched no layer"));
+    }
+  }
+
+  constexpr void reset_uses(std::size_t n) { uses_.assign(n, {}); }
+
+ private:
+  const model_desc& model_;
+  plan& out_;
+  match::pattern_hits scratch_;
+  std::vector<pattern_use> uses_;
+
+  static constexpr std::string empty_shards_message(const packed_mapping& p) {
+    return "packed_modules_mapping[" + text::py_repr(p.fused) + "] lists no shards, so the fused layer cannot be matched";
+  }
+  static constexpr layer_plan unquantized(decided_by source, std::int32_t pattern) {
+    layer_plan l;
+    l.decided = method::unquantized;
+    l.source = source;
+    l.pattern = pattern;
+    return l;
+  }
+};
+
+/// The first pattern in `patterns` that the engine refuses although Python accepts it.
+constexpr std::optional<diagnostic> unsupported_pattern(const std::vector<std::string>& patterns, const char* field,
+                                                        const match::compiled_patterns& compiled) {
+  for (std::size_t k = 0; k < patterns.size(); ++k)
+    if (compiled.errors[k] && compiled.errors[k]->unsupported)
+      return diagnostic{std::string(field) + "." + text::to_decimal(static_cast<long long>(k)),
+                        "pattern " + text::py_repr(patterns[k]) + ": " + compiled.errors[k]->message};
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+/// Decides every layer of `model` under `config`. Errors before any layer (the "at least one" check,
+/// a pattern qpolicy cannot run) come back as the outcome's error; layer errors live in the plan.
+template <class Matcher>
+constexpr outcome<plan> build_plan(const resolved_config& config, const model_desc& model, const plan_options& options = {}) {
+  plan out;
+  if (std::holds_alternative<std::monostate>(config)) {
+    out.layers.resize(model.layers.size());
+    out.warnings.push_back("no online quantization is configured (the resolver returned None): every layer keeps "
+                           "its checkpoint's or its own precision");
+    return {std::move(out), std::nullopt};
+  }
+  if (auto e = check_online_config(config)) return {std::nullopt, *e};
+  out.configured = true;
+  detail::planner<Matcher> p(model, out);
+  out.layers.reserve(model.layers.size());
+  if (const auto* cfg = std::get_if<current_config>(&config)) {
+    auto ignore_c = match::compile_patterns(cfg->ignore, match::glob_mode::on);
+    if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", ignore_c)) return {std::nullopt, *e};
+    std::vector<std::string> target_patterns;
+    if (cfg->targets)
+      for (const auto& t : *cfg->targets) target_patterns.push_back(t.pattern);
+    auto targets_c = match::compile_patterns(target_patterns, match::glob_mode::on);
+    if (auto e = detail::unsupported_pattern(target_patterns, "targets", targets_c)) return {std::nullopt, *e};
+    out.patterns = cfg->ignore;
+    out.patterns.insert(out.patterns.end(), target_patterns.begin(), target_patterns.end());
+    p.reset_uses(out.patterns.size());
+    Matcher ignore_m(std::move(ignore_c)), targets_m(std::move(targets_c));
+    for (const auto& layer : model.layers) out.layers.push_back(p.decide_current(layer, *cfg, ignore_m, targets_m));
+    p.warn_unused(cfg->ignore.size());
+  } else {
+    const auto& legacy = std::get<legacy_config>(config);
+    auto ignore_c = match::compile_patterns(legacy.ignore, match::glob_mode::off);
+    if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", ignore_c)) return {std::nullopt, *e};
+    out.patterns = legacy.ignore;
+    p.reset_uses(out.patterns.size());
+    Matcher ignore_m(std::move(ignore_c));
+    for (const auto& layer : model.layers) out.layers.push_back(p.decide_legacy(layer, legacy, ignore_m));
+    p.warn_unused(legacy.ignore.size());
+  }
+  out.summary = summarize(out, model);
+  if (options.check_shapes) check_shapes(out, model, options);
+  return {std::move(out), std::nullopt};
+}
+
+}  // namespace qpolicy

@@ -1,0 +1,75 @@
+#pragma once
+// Opt-in shape checks (spec §8, `--check-shapes --tp N`): whether each planned scheme can take the
+// layer's sizes on every tensor-parallel rank. Errors go into the plan; the rest are warnings.
+#include <string>
+#include <string_view>
+
+#include "qpolicy/model/model.hpp"
+#include "qpolicy/plan/plan.hpp"
+
+namespace qpolicy {
+
+namespace detail {
+constexpr bool row_parallel(const layer_desc& l) { return std::string_view(l.class_name).find("RowParallel") != std::string_view::npos; }
+constexpr bool replicated(const layer_desc& l) { return std::string_view(l.class_name).find("Replicated") != std::string_view::npos; }
+constexpr std::string num(std::int64_t v) { return text::to_decimal(v); }
+}  // namespace detail
+
+/// Adds shape errors/warnings for the quantized layers of `p` (sizes missing from the model are skipped).
+constexpr void check_shapes(plan& p, const model_desc& model, const plan_options& options) {
+  const std::int64_t tp = options.tp;
+  for (std::size_t i = 0; i < p.layers.size(); ++i) {
+    auto& l = p.layers[i];
+    const auto& layer = model.layers[i];
+    if (!l.quantized()) continue;
+    auto fail = [&](std::string message) {
+      layer_plan e;
+      e.error = static_cast<std::int32_t>(p.errors.size());
+      p.errors.push_back(std::move(message));
+      l = e;
+    };
+    auto warn = [&](std::string message) { p.warnings.push_back(layer.name + ": " + std::move(message)); };
+    const std::string scheme(to_string(l.decided));
+    if (layer.kind == layer_kind::linear && layer.shape.size() == 2) {
+      const auto out = layer.shape[0], in = layer.shape[1];
+      const bool split_in = tp > 1 && detail::row_parallel(layer);
+      const bool split_out = tp > 1 && !detail::row_parallel(layer) && !detail::replicated(layer);
+      if ((split_in && in % tp) || (split_out && out % tp)) {
+        fail(layer.name + ": " + (split_in ? "in_features " + detail::num(in) : "out_features " + detail::num(out)) +
+             " is not divisible by the tensor-parallel degree " + detail::num(tp));
+        continue;
+      }
+      const auto in_rank = split_in ? in / tp : in;
+      const auto out_rank = split_out ? out / tp : out;
+      if (l.decided == method::fp8_per_block) {
+        if (in_rank % 128) {
+          fail(layer.name + ": fp8_per_block needs in_features" + (split_in ? " per rank (" + detail::num(in) + "/" + detail::num(tp) + " = " : " (") +
+               detail::num(in_rank) + ") to be a multiple of 128 (1x128 activation groups)");
+          continue;
+        }
+        if (out_rank % 128) warn("fp8_per_block: out_features" + std::string(split_out ? " per rank " : " ") + detail::num(out_rank) + " is not a multiple of 128; the last weight block is padded");
+        for (auto s : layer.shard_sizes)
+          if ((split_out ? s / tp : s) % 128) {
+            warn("fp8_per_block: fused shard of " + detail::num(s) + " rows is not a multiple of 128; weight blocks straddle shards");
+            break;
+          }
+      } else if (l.decided == method::fp8_per_tensor || l.decided == method::fp8_per_channel) {
+        if (in_rank % 16 || out_rank % 16)
+          warn(scheme + ": shape [" + detail::num(out_rank) + ", " + detail::num(in_rank) + "] has a dimension that is not a multiple of 16");
+      }
+    } else if (layer.kind == layer_kind::moe && layer.hidden_size && layer.intermediate_size) {
+      const auto h = *layer.hidden_size, inter = *layer.intermediate_size;
+      if (tp > 1 && inter % tp) {
+        fail(layer.name + ": intermediate_size " + detail::num(inter) + " is not divisible by the tensor-parallel degree " + detail::num(tp));
+        continue;
+      }
+      const auto i_rank = inter / tp;
+      if (l.decided == method::fp8_per_block && (h % 128 || i_rank % 128))
+        warn("fp8_per_block: hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of 128; expert weights are zero-padded");
+      if ((l.decided == method::fp8_per_tensor || l.decided == method::fp8_per_channel) && (h % 16 || i_rank % 16))
+        warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of 16");
+    }
+  }
+}
+
+}  // namespace qpolicy
