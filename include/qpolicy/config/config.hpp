@@ -45,7 +45,8 @@ struct quant_spec {
 
 /// str(spec): the name of the weight key, or None.
 constexpr std::string spec_str(const std::optional<quant_spec>& s) {
-  return s && s->weight ? key_name(*s->weight) : std::string("None");
+  if (s && s->weight) return key_name(*s->weight);
+  return "None";
 }
 
 /// One `targets` entry: pattern -> shorthand, in input order.
@@ -178,8 +179,11 @@ constexpr bool is_legacy_online_name(std::string_view q) {
 }
 
 constexpr std::string legacy_only_supported_message(const std::optional<std::string>& q) {
-  return "quantization_config is only supported when quantization is one of ['fp8_per_block', 'fp8_per_tensor', "
-         "'online'], got quantization=" + (q ? text::py_repr(*q) : std::string("None"));
+  std::string out = "quantization_config is only supported when quantization is one of ['fp8_per_block', "
+                    "'fp8_per_tensor', 'online'], got quantization=";
+  if (q) out += text::py_repr(*q);
+  else out += "None";
+  return out;
 }
 
 constexpr std::string legacy_not_a_scheme_message(std::string_view repr_of_value) {

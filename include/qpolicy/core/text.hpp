@@ -144,7 +144,8 @@ constexpr std::string py_repr_set(const Range& items) {
     out += out.empty() ? "{" : ", ";
     out += py_repr(std::string_view(item));
   }
-  return out.empty() ? std::string("set()") : out + "}";
+  if (out.empty()) return "set()";
+  return out + "}";
 }
 
 /// Python str.replace(old, new): every non-overlapping occurrence, left to right.

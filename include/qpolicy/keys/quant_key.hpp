@@ -110,7 +110,9 @@ constexpr const quant_key& key_of(key_id k) { return entry(k).key; }
 
 /// A key's name: its QUANT_KEY_NAMES or weight-only name, else its printed form.
 constexpr std::string key_name(key_id k) {
-  return entry(k).name.empty() ? to_string(entry(k).key) : std::string(entry(k).name);
+  // if/else, not ?: -- GCC 12 destroys a ?: string temporary twice during constant evaluation.
+  if (entry(k).name.empty()) return to_string(entry(k).key);
+  return std::string(entry(k).name);
 }
 constexpr std::string key_repr(key_id k) { return to_string(entry(k).key); }
 

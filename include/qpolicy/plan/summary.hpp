@@ -30,31 +30,64 @@ constexpr std::string_view layer_suffix(std::string_view name) {
 constexpr std::vector<std::string> summarize(const plan& p, const model_desc& model) {
   struct group {
     std::string suffix, source;
-    bool has_pattern;
+    bool has_pattern = false;
     std::string pattern, key;
-    std::size_t count;
+    std::size_t count = 0;
   };
   std::vector<group> groups;
   for (std::size_t i = 0; i < p.layers.size(); ++i) {
     const auto& l = p.layers[i];
     if (!l.quantized()) continue;
-    group g{std::string(layer_suffix(model.layers[i].name)), std::string(to_string(l.source)), l.pattern >= 0,
-            std::string(p.pattern_of(l)), l.target ? std::string(to_string(*l.target)) : key_name(*l.weight), 1};
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const group& o) {
-      return o.suffix == g.suffix && o.source == g.source && o.has_pattern == g.has_pattern && o.pattern == g.pattern &&
-             o.key == g.key;
-    });
-    if (it != groups.end()) ++it->count;
-    else groups.push_back(std::move(g));
+    group g;
+    g.suffix = std::string(layer_suffix(model.layers[i].name));
+    g.source = std::string(to_string(l.source));
+    g.has_pattern = l.pattern >= 0;
+    g.pattern = std::string(p.pattern_of(l));
+    if (l.target) g.key = to_string(*l.target);
+    else g.key = key_name(*l.weight);
+    g.count = 1;
+    bool found = false;
+    for (auto& o : groups)
+      if (o.suffix == g.suffix && o.source == g.source && o.has_pattern == g.has_pattern && o.pattern == g.pattern &&
+          o.key == g.key) {
+        ++o.count;
+        found = true;
+        break;
+      }
+    if (!found) groups.push_back(g);
   }
-  std::sort(groups.begin(), groups.end(), [](const group& a, const group& b) {
-    return std::tie(a.suffix, a.source, a.has_pattern, a.pattern, a.key) <
-           std::tie(b.suffix, b.source, b.has_pattern, b.pattern, b.key);
-  });
+  // Sort an index (GCC 12 mis-evaluates std::sort over string aggregates during constant evaluation).
+  auto less = [&](const group& a, const group& b) {
+    if (a.suffix != b.suffix) return a.suffix < b.suffix;
+    if (a.source != b.source) return a.source < b.source;
+    if (a.has_pattern != b.has_pattern) return !a.has_pattern;
+    if (a.pattern != b.pattern) return a.pattern < b.pattern;
+    return a.key < b.key;
+  };
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    std::size_t at = order.size();
+    while (at > 0 && less(groups[i], groups[order[at - 1]])) --at;
+    order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), i);
+  }
   std::vector<std::string> lines;
-  for (const auto& g : groups)
-    lines.push_back(g.suffix + ": " + text::to_decimal(static_cast<long long>(g.count)) + " (from " + g.source + ": " +
-                    (g.has_pattern ? g.pattern + ", " : std::string()) + g.key + ")");
+  for (auto i : order) {
+    const auto& g = groups[i];
+    // Appended piecewise: GCC 12 double-destroys a ?: string temporary during constant evaluation.
+    std::string line = g.suffix;
+    line += ": ";
+    line += text::to_decimal(static_cast<long long>(g.count));
+    line += " (from ";
+    line += g.source;
+    line += ": ";
+    if (g.has_pattern) {
+      line += g.pattern;
+      line += ", ";
+    }
+    line += g.key;
+    line += ")";
+    lines.push_back(line);
+  }
   return lines;
 }
 
