@@ -7,11 +7,6 @@ namespace qpolicy::match {
 namespace {
 constexpr std::size_t max_dfa_states = 8192;
 
-std::vector<bool> to_bools(const std::vector<std::uint64_t>& bits, std::size_t n) {
-  std::vector<bool> out(n);
-  for (std::size_t k = 0; k < n; ++k) out[k] = (bits[k >> 6] >> (k & 63)) & 1;
-  return out;
-}
 std::vector<std::uint64_t> to_bits(const std::vector<bool>& b, std::size_t words) {
   std::vector<std::uint64_t> out(words, 0);
   for (std::size_t k = 0; k < b.size(); ++k)
@@ -27,12 +22,19 @@ pattern_set::pattern_set(compiled_patterns compiled) : compiled_(std::move(compi
   std::sort(start.core.begin(), start.core.end());
   start.done.assign(words_, 0);
   start.is_start = true;
+  closure_.emplace(compiled_.prog);
+  scratch_.matched.assign(compiled_.size(), false);
+  scratch_.uncertain.assign(compiled_.size(), false);
   intern(std::move(start));
 }
 
-std::int32_t pattern_set::intern(state s) {
-  std::string key;
-  key.reserve(2 + 8 * s.done.size() + 4 * s.core.size());
+void pattern_set::load_done(const std::vector<std::uint64_t>& done) {
+  for (std::size_t k = 0; k < compiled_.size(); ++k) scratch_.matched[k] = (done[k >> 6] >> (k & 63)) & 1;
+}
+
+std::int32_t pattern_set::intern(state&& s) {
+  std::string& key = key_;
+  key.clear();
   key += static_cast<char>(s.is_start);
   key += static_cast<char>(s.prev_word);
   key.append(reinterpret_cast<const char*>(s.done.data()), s.done.size() * 8);
@@ -46,7 +48,7 @@ std::int32_t pattern_set::intern(state s) {
   s.next.fill(-1);
   states_.push_back(std::move(s));
   const auto id = static_cast<std::int32_t>(states_.size() - 1);
-  index_.emplace(std::move(key), id);
+  index_.emplace(key, id);
   return id;
 }
 
@@ -59,12 +61,12 @@ std::int32_t pattern_set::step(std::int32_t from, char c) {
   ctx.prev = s.prev_word ? U'a' : U' ';
   ctx.has_next = true;
   ctx.next = static_cast<char32_t>(c);
-  run_result res{to_bools(s.done, compiled_.size()), std::vector<bool>(compiled_.size(), false)};
-  std::vector<std::uint32_t> consuming;
-  closure_builder closure(prog);
-  closure.run(s.core, ctx, consuming, res);
+  load_done(s.done);
+  run_result& res = scratch_;
+  consuming_.clear();
+  closure_->run(s.core, ctx, consuming_, res);
   state t;
-  for (auto pc : consuming) {
+  for (auto pc : consuming_) {
     if (res.matched[prog.owner[pc]]) continue;
     if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) t.core.push_back(pc + 1);
   }
@@ -85,11 +87,10 @@ const std::vector<std::uint64_t>& pattern_set::finish(std::int32_t at) {
     ctx.at_end = true;
     ctx.has_prev = !s.is_start;
     ctx.prev = s.prev_word ? U'a' : U' ';
-    run_result res{to_bools(s.done, compiled_.size()), std::vector<bool>(compiled_.size(), false)};
-    std::vector<std::uint32_t> consuming;
-    closure_builder closure(compiled_.prog);
-    closure.run(s.core, ctx, consuming, res);
-    s.end_done = to_bits(res.matched, words_);
+    load_done(s.done);
+    consuming_.clear();
+    closure_->run(s.core, ctx, consuming_, scratch_);
+    s.end_done = to_bits(scratch_.matched, words_);
     s.has_end = true;
   }
   return s.end_done;
@@ -117,7 +118,8 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
   std::int32_t at = 0;
   for (char c : name) {
     if (states_[static_cast<std::size_t>(at)].dead) {
-      out.bits = states_[static_cast<std::size_t>(at)].done;
+      const auto& done = states_[static_cast<std::size_t>(at)].done;
+      out.bits.assign(done.begin(), done.end());
       return;
     }
     std::int32_t next = states_[static_cast<std::size_t>(at)].next[static_cast<unsigned char>(c)];
@@ -128,7 +130,8 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
     }
     at = next;
   }
-  out.bits = finish(at);
+  const auto& done = finish(at);
+  out.bits.assign(done.begin(), done.end());
 }
 
 }  // namespace qpolicy::match

@@ -45,8 +45,14 @@ class pattern_set {
   std::vector<state> states_;
   std::unordered_map<std::string, std::int32_t> index_;
   bool dfa_full_ = false;
+  // Scratch reused by every step: building a state must not allocate per call.
+  std::optional<closure_builder> closure_;
+  run_result scratch_;
+  std::vector<std::uint32_t> consuming_;
+  std::string key_;
 
-  std::int32_t intern(state s);
+  std::int32_t intern(state&& s);
+  void load_done(const std::vector<std::uint64_t>& done);
   std::int32_t step(std::int32_t from, char c);
   const std::vector<std::uint64_t>& finish(std::int32_t at);
   void match_nfa(std::string_view name, pattern_hits& out) const;
