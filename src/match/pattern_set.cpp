@@ -1,6 +1,7 @@
 #include "qpolicy/match/pattern_set.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace qpolicy::match {
 
@@ -22,10 +23,42 @@ pattern_set::pattern_set(compiled_patterns compiled) : compiled_(std::move(compi
   std::sort(start.core.begin(), start.core.end());
   start.done.assign(words_, 0);
   start.is_start = true;
+  build_char_classes();
   closure_.emplace(compiled_.prog);
   scratch_.matched.assign(compiled_.size(), false);
   scratch_.uncertain.assign(compiled_.size(), false);
   intern(std::move(start));
+}
+
+void pattern_set::build_char_classes() {
+  // Partition refinement: split the classes by every set's membership, by '\n' and by word-ness,
+  // renumbering densely after each split so ids stay below 128.
+  std::array<std::uint8_t, 128>& cls = char_class_;
+  cls.fill(0);
+  std::size_t count = 1;
+  auto split = [&](auto&& member) {
+    std::array<std::int16_t, 256> id;
+    id.fill(-1);
+    std::size_t next = 0;
+    for (char32_t c = 0; c < 128; ++c) {
+      auto& slot = id[cls[c] * 2u + (member(c) ? 1u : 0u)];
+      if (slot < 0) slot = static_cast<std::int16_t>(next++);
+      cls[c] = static_cast<std::uint8_t>(slot);
+    }
+    count = next;
+  };
+  // Literal sets repeat (every character of every exact pattern is one): split once per distinct set.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
+  for (const auto& set : compiled_.prog.sets) {
+    const std::pair<std::uint64_t, std::uint64_t> bits{set.ascii[0], set.ascii[1]};
+    if (std::find(seen.begin(), seen.end(), bits) != seen.end()) continue;
+    seen.push_back(bits);
+    // Negation does not change the partition a set induces, so the raw bits suffice.
+    split([&](char32_t c) { return c < 64 ? ((bits.first >> c) & 1) != 0 : ((bits.second >> (c - 64)) & 1) != 0; });
+  }
+  split([](char32_t c) { return c == U'\n'; });
+  if (compiled_.prog.uses_word_edges) split([](char32_t c) { return is_word_ascii(c); });
+  classes_ = count;
 }
 
 void pattern_set::load_done(const std::vector<std::uint64_t>& done) {
@@ -45,7 +78,9 @@ std::int32_t pattern_set::intern(state&& s) {
     return -1;
   }
   s.dead = s.core.empty();
-  s.next.fill(-1);
+  const auto row = static_cast<std::int32_t>(table_.size());
+  // A dead state has nothing left to decide: its row loops to itself, so the scan needs no test.
+  table_.resize(table_.size() + classes_, s.dead ? row : -1);
   states_.push_back(std::move(s));
   const auto id = static_cast<std::int32_t>(states_.size() - 1);
   index_.emplace(key, id);
@@ -75,7 +110,9 @@ std::int32_t pattern_set::step(std::int32_t from, char c) {
   t.done = to_bits(res.matched, words_);
   t.prev_word = prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c));
   const auto id = intern(std::move(t));
-  if (id >= 0) states_[static_cast<std::size_t>(from)].next[static_cast<unsigned char>(c)] = id;
+  if (id >= 0)
+    table_[static_cast<std::size_t>(from) * classes_ + char_class_[static_cast<unsigned char>(c)]] =
+        id * static_cast<std::int32_t>(classes_);
   return id;
 }
 
@@ -109,28 +146,50 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
     out.bits.clear();
     return;
   }
+  // Layer names come in model order and share long prefixes (shards share all but the last part):
+  // the DFA state after a prefix depends on the prefix alone, so resume where the last name diverged.
+  std::size_t start = 0;
+  const std::size_t limit = std::min(name.size(), last_name_.size());
+  while (start + 8 <= limit) {  // eight bytes at a time, then the tail
+    std::uint64_t a = 0, b = 0;
+    std::memcpy(&a, name.data() + start, 8);
+    std::memcpy(&b, last_name_.data() + start, 8);
+    if (a != b) {
+      start += static_cast<std::size_t>(__builtin_ctzll(a ^ b)) / 8;  // little-endian: first differing byte
+      break;
+    }
+    start += 8;
+  }
+  if (start + 8 > limit)
+    while (start < limit && name[start] == last_name_[start]) ++start;
   bool simple = !dfa_full_;
-  for (char c : name) simple &= static_cast<unsigned char>(c) < 128 && c != '\n';
+  for (std::size_t i = start; i < name.size(); ++i) simple &= static_cast<unsigned char>(name[i]) < 128 && name[i] != '\n';
   if (!simple) {
+    last_name_.clear();
+    last_rows_.assign(1, 0);
     match_nfa(name, out);
     return;
   }
-  std::int32_t at = 0;
-  for (char c : name) {
-    if (states_[static_cast<std::size_t>(at)].dead) {
-      const auto& done = states_[static_cast<std::size_t>(at)].done;
-      out.bits.assign(done.begin(), done.end());
-      return;
+  last_rows_.resize(name.size() + 1);
+  std::int32_t row = last_rows_[start];  // row offset of the current state in table_
+  for (std::size_t i = start; i < name.size(); ++i) {
+    const char c = name[i];
+    std::int32_t next = table_[static_cast<std::size_t>(row) + char_class_[static_cast<unsigned char>(c)]];
+    if (next < 0) {
+      const auto id = step(row / static_cast<std::int32_t>(classes_), c);
+      if (id < 0) {  // the DFA cache is full: this name (and later ones) run on the NFA
+        last_name_.clear();
+        last_rows_.assign(1, 0);
+        match_nfa(name, out);
+        return;
+      }
+      next = id * static_cast<std::int32_t>(classes_);
     }
-    std::int32_t next = states_[static_cast<std::size_t>(at)].next[static_cast<unsigned char>(c)];
-    if (next < 0) next = step(at, c);
-    if (next < 0) {  // the DFA cache is full: this name (and later ones) run on the NFA
-      match_nfa(name, out);
-      return;
-    }
-    at = next;
+    row = next;
+    last_rows_[i + 1] = row;
   }
-  const auto& done = finish(at);
+  last_name_.assign(name);
+  const auto& done = finish(row / static_cast<std::int32_t>(classes_));
   out.bits.assign(done.begin(), done.end());
 }
 

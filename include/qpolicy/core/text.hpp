@@ -148,10 +148,14 @@ constexpr std::string py_repr_set(const Range& items) {
   return out + "}";
 }
 
-/// Python str.replace(old, new): every non-overlapping occurrence, left to right.
-constexpr std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  if (from.empty()) return std::string(s);
+/// Python str.replace(old, new) into `out` (reusing its storage): every non-overlapping occurrence,
+/// left to right.
+constexpr void replace_all_into(std::string& out, std::string_view s, std::string_view from, std::string_view to) {
+  out.clear();
+  if (from.empty()) {
+    out.append(s);
+    return;
+  }
   std::size_t i = 0;
   while (true) {
     const auto j = s.find(from, i);
@@ -161,6 +165,11 @@ constexpr std::string replace_all(std::string_view s, std::string_view from, std
     i = j + from.size();
   }
   out.append(s.substr(i));
+}
+
+constexpr std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  replace_all_into(out, s, from, to);
   return out;
 }
 

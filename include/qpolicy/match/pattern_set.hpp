@@ -37,12 +37,19 @@ class pattern_set {
     std::vector<std::uint64_t> done;  // patterns already matched
     bool is_start = false, prev_word = false, dead = false, has_end = false;
     std::vector<std::uint64_t> end_done;
-    std::array<std::int32_t, 128> next;
   };
 
   compiled_patterns compiled_;
   std::size_t words_ = 0;
   std::vector<state> states_;
+  // Transitions, dense: table_[row + char_class_[c]] is the next state's row (state * classes_), -1
+  // until built. ASCII characters every instruction treats alike share a class, so the table stays
+  // small enough for L1 and a step is one dependent load.
+  std::vector<std::int32_t> table_;
+  std::string last_name_;                     // the previous name matched on the DFA path
+  std::vector<std::int32_t> last_rows_{0};  // its row before each character (last_rows_[0] = start)
+  std::array<std::uint8_t, 128> char_class_{};
+  std::size_t classes_ = 0;
   std::unordered_map<std::string, std::int32_t> index_;
   bool dfa_full_ = false;
   // Scratch reused by every step: building a state must not allocate per call.
@@ -53,6 +60,7 @@ class pattern_set {
 
   std::int32_t intern(state&& s);
   void load_done(const std::vector<std::uint64_t>& done);
+  void build_char_classes();
   std::int32_t step(std::int32_t from, char c);
   const std::vector<std::uint64_t>& finish(std::int32_t at);
   void match_nfa(std::string_view name, pattern_hits& out) const;

@@ -37,8 +37,11 @@ class planner {
     std::optional<std::string> error;
   };
 
-  constexpr name_hits hits_of(Matcher& m, std::string_view name, std::uint32_t base, bool stop_at_first_match) {
-    name_hits r;
+  // The result lives in hits_ until the next call (no allocation per name).
+  constexpr const name_hits& hits_of(Matcher& m, std::string_view name, std::uint32_t base, bool stop_at_first_match) {
+    name_hits& r = hits_;
+    r.matched.clear();
+    r.error.reset();
     m.match(name, scratch_);
     for (std::uint32_t k = 0; k < m.size(); ++k) {
       if (m.error(k)) {  // a bad regex raises when tried; legacy stops trying at the first match
@@ -68,11 +71,13 @@ class planner {
       if (!m.error(k) && scratch_.test(k)) uses_[base + k].unhandled = true;
   }
 
-  constexpr std::vector<std::string> shard_names(const layer_desc& layer, const packed_mapping& p) const {
-    std::vector<std::string> names;
-    const auto proj = p.fused;
-    for (const auto& s : p.shards) names.push_back(text::replace_all(layer.name, proj, s));
-    return names;
+  /// Calls fn(shard name) for each shard in order (name.replace(proj, shard)); stops when fn returns false.
+  template <class Fn>
+  constexpr void for_each_shard(const layer_desc& layer, const packed_mapping& p, Fn&& fn) {
+    for (const auto& s : p.shards) {
+      text::replace_all_into(shard_buf_, layer.name, p.fused, s);
+      if (!fn(std::string_view(shard_buf_))) return;
+    }
   }
 
   /// Result of the ignore decision: ignored with its pattern, not ignored, or an error.
@@ -84,7 +89,7 @@ class planner {
 
   // Current schema §4.2: every pattern tried, direct match first, then all shards must agree.
   constexpr ignore_result ignore_current(Matcher& m, const layer_desc& layer) {
-    auto direct = hits_of(m, layer.name, 0, false);
+    const auto& direct = hits_of(m, layer.name, 0, false);
     if (direct.error) return {false, -1, direct.error};
     if (!direct.matched.empty()) return {true, static_cast<std::int32_t>(direct.matched.front()), std::nullopt};
     const auto* p = model_.fused_entry(layer.name);
@@ -92,16 +97,22 @@ class planner {
     if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
     bool any_hit = false, any_miss = false;
     std::int32_t first_pattern = -1;
-    for (const auto& shard : shard_names(layer, *p)) {
-      auto h = hits_of(m, shard, 0, false);
-      if (h.error) return {false, -1, h.error};
+    std::optional<std::string> error;
+    for_each_shard(layer, *p, [&](std::string_view shard) {
+      const auto& h = hits_of(m, shard, 0, false);
+      if (h.error) {
+        error = h.error;
+        return false;
+      }
       if (h.matched.empty()) {
         any_miss = true;
       } else {
         if (first_pattern < 0) first_pattern = static_cast<std::int32_t>(h.matched.front());
         any_hit = true;
       }
-    }
+      return true;
+    });
+    if (error) return {false, -1, error};
     if (any_hit && any_miss)
       return {false, -1,
               "Found different quantization schemes for the shards of " + layer.name +
@@ -114,7 +125,7 @@ class planner {
     const auto* p = model_.fused_entry(layer.name);
     const bool literally_listed = std::find(ignore.begin(), ignore.end(), layer.name) != ignore.end();
     if (!p || literally_listed) {
-      auto h = hits_of(m, layer.name, 0, true);
+      const auto& h = hits_of(m, layer.name, 0, true);
       if (h.error) return {false, -1, h.error};
       if (h.matched.empty()) return {};
       return {true, static_cast<std::int32_t>(h.matched.front()), std::nullopt};
@@ -122,19 +133,25 @@ class planner {
     if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
     std::optional<bool> skipped;
     std::int32_t pattern = -1;
-    for (const auto& shard : shard_names(layer, *p)) {
-      auto h = hits_of(m, shard, 0, true);
-      if (h.error) return {false, -1, h.error};
+    std::optional<std::string> error;
+    for_each_shard(layer, *p, [&](std::string_view shard) {
+      const auto& h = hits_of(m, shard, 0, true);
+      if (h.error) {
+        error = h.error;
+        return false;
+      }
       const bool hit = !h.matched.empty();
       if (!skipped) {
         skipped = hit;
         if (hit) pattern = static_cast<std::int32_t>(h.matched.front());
       } else if (*skipped != hit) {
-        return {false, -1,
-                "Found a different quantization schemes for " + text::py_repr_list(p->shards) + " in " + layer.name +
-                    ". vLLM requires all to use the same scheme."};
+        error = "Found a different quantization schemes for " + text::py_repr_list(p->shards) + " in " + layer.name +
+                ". vLLM requires all to use the same scheme.";
+        return false;
       }
-    }
+      return true;
+    });
+    if (error) return {false, -1, error};
     return {*skipped, *skipped ? pattern : -1, std::nullopt};
   }
 
@@ -147,18 +164,25 @@ class planner {
   constexpr target_result match_targets(Matcher& m, const layer_desc& layer, const std::vector<target_rule>& targets,
                                         std::uint32_t base) {
     std::vector<std::vector<std::uint32_t>> sets;
-    auto direct = hits_of(m, layer.name, base, false);
+    const auto& direct = hits_of(m, layer.name, base, false);
     if (direct.error) return {-1, direct.error};
     const auto* p = model_.fused_entry(layer.name);
     if (!direct.matched.empty() || !p) {
+      if (direct.matched.empty()) return {};  // the common case: no target, nothing to collect
       sets.push_back(direct.matched);
     } else {
       if (p->shards.empty()) return {-1, empty_shards_message(*p)};
-      for (const auto& shard : shard_names(layer, *p)) {
-        auto h = hits_of(m, shard, base, false);
-        if (h.error) return {-1, h.error};
+      std::optional<std::string> error;
+      for_each_shard(layer, *p, [&](std::string_view shard) {
+        const auto& h = hits_of(m, shard, base, false);
+        if (h.error) {
+          error = h.error;
+          return false;
+        }
         sets.push_back(h.matched);
-      }
+        return true;
+      });
+      if (error) return {-1, error};
     }
     std::size_t empty = 0;
     bool multiple = false;
@@ -297,6 +321,8 @@ class planner {
   const model_desc& model_;
   plan& out_;
   match::pattern_hits scratch_;
+  name_hits hits_;
+  std::string shard_buf_;
   std::vector<pattern_use> uses_;
 
   static constexpr std::string empty_shards_message(const packed_mapping& p) {

@@ -1,6 +1,7 @@
 #pragma once
 // Summaries of a plan (spec §3.8): quantized layers grouped by (suffix, source, pattern, key).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -28,33 +29,42 @@ constexpr std::string_view layer_suffix(std::string_view name) {
 
 /// The summary lines of a plan: "{suffix}: {count} (from {source}: [{pattern}, ]{key})", sorted.
 constexpr std::vector<std::string> summarize(const plan& p, const model_desc& model) {
+  // Views into the plan and model; the key text is made once per group, not per layer.
   struct group {
-    std::string suffix, source;
+    std::string_view suffix, source, pattern;
     bool has_pattern = false;
-    std::string pattern, key;
+    std::optional<shorthand> target;
+    key_id weight = key_id::fp8_per_tensor_static;
+    std::string key;
     std::size_t count = 0;
   };
   std::vector<group> groups;
   for (std::size_t i = 0; i < p.layers.size(); ++i) {
     const auto& l = p.layers[i];
     if (!l.quantized()) continue;
-    group g;
-    g.suffix = std::string(layer_suffix(model.layers[i].name));
-    g.source = std::string(to_string(l.source));
-    g.has_pattern = l.pattern >= 0;
-    g.pattern = std::string(p.pattern_of(l));
-    if (l.target) g.key = to_string(*l.target);
-    else g.key = key_name(*l.weight);
-    g.count = 1;
+    const auto suffix = layer_suffix(model.layers[i].name);
+    const auto source = to_string(l.source);
+    const auto pattern = p.pattern_of(l);
     bool found = false;
     for (auto& o : groups)
-      if (o.suffix == g.suffix && o.source == g.source && o.has_pattern == g.has_pattern && o.pattern == g.pattern &&
-          o.key == g.key) {
+      if (o.suffix == suffix && o.source == source && o.has_pattern == (l.pattern >= 0) && o.pattern == pattern &&
+          o.target == l.target && (l.target || o.weight == *l.weight)) {
         ++o.count;
         found = true;
         break;
       }
-    if (!found) groups.push_back(g);
+    if (found) continue;
+    group g;
+    g.suffix = suffix;
+    g.source = source;
+    g.pattern = pattern;
+    g.has_pattern = l.pattern >= 0;
+    g.target = l.target;
+    if (l.weight) g.weight = *l.weight;
+    if (l.target) g.key = to_string(*l.target);
+    else g.key = key_name(*l.weight);
+    g.count = 1;
+    groups.push_back(g);
   }
   // Sort an index (GCC 12 mis-evaluates std::sort over string aggregates during constant evaluation).
   auto less = [&](const group& a, const group& b) {
@@ -74,7 +84,7 @@ constexpr std::vector<std::string> summarize(const plan& p, const model_desc& mo
   for (auto i : order) {
     const auto& g = groups[i];
     // Appended piecewise: GCC 12 double-destroys a ?: string temporary during constant evaluation.
-    std::string line = g.suffix;
+    std::string line(g.suffix);
     line += ": ";
     line += text::to_decimal(static_cast<long long>(g.count));
     line += " (from ";
