@@ -12,8 +12,7 @@ namespace {
 
 namespace bj = boost::json;
 
-std::string_view sv(const bj::string& s) { return {s.data(), s.size()}; }
-std::string_view sv(bj::string_view s) { return {s.data(), s.size()}; }
+using json_text::sv;
 
 /// An abort (spec §1.2): stops validation, discards collected field errors.
 struct abort_error {

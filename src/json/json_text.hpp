@@ -20,6 +20,10 @@ struct duplicate_key {
 boost::json::value parse(std::string_view text, json_dialect dialect, std::string_view what,
                          std::vector<duplicate_key>* duplicates);
 
+/// Boost.JSON strings as std::string_view.
+inline std::string_view sv(const boost::json::string& s) { return {s.data(), s.size()}; }
+inline std::string_view sv(boost::json::string_view s) { return {s.data(), s.size()}; }
+
 std::string py_type(const boost::json::value& v);
 std::string py_repr(const boost::json::value& v);
 std::string py_str(const boost::json::value& v);

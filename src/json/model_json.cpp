@@ -11,8 +11,7 @@ namespace {
 
 namespace bj = boost::json;
 
-std::string_view sv(const bj::string& s) { return {s.data(), s.size()}; }
-std::string_view sv(bj::string_view s) { return {s.data(), s.size()}; }
+using json_text::sv;
 
 [[noreturn]] void bad(const std::string& loc, const std::string& message) {
   throw config_error(loc, message + " in the model file");

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "qpolicy/io/json_front.hpp"
+#include "qpolicy/plan/summary.hpp"
 
 namespace qpolicy {
 
@@ -104,7 +105,7 @@ std::string plan_to_table(const plan& p, const model_desc& model, const std::vec
   out += fmt::format("\n{} layers: {} quantized, {} left in high precision, {} not handled by online quantization, {} errors\n",
                      p.layers.size(), quantized, unquantized, untouched, errors);
   if (!p.summary.empty()) {
-    out += "\nsummary:\n";
+    out += "\n" + summary_log_line(p) + "\nsummary:\n";
     for (const auto& s : p.summary) out += "  " + s + "\n";
   }
   const auto warnings = all_warnings(p, extra_warnings);

@@ -43,16 +43,26 @@ class planner {
     r.matched.clear();
     r.error.reset();
     m.match(name, scratch_);
-    for (std::uint32_t k = 0; k < m.size(); ++k) {
-      if (m.error(k)) {  // a bad regex raises when tried; legacy stops trying at the first match
-        if (!(stop_at_first_match && !r.matched.empty())) r.error = m.error(k)->message;
-        if (r.error) return r;
-        continue;
-      }
-      if (scratch_.test(k)) {
-        r.matched.push_back(k);
-        uses_[base + k].handled |= true;
-        if (stop_at_first_match) break;
+    if (!any_error(m)) {  // the common case: walk the set bits only
+      for (std::size_t w = 0; w < scratch_.bits.size() && !(stop_at_first_match && !r.matched.empty()); ++w)
+        for (std::uint64_t bits = scratch_.bits[w]; bits; bits &= bits - 1) {
+          const auto k = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits)));
+          r.matched.push_back(k);
+          uses_[base + k].handled = true;
+          if (stop_at_first_match) break;
+        }
+    } else {
+      for (std::uint32_t k = 0; k < m.size(); ++k) {
+        if (m.error(k)) {  // a bad regex raises when tried; legacy stops trying at the first match
+          if (!(stop_at_first_match && !r.matched.empty())) r.error = m.error(k)->message;
+          if (r.error) return r;
+          continue;
+        }
+        if (scratch_.test(k)) {
+          r.matched.push_back(k);
+          uses_[base + k].handled = true;
+          if (stop_at_first_match) break;
+        }
       }
     }
     for (auto u : scratch_.uncertain)
@@ -62,6 +72,12 @@ class planner {
         return r;
       }
     return r;
+  }
+
+  static constexpr bool any_error(const Matcher& m) {
+    for (std::size_t k = 0; k < m.size(); ++k)
+      if (m.error(k)) return true;
+    return false;
   }
 
   /// Records hits of layers the config never consults, for warnings only.

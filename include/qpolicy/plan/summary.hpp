@@ -101,17 +101,15 @@ constexpr std::vector<std::string> summarize(const plan& p, const model_desc& mo
   return lines;
 }
 
-/// vLLM's log line for a summary.
-inline std::string summary_log_line(const std::vector<std::string>& summary) {
-  std::string out = "Quantized " ;
+/// vLLM's log line for a plan: "Quantized {n} layers of types: " + the summary lines joined by "; ".
+constexpr std::string summary_log_line(const plan& p) {
   std::size_t n = 0;
-  for (const auto& s : summary) {
-    const auto colon = s.find(": ");
-    const auto paren = s.find(" (", colon);
-    n += std::stoul(s.substr(colon + 2, paren - colon - 2));
+  for (const auto& l : p.layers) n += l.quantized();
+  std::string out = "Quantized " + text::to_decimal(static_cast<long long>(n)) + " layers of types: ";
+  for (std::size_t i = 0; i < p.summary.size(); ++i) {
+    if (i) out += "; ";
+    out += p.summary[i];
   }
-  out += std::to_string(n) + " layers of types: ";
-  for (std::size_t i = 0; i < summary.size(); ++i) out += (i ? "; " : "") + summary[i];
   return out;
 }
 
