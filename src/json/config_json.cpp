@@ -29,7 +29,7 @@ class builder {
     if (v.is_null()) return std::nullopt;
     if (!v.is_string()) throw abort_error{"expected str or QuantKey, got " + json_text::py_type(v)};
     if (auto k = find_key(sv(v.get_string()), field)) return k;
-    field_error(loc, "unknown quantization name " + json_text::py_repr(v) + "; expected one of " + quant_key_names_repr());
+    field_error(loc, unknown_quantization_name_message(json_text::py_repr(v)));
     return std::nullopt;
   }
 
@@ -45,7 +45,7 @@ class builder {
         return slot.value;
       }
       if (auto k = find_key(s, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
-      field_error(field, "unknown quantization name " + json_text::py_repr(*v) + "; expected one of " + quant_key_names_repr());
+      field_error(field, unknown_quantization_name_message(json_text::py_repr(*v)));
       return std::nullopt;
     }
     if (!v->is_object()) {
@@ -93,14 +93,13 @@ class builder {
       const std::string pattern(sv(kv.key()));
       const auto sh = kv.value().is_string() ? find_shorthand(sv(kv.value().get_string())) : std::nullopt;
       if (!sh) {
-        field_error("targets", "targets[" + pattern + "] = " + json_text::py_str(kv.value()) +
-                                   " is not a valid online shorthand name; expected one of " + shorthand_names_repr());
+        field_error("targets", targets_not_shorthand_message(pattern, json_text::py_str(kv.value())));
         return out;
       }
       if (match::is_regex_pattern(pattern)) {
         match::program prog;
         if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
-          field_error("targets", "targets key " + pattern + " is not a valid regex: " + err->message);
+          field_error("targets", targets_bad_regex_message(pattern, err->message));
           return out;
         }
       }
@@ -164,27 +163,18 @@ legacy_config build_legacy(const bj::object& obj) {
 }
 
 resolved_config resolve_legacy(const std::optional<std::string>& q, std::optional<bj::object> cfg) {
-  if (!q || !is_legacy_online_name(*q)) {
-    if (cfg) throw config_error("", legacy_only_supported_message(q));
-    return {};
-  }
-  if (*q != "online") {
-    if (!cfg) {
-      legacy_config c;
-      c.global_scheme = find_legacy_scheme(*q);
-      return c;
+  legacy_global_field global;
+  if (cfg)
+    if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null()) {
+      using k = legacy_global_field::kind;
+      const auto scheme = existing->is_string() ? find_legacy_scheme(sv(existing->get_string())) : std::nullopt;
+      if (scheme) global = {k::scheme, *scheme, {}};
+      else global = {existing->is_string() ? k::other_string : k::other_value, {}, json_text::py_repr(*existing)};
     }
-    const auto* existing = cfg->if_contains("global_scheme");
-    if (!existing || existing->is_null()) {
-      (*cfg)["global_scheme"] = bj::string(*q);
-    } else if (existing->is_string() && !find_legacy_scheme(sv(existing->get_string()))) {
-      throw config_error("", legacy_not_a_scheme_message(json_text::py_repr(*existing)));
-    } else if (!(existing->is_string() && sv(existing->get_string()) == *q)) {
-      throw config_error("", legacy_conflict_message(*q, json_text::py_repr(*existing)));
-    }
-  }
-  if (!cfg) return {};
-  return build_legacy(*cfg);
+  if (auto e = check_legacy_quantization(q, cfg.has_value(), global)) throw config_error(*e);
+  std::optional<legacy_config> built;
+  if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(*cfg);
+  return resolve_legacy_values(q, std::move(built));
 }
 
 }  // namespace

@@ -18,7 +18,10 @@ struct diagnostic {
   std::string message;
   constexpr bool operator==(const diagnostic&) const = default;
   /// "LOC: MESSAGE" or "MESSAGE", as the CLI prints it after "error: ".
-  constexpr std::string text() const { return loc.empty() ? message : loc + ": " + message; }
+  constexpr std::string text() const {
+    if (loc.empty()) return message;  // not ?: (GCC 12 destroys a ?: string temporary twice in constexpr)
+    return loc + ": " + message;
+  }
 };
 
 /// Raised by the runtime front end for an invalid configuration, model or input (exit status 2).
@@ -193,6 +196,57 @@ constexpr std::string legacy_not_a_scheme_message(std::string_view repr_of_value
 constexpr std::string legacy_conflict_message(std::string_view q, std::string_view repr_of_existing) {
   return "quantization=" + text::py_repr(q) + " conflicts with quantization_config['global_scheme']=" +
          std::string(repr_of_existing) + ". These must match when both are specified.";
+}
+
+/// quantization_config['global_scheme'] as given, before validation.
+struct legacy_global_field {
+  enum class kind : std::uint8_t { absent, scheme, other_string, other_value } what = kind::absent;
+  legacy_scheme scheme{};
+  std::string repr{};  // Python repr of the value (other_*)
+};
+
+/// resolve_online_quant_config's checks of `quantization` against the config (spec §3.5), in vLLM's
+/// order: a config needs an online quantization; a named scheme must agree with global_scheme.
+constexpr std::optional<diagnostic> check_legacy_quantization(const std::optional<std::string>& q, bool has_config,
+                                                              const legacy_global_field& global) {
+  if (!q || !is_legacy_online_name(*q)) {
+    if (has_config) return diagnostic{"", legacy_only_supported_message(q)};
+    return std::nullopt;
+  }
+  if (*q == "online" || !has_config) return std::nullopt;
+  using k = legacy_global_field::kind;
+  if (global.what == k::other_string) return diagnostic{"", legacy_not_a_scheme_message(global.repr)};
+  if (global.what == k::other_value) return diagnostic{"", legacy_conflict_message(*q, global.repr)};
+  if (global.what == k::scheme && to_string(global.scheme) != *q)
+    return diagnostic{"", legacy_conflict_message(*q, text::py_repr(to_string(global.scheme)))};
+  return std::nullopt;
+}
+
+/// The legacy config after the checks: `quantization`'s scheme fills an absent global_scheme; no
+/// config and no scheme resolves to None.
+constexpr resolved_config resolve_legacy_values(const std::optional<std::string>& q, std::optional<legacy_config> cfg) {
+  if (!q || !is_legacy_online_name(*q)) return {};
+  if (*q != "online") {
+    if (!cfg) cfg = legacy_config{};
+    if (!cfg->global_scheme) cfg->global_scheme = find_legacy_scheme(*q);
+  }
+  if (!cfg) return {};
+  return resolved_config{*cfg};
+}
+
+// ---- field messages shared by both front ends ----
+
+constexpr std::string unknown_quantization_name_message(std::string_view repr_of_value) {
+  return "unknown quantization name " + std::string(repr_of_value) + "; expected one of " + quant_key_names_repr();
+}
+
+constexpr std::string targets_not_shorthand_message(std::string_view pattern, std::string_view str_of_value) {
+  return "targets[" + std::string(pattern) + "] = " + std::string(str_of_value) +
+         " is not a valid online shorthand name; expected one of " + shorthand_names_repr();
+}
+
+constexpr std::string targets_bad_regex_message(std::string_view pattern, std::string_view error) {
+  return "targets key " + std::string(pattern) + " is not a valid regex: " + std::string(error);
 }
 
 }  // namespace qpolicy

@@ -233,10 +233,11 @@ class planner {
     return {static_cast<std::int32_t>(sets.front().front()), std::nullopt};
   }
 
-  constexpr layer_plan fail(std::string message) {
+  // By reference: GCC 12 misreads a moved-from by-value string parameter during constant evaluation.
+  constexpr layer_plan fail(const std::string& message) {
     layer_plan l;
     l.error = static_cast<std::int32_t>(out_.errors.size());
-    out_.errors.push_back(std::move(message));
+    out_.errors.push_back(message);
     return l;
   }
 
@@ -365,47 +366,91 @@ constexpr std::optional<diagnostic> unsupported_pattern(const std::vector<std::s
 
 }  // namespace detail
 
+/// One configuration ready to decide layers: patterns compiled, matchers built, the plan's patterns
+/// recorded. build_plan runs it over every layer; the compile-time planner over one layer per group
+/// of layers that the matchers cannot tell apart.
+template <class Matcher>
+class plan_session {
+ public:
+  plan out;
+
+  /// `model` supplies packed_modules_mapping (and must outlive the session).
+  constexpr plan_session(const resolved_config& config, const model_desc& model)
+      : config_(config), planner_(model, out) {}
+  plan_session(const plan_session&) = delete;
+  plan_session& operator=(const plan_session&) = delete;
+
+  /// Errors before any layer: the "at least one" check, a pattern qpolicy cannot run.
+  constexpr std::optional<diagnostic> start() {
+    if (std::holds_alternative<std::monostate>(config_)) {
+      out.warnings.push_back("no online quantization is configured (the resolver returned None): every layer keeps "
+                             "its checkpoint's or its own precision");
+      return std::nullopt;
+    }
+    if (auto e = check_online_config(config_)) return e;
+    out.configured = true;
+    if (const auto* cfg = std::get_if<current_config>(&config_)) {
+      auto ignore_c = match::compile_patterns(cfg->ignore, match::glob_mode::on);
+      if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", ignore_c)) return e;
+      std::vector<std::string> target_patterns;
+      if (cfg->targets)
+        for (const auto& t : *cfg->targets) target_patterns.push_back(t.pattern);
+      auto targets_c = match::compile_patterns(target_patterns, match::glob_mode::on);
+      if (auto e = detail::unsupported_pattern(target_patterns, "targets", targets_c)) return e;
+      out.patterns = cfg->ignore;
+      out.patterns.insert(out.patterns.end(), target_patterns.begin(), target_patterns.end());
+      ignore_.emplace(std::move(ignore_c));
+      targets_.emplace(std::move(targets_c));
+    } else {
+      const auto& legacy = std::get<legacy_config>(config_);
+      auto ignore_c = match::compile_patterns(legacy.ignore, match::glob_mode::off);
+      if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", ignore_c)) return e;
+      out.patterns = legacy.ignore;
+      ignore_.emplace(std::move(ignore_c));
+    }
+    planner_.reset_uses(out.patterns.size());
+    return std::nullopt;
+  }
+
+  /// The decision for one layer (layer errors are recorded in `out.errors`).
+  constexpr layer_plan decide(const layer_desc& layer) {
+    if (!out.configured) return {};
+    if (const auto* cfg = std::get_if<current_config>(&config_))
+      return planner_.decide_current(layer, *cfg, *ignore_, *targets_);
+    return planner_.decide_legacy(layer, std::get<legacy_config>(config_), *ignore_);
+  }
+
+  /// The "matched no layer" warnings, once every layer is decided.
+  constexpr void finish() {
+    if (!out.configured) return;
+    if (const auto* cfg = std::get_if<current_config>(&config_)) planner_.warn_unused(cfg->ignore.size());
+    else planner_.warn_unused(std::get<legacy_config>(config_).ignore.size());
+  }
+
+  /// The matchers of `ignore` and of `targets` (empty when the config has none).
+  constexpr Matcher* ignore_matcher() { return ignore_ ? &*ignore_ : nullptr; }
+  constexpr Matcher* targets_matcher() { return targets_ ? &*targets_ : nullptr; }
+
+ private:
+  const resolved_config& config_;
+  detail::planner<Matcher> planner_;
+  std::optional<Matcher> ignore_, targets_;
+};
+
 /// Decides every layer of `model` under `config`. Errors before any layer (the "at least one" check,
 /// a pattern qpolicy cannot run) come back as the outcome's error; layer errors live in the plan.
 template <class Matcher>
 constexpr outcome<plan> build_plan(const resolved_config& config, const model_desc& model, const plan_options& options = {}) {
-  plan out;
-  if (std::holds_alternative<std::monostate>(config)) {
-    out.layers.resize(model.layers.size());
-    out.warnings.push_back("no online quantization is configured (the resolver returned None): every layer keeps "
-                           "its checkpoint's or its own precision");
-    return {std::move(out), std::nullopt};
-  }
-  if (auto e = check_online_config(config)) return {std::nullopt, *e};
-  out.configured = true;
-  detail::planner<Matcher> p(model, out);
+  plan_session<Matcher> session(config, model);
+  if (auto e = session.start()) return {std::nullopt, *e};
+  plan& out = session.out;
   out.layers.reserve(model.layers.size());
-  if (const auto* cfg = std::get_if<current_config>(&config)) {
-    auto ignore_c = match::compile_patterns(cfg->ignore, match::glob_mode::on);
-    if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", ignore_c)) return {std::nullopt, *e};
-    std::vector<std::string> target_patterns;
-    if (cfg->targets)
-      for (const auto& t : *cfg->targets) target_patterns.push_back(t.pattern);
-    auto targets_c = match::compile_patterns(target_patterns, match::glob_mode::on);
-    if (auto e = detail::unsupported_pattern(target_patterns, "targets", targets_c)) return {std::nullopt, *e};
-    out.patterns = cfg->ignore;
-    out.patterns.insert(out.patterns.end(), target_patterns.begin(), target_patterns.end());
-    p.reset_uses(out.patterns.size());
-    Matcher ignore_m(std::move(ignore_c)), targets_m(std::move(targets_c));
-    for (const auto& layer : model.layers) out.layers.push_back(p.decide_current(layer, *cfg, ignore_m, targets_m));
-    p.warn_unused(cfg->ignore.size());
-  } else {
-    const auto& legacy = std::get<legacy_config>(config);
-    auto ignore_c = match::compile_patterns(legacy.ignore, match::glob_mode::off);
-    if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", ignore_c)) return {std::nullopt, *e};
-    out.patterns = legacy.ignore;
-    p.reset_uses(out.patterns.size());
-    Matcher ignore_m(std::move(ignore_c));
-    for (const auto& layer : model.layers) out.layers.push_back(p.decide_legacy(layer, legacy, ignore_m));
-    p.warn_unused(legacy.ignore.size());
+  for (const auto& layer : model.layers) out.layers.push_back(session.decide(layer));
+  session.finish();
+  if (out.configured) {
+    out.summary = summarize(out, model);
+    if (options.check_shapes) check_shapes(out, model, options);
   }
-  out.summary = summarize(out, model);
-  if (options.check_shapes) check_shapes(out, model, options);
   return {std::move(out), std::nullopt};
 }
 

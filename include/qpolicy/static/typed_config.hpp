@@ -1,0 +1,314 @@
+#pragma once
+// Configs as types, for both schemas, lowered to the plain config values of config.hpp through the
+// same rules and messages as the JSON front end:
+//   current: quant_config<linear_spec<W, A>, moe_spec<W, A>, ignore<"p"...>, targets<target<"p", S>...>>
+//   legacy:  online_quant_config<global_scheme<S>, linear_scheme_override<S>, moe_scheme_override<S>, ignore<...>>
+// and policy<Quantization, Config> for vLLM's `quantization` argument next to `quantization_config`.
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "qpolicy/config/config.hpp"
+#include "qpolicy/match/pattern.hpp"
+#include "qpolicy/static/fixed_string.hpp"
+#include "qpolicy/static/tags.hpp"
+
+namespace qpolicy {
+
+/// QuantSpec for linear layers: a shorthand or key alone (the string form), or weight and activation
+/// each a key tag, `null` (None) or `unset` (left out).
+template <class Weight = unset, class Activation = unset>
+struct linear_spec {
+  using weight = Weight;
+  using activation = Activation;
+  static constexpr layer_kind field = layer_kind::linear;
+};
+/// QuantSpec for MoE layers (see linear_spec).
+template <class Weight = unset, class Activation = unset>
+struct moe_spec {
+  using weight = Weight;
+  using activation = Activation;
+  static constexpr layer_kind field = layer_kind::moe;
+};
+/// `ignore`: patterns (exact names, "re:" regexes, and in the current schema fnmatch globs).
+template <fixed_string... Patterns>
+struct ignore {
+  static constexpr std::size_t count = sizeof...(Patterns);
+  static constexpr std::size_t chars = (std::size_t{0} + ... + Patterns.size());
+};
+/// One `targets` entry: pattern -> online shorthand (a method tag).
+template <fixed_string Pattern, class Shorthand>
+struct target {
+  static constexpr auto pattern = Pattern;
+  using value = Shorthand;
+};
+/// `targets`: entries in order; a repeated pattern keeps its first position and its last value.
+template <class... Targets>
+struct targets {
+  static constexpr std::size_t count = sizeof...(Targets);
+  static constexpr std::size_t chars = (std::size_t{0} + ... + Targets::pattern.size());
+};
+/// QuantizationConfigArgs (current schema).
+template <class... Parts>
+struct quant_config {};
+
+/// Legacy OnlineQuantizationConfigArgs fields (schemes are the fp8_per_tensor / fp8_per_block tags).
+template <class Scheme>
+struct global_scheme {
+  using scheme = Scheme;
+};
+template <class Scheme>
+struct linear_scheme_override {
+  using scheme = Scheme;
+};
+template <class Scheme>
+struct moe_scheme_override {
+  using scheme = Scheme;
+};
+/// OnlineQuantizationConfigArgs (legacy schema).
+template <class... Parts>
+struct online_quant_config {};
+
+/// vLLM's `quantization` (a shorthand tag or `online`) with its `quantization_config` (or none). A
+/// config type alone means policy<online, Config>; a shorthand tag alone, policy<Shorthand>.
+template <class Quantization, class Config = void>
+struct policy {};
+
+namespace detail {
+
+template <class T, template <class...> class Of>
+inline constexpr bool is_instance = false;
+template <template <class...> class Of, class... A>
+inline constexpr bool is_instance<Of<A...>, Of> = true;
+
+template <class T>
+inline constexpr bool is_ignore = false;
+template <fixed_string... P>
+inline constexpr bool is_ignore<ignore<P...>> = true;
+
+/// The name a tag stands for in JSON ("None" for null).
+template <class Tag>
+constexpr std::string tag_name() {
+  if constexpr (is_key_tag<Tag> && Tag::name.empty()) return key_repr(Tag::id);  // nameless keys print their form
+  else return std::string(Tag::name);
+}
+
+/// Collects field errors in pydantic's order, as the JSON builder does.
+struct field_errors {
+  std::vector<diagnostic> errors;
+  // By const reference: GCC 12 misreads moved-from by-value strings during constant evaluation.
+  constexpr void add(const std::string& loc, const std::string& message) { errors.push_back(diagnostic{loc, message}); }
+};
+
+template <class Tag>
+constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& loc, key_field field) {
+  if constexpr (std::is_same_v<Tag, null>) {
+    return std::nullopt;
+  } else {
+    const auto name = tag_name<Tag>();
+    if (auto k = find_key(name, field)) return k;
+    e.add(loc, unknown_quantization_name_message(text::py_repr(name)));
+    return std::nullopt;
+  }
+}
+
+template <class Spec>
+constexpr std::optional<quant_spec> lower_spec(field_errors& e) {
+  using W = typename Spec::weight;
+  using A = typename Spec::activation;
+  const std::string field(to_string(Spec::field));
+  if constexpr (!std::is_same_v<W, unset> && !std::is_same_v<W, null> && std::is_same_v<A, unset>) {
+    // The string form: a shorthand fills the slot, a key name is the weight.
+    const auto name = tag_name<W>();
+    if (auto sh = find_shorthand(name)) {
+      auto slot = shorthand_slot(*sh, Spec::field);
+      if (slot.error) e.add(slot.error->loc, slot.error->message);
+      return slot.value;
+    }
+    if (auto k = find_key(name, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
+    e.add(field, unknown_quantization_name_message(text::py_repr(name)));
+    return std::nullopt;
+  } else {
+    quant_spec s;
+    if constexpr (!std::is_same_v<W, unset>) {
+      s.weight_set = true;
+      s.weight = spec_field<W>(e, field + ".weight", key_field::weight);
+    }
+    if constexpr (!std::is_same_v<A, unset>) {
+      s.activation_set = true;
+      s.activation = spec_field<A>(e, field + ".activation", key_field::activation);
+    }
+    return s;
+  }
+}
+
+template <fixed_string... P>
+constexpr std::vector<std::string> lower_ignore(ignore<P...>) {
+  return {std::string(P.view())...};
+}
+
+template <class... T>
+constexpr std::optional<std::vector<target_rule>> lower_targets(field_errors& e, targets<T...>) {
+  std::vector<target_rule> out;
+  bool stop = false;
+  auto one = [&]<class Target>(Target) {
+    if (stop) return;
+    const std::string pattern(Target::pattern.view());
+    const auto sh = find_shorthand(tag_name<typename Target::value>());
+    if (!sh) {
+      e.add("targets", targets_not_shorthand_message(pattern, tag_name<typename Target::value>()));
+      stop = true;
+      return;
+    }
+    if (match::is_regex_pattern(pattern)) {
+      match::program prog;
+      if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
+        e.add("targets", targets_bad_regex_message(pattern, err->message));
+        stop = true;
+        return;
+      }
+    }
+    for (auto& r : out)
+      if (r.pattern == pattern) {  // a dict: the last value at the first position
+        r.value = *sh;
+        return;
+      }
+    out.push_back({pattern, *sh});
+  };
+  (one(T{}), ...);
+  return out;
+}
+
+/// The parts of a config type of kind `Pred`, checked to appear at most once.
+template <template <class> class Pred, class... Parts>
+inline constexpr std::size_t count_parts = (std::size_t{0} + ... + (Pred<Parts>::value ? 1 : 0));
+
+template <class T> struct is_linear_spec : std::false_type {};
+template <class W, class A> struct is_linear_spec<linear_spec<W, A>> : std::true_type {};
+template <class T> struct is_moe_spec : std::false_type {};
+template <class W, class A> struct is_moe_spec<moe_spec<W, A>> : std::true_type {};
+template <class T> struct is_ignore_part : std::bool_constant<is_ignore<T>> {};
+template <class T> struct is_targets_part : std::bool_constant<is_instance<T, targets>> {};
+template <class T> struct is_global_part : std::bool_constant<is_instance<T, global_scheme>> {};
+template <class T> struct is_linear_override_part : std::bool_constant<is_instance<T, linear_scheme_override>> {};
+template <class T> struct is_moe_override_part : std::bool_constant<is_instance<T, moe_scheme_override>> {};
+
+template <template <class> class Pred, class... Parts, class Fn>
+constexpr void with_part(Fn&& fn) {
+  auto visit = [&]<class P>(P) {
+    if constexpr (Pred<P>::value) fn(P{});
+  };
+  (visit(Parts{}), ...);
+}
+
+template <class... Parts>
+constexpr current_config lower_config(field_errors& e, quant_config<Parts...>) {
+  static_assert(((is_linear_spec<Parts>::value || is_moe_spec<Parts>::value || is_ignore_part<Parts>::value ||
+                  is_targets_part<Parts>::value) && ...),
+                "quant_config takes linear_spec, moe_spec, ignore and targets parts only");
+  static_assert(count_parts<is_linear_spec, Parts...> <= 1, "quant_config has more than one linear_spec");
+  static_assert(count_parts<is_moe_spec, Parts...> <= 1, "quant_config has more than one moe_spec");
+  static_assert(count_parts<is_ignore_part, Parts...> <= 1, "quant_config has more than one ignore list");
+  static_assert(count_parts<is_targets_part, Parts...> <= 1, "quant_config has more than one targets list");
+  current_config c;
+  // pydantic validates fields in declaration order, whatever order the parts are written in.
+  with_part<is_linear_spec, Parts...>([&]<class P>(P) { c.linear = lower_spec<P>(e); });
+  with_part<is_moe_spec, Parts...>([&]<class P>(P) { c.moe = lower_spec<P>(e); });
+  with_part<is_ignore_part, Parts...>([&]<class P>(P) { c.ignore = lower_ignore(P{}); });
+  with_part<is_targets_part, Parts...>([&]<class P>(P) { c.targets = lower_targets(e, P{}); });
+  return c;
+}
+
+template <class Scheme>
+constexpr std::optional<legacy_scheme> lower_scheme(field_errors& e, const char* field) {
+  const auto name = tag_name<Scheme>();
+  if (auto s = find_legacy_scheme(name)) return s;
+  e.add(field, legacy_not_a_scheme_message(text::py_repr(name)));
+  return std::nullopt;
+}
+
+template <class... Parts>
+constexpr legacy_global_field legacy_global(online_quant_config<Parts...>) {
+  legacy_global_field g;
+  with_part<is_global_part, Parts...>([&]<class P>(P) {
+    const auto name = tag_name<typename P::scheme>();
+    using k = legacy_global_field::kind;
+    if (auto s = find_legacy_scheme(name)) g = {k::scheme, *s, {}};
+    else g = {k::other_string, {}, text::py_repr(name)};
+  });
+  return g;
+}
+
+template <class... Parts>
+constexpr legacy_config lower_config(field_errors& e, online_quant_config<Parts...>) {
+  static_assert(((is_global_part<Parts>::value || is_linear_override_part<Parts>::value ||
+                  is_moe_override_part<Parts>::value || is_ignore_part<Parts>::value) && ...),
+                "online_quant_config takes global_scheme, linear_scheme_override, moe_scheme_override and ignore "
+                "parts only");
+  static_assert(count_parts<is_global_part, Parts...> <= 1 && count_parts<is_linear_override_part, Parts...> <= 1 &&
+                    count_parts<is_moe_override_part, Parts...> <= 1 && count_parts<is_ignore_part, Parts...> <= 1,
+                "online_quant_config has a part twice");
+  legacy_config c;
+  with_part<is_global_part, Parts...>(
+      [&]<class P>(P) { c.global_scheme = lower_scheme<typename P::scheme>(e, "global_scheme"); });
+  with_part<is_linear_override_part, Parts...>(
+      [&]<class P>(P) { c.linear_scheme_override = lower_scheme<typename P::scheme>(e, "linear_scheme_override"); });
+  with_part<is_moe_override_part, Parts...>(
+      [&]<class P>(P) { c.moe_scheme_override = lower_scheme<typename P::scheme>(e, "moe_scheme_override"); });
+  with_part<is_ignore_part, Parts...>([&]<class P>(P) { c.ignore = lower_ignore(P{}); });
+  return c;
+}
+
+template <class P>
+struct policy_of {
+  using type = policy<online, P>;  // a config type alone
+};
+template <method M>
+struct policy_of<method_tag<M>> {
+  using type = policy<method_tag<M>, void>;
+};
+template <class Q, class C>
+struct policy_of<policy<Q, C>> {
+  using type = policy<Q, C>;
+};
+
+template <class Q, class C>
+constexpr outcome<resolved_config> lower_policy(policy<Q, C>) {
+  using R = outcome<resolved_config>;
+  const std::optional<std::string> q = std::string(Q::name);
+  field_errors e;
+  if constexpr (is_instance<C, online_quant_config>) {
+    if (auto d = check_legacy_quantization(q, true, legacy_global(C{}))) return R{std::nullopt, *d};
+    auto cfg = lower_config(e, C{});
+    if (!e.errors.empty()) return R{std::nullopt, e.errors.front()};
+    return R{resolve_legacy_values(q, cfg), std::nullopt};
+  } else if constexpr (std::is_void_v<C>) {
+    return resolve_current(q, std::nullopt);
+  } else {
+    static_assert(is_instance<C, quant_config>, "a policy's config is a quant_config<...> or an online_quant_config<...>");
+    auto cfg = lower_config(e, C{});
+    if (!e.errors.empty()) return R{std::nullopt, e.errors.front()};
+    if (auto d = check_mutual_exclusion(cfg)) return R{std::nullopt, *d};
+    return resolve_current(q, cfg);
+  }
+}
+
+}  // namespace detail
+
+/// The plain config a policy type stands for (resolve_quantization_config applied), or the error the
+/// JSON front end raises for the same config. Usable at run time and during constant evaluation.
+template <class Policy>
+constexpr outcome<resolved_config> lower() {
+  return detail::lower_policy(typename detail::policy_of<Policy>::type{});
+}
+
+/// The lowered config; throws config_error with the front ends' message.
+template <class Policy>
+resolved_config to_runtime() {
+  auto r = lower<Policy>();
+  if (r.error) throw config_error(*r.error);
+  return std::move(*r.value);
+}
+
+}  // namespace qpolicy
