@@ -48,7 +48,7 @@ std::string read_file(const std::string& path, const char* what) {
 struct options {
   std::string command;
   config_request request;
-  std::optional<std::string> model_path;
+  maybe<std::string> model_path;
   std::string format = "table";
   plan_options plan;
 };

@@ -84,7 +84,7 @@ class builder {
     return out;
   }
 
-  std::optional<std::vector<target_rule>> targets(const bj::object& obj) {
+  maybe<std::vector<target_rule>> targets(const bj::object& obj) {
     const auto* v = obj.if_contains("targets");
     if (!v || v->is_null()) return std::nullopt;
     if (!v->is_object()) throw abort_error{"targets must be a dict, got " + json_text::py_type(*v)};
@@ -162,7 +162,7 @@ legacy_config build_legacy(const bj::object& obj) {
   return c;
 }
 
-resolved_config resolve_legacy(const std::optional<std::string>& q, std::optional<bj::object> cfg) {
+resolved_config resolve_legacy(const maybe<std::string>& q, std::optional<bj::object> cfg) {
   legacy_global_field global;
   if (cfg)
     if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null()) {
@@ -172,7 +172,7 @@ resolved_config resolve_legacy(const std::optional<std::string>& q, std::optiona
       else global = {existing->is_string() ? k::other_string : k::other_value, {}, json_text::py_repr(*existing)};
     }
   if (auto e = check_legacy_quantization(q, cfg.has_value(), global)) throw config_error(*e);
-  std::optional<legacy_config> built;
+  maybe<legacy_config> built;
   if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(*cfg);
   return resolve_legacy_values(q, std::move(built));
 }
@@ -198,7 +198,7 @@ resolution resolve(const config_request& request) {
     out.config = resolve_legacy(q, std::move(cfg));
     return out;
   }
-  std::optional<current_config> built;
+  maybe<current_config> built;
   if (cfg) built = build_current(*cfg);
   auto r = resolve_current(q, built);
   if (r.error) throw config_error(*r.error);
@@ -217,7 +217,7 @@ std::string resolved_to_json(const resolved_config& config) {
   auto key_or_null = [](const std::optional<key_id>& k) -> bj::value {
     return k ? bj::value(key_name(*k)) : bj::value(nullptr);
   };
-  if (const auto* c = std::get_if<current_config>(&config)) {
+  if (const auto* c = config.current()) {
     auto spec = [&](const std::optional<quant_spec>& s) -> bj::value {
       if (!s) return nullptr;
       bj::object o;
@@ -239,7 +239,7 @@ std::string resolved_to_json(const resolved_config& config) {
       o["targets"] = nullptr;
     }
     out = std::move(o);
-  } else if (const auto* l = std::get_if<legacy_config>(&config)) {
+  } else if (const auto* l = config.legacy()) {
     auto scheme = [](const std::optional<legacy_scheme>& s) -> bj::value {
       return s ? bj::value(std::string(to_string(*s))) : bj::value(nullptr);
     };

@@ -24,7 +24,7 @@ pattern_set::pattern_set(compiled_patterns compiled) : compiled_(std::move(compi
   start.done.assign(words_, 0);
   start.is_start = true;
   build_char_classes();
-  closure_.emplace(compiled_.prog);
+  closure_ = closure_builder(compiled_.prog);
   scratch_.matched.assign(compiled_.size(), false);
   scratch_.uncertain.assign(compiled_.size(), false);
   intern(std::move(start));
@@ -99,7 +99,7 @@ std::int32_t pattern_set::step(std::int32_t from, char c) {
   load_done(s.done);
   run_result& res = scratch_;
   consuming_.clear();
-  closure_->run(s.core, ctx, consuming_, res);
+  closure_.run(compiled_.prog, s.core, ctx, consuming_, res);
   state t;
   for (auto pc : consuming_) {
     if (res.matched[prog.owner[pc]]) continue;
@@ -126,7 +126,7 @@ const std::vector<std::uint64_t>& pattern_set::finish(std::int32_t at) {
     ctx.prev = s.prev_word ? U'a' : U' ';
     load_done(s.done);
     consuming_.clear();
-    closure_->run(s.core, ctx, consuming_, scratch_);
+    closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
     s.end_done = to_bits(scratch_.matched, words_);
     s.has_end = true;
   }

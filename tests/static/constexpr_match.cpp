@@ -24,7 +24,7 @@ consteval std::size_t per_block_layers() {
   }
   qp::current_config cfg = qp::shorthand_config(qp::shorthand::fp8_per_block);
   cfg.ignore = {"re:model\\.layers\\.(0|3)\\."};
-  auto plan = qp::build_plan<qp::match::nfa_pattern_set>(qp::resolved_config{cfg}, model);
+  auto plan = qp::build_plan<qp::match::nfa_pattern_set>(qp::resolved_config(cfg), model);
   return plan.value->count(qp::method::fp8_per_block);
 }
 static_assert(per_block_layers() == 4);

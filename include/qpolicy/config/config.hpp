@@ -5,9 +5,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <variant>
 #include <vector>
 
+#include "qpolicy/core/maybe.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy {
@@ -64,7 +64,7 @@ struct current_config {
   std::optional<quant_spec> linear{};
   std::optional<quant_spec> moe{};
   std::vector<std::string> ignore{};
-  std::optional<std::vector<target_rule>> targets{};
+  maybe<std::vector<target_rule>> targets{};
   constexpr bool operator==(const current_config&) const = default;
 };
 
@@ -77,14 +77,30 @@ struct legacy_config {
   constexpr bool operator==(const legacy_config&) const = default;
 };
 
-/// What resolution yields: no online quantization (monostate), or a config of either schema.
-using resolved_config = std::variant<std::monostate, current_config, legacy_config>;
+/// What resolution yields: no online quantization (None), or a config of either schema. (Not a
+/// std::variant: nvcc's front end cannot evaluate libstdc++'s variant of these types.)
+class resolved_config {
+ public:
+  constexpr resolved_config() = default;
+  constexpr resolved_config(const current_config& c) : which_(1), current_(c) {}
+  constexpr resolved_config(const legacy_config& c) : which_(2), legacy_(c) {}
+  constexpr bool is_none() const { return which_ == 0; }
+  /// The config of each schema, or nullptr.
+  constexpr const current_config* current() const { return which_ == 1 ? &current_ : nullptr; }
+  constexpr const legacy_config* legacy() const { return which_ == 2 ? &legacy_ : nullptr; }
+  constexpr bool operator==(const resolved_config&) const = default;
+
+ private:
+  std::uint8_t which_ = 0;
+  current_config current_{};
+  legacy_config legacy_{};
+};
 
 /// A value or the diagnostic that stopped it.
 template <class T>
 struct outcome {
-  std::optional<T> value{};
-  std::optional<diagnostic> error{};
+  optional_value<T> value{};
+  maybe<diagnostic> error{};
   constexpr bool ok() const { return !error.has_value(); }
 };
 
@@ -120,7 +136,7 @@ constexpr std::string targets_repr(const std::vector<target_rule>& targets) {
 }
 
 /// The mutual-exclusion model error of a built config, if it applies.
-constexpr std::optional<diagnostic> check_mutual_exclusion(const current_config& c) {
+constexpr maybe<diagnostic> check_mutual_exclusion(const current_config& c) {
   if (c.targets && (c.linear || c.moe))
     return diagnostic{"", "quantization_config.targets is mutually exclusive with quantization_config.linear/moe, got "
                           "targets=" + targets_repr(*c.targets) + ", linear=" + spec_str(c.linear) +
@@ -140,8 +156,8 @@ constexpr bool is_online_name(std::string_view q) { return q == "online" || find
 
 /// resolve_quantization_config (spec §3.4) over an already built (and field-validated) config.
 /// `cfg` empty means quantization_config was None.
-constexpr outcome<resolved_config> resolve_current(const std::optional<std::string>& q,
-                                                   const std::optional<current_config>& cfg) {
+constexpr outcome<resolved_config> resolve_current(const maybe<std::string>& q,
+                                                   const maybe<current_config>& cfg) {
   using R = outcome<resolved_config>;
   if (q && !is_online_name(*q)) {
     if (!cfg) return R{resolved_config{}, std::nullopt};
@@ -165,11 +181,11 @@ constexpr outcome<resolved_config> resolve_current(const std::optional<std::stri
 }
 
 /// OnlineQuantizationConfig's "at least one" check (spec §3.5, §5).
-constexpr std::optional<diagnostic> check_online_config(const resolved_config& r) {
-  if (auto c = std::get_if<current_config>(&r); c && !c->linear && !c->moe && !c->targets)
+constexpr maybe<diagnostic> check_online_config(const resolved_config& r) {
+  if (auto c = r.current(); c && !c->linear && !c->moe && !c->targets)
     return diagnostic{"", "OnlineQuantizationConfig requires at least one of quantization_config.linear, "
                           "quantization_config.moe, or quantization_config.targets to be set."};
-  if (auto l = std::get_if<legacy_config>(&r); l && !l->global_scheme && !l->linear_scheme_override && !l->moe_scheme_override)
+  if (auto l = r.legacy(); l && !l->global_scheme && !l->linear_scheme_override && !l->moe_scheme_override)
     return diagnostic{"", "OnlineQuantizationConfig requires at least one of global_scheme, linear_scheme_override, "
                           "or moe_scheme_override to be set."};
   return std::nullopt;
@@ -181,7 +197,7 @@ constexpr bool is_legacy_online_name(std::string_view q) {
   return q == "online" || q == "fp8_per_tensor" || q == "fp8_per_block";
 }
 
-constexpr std::string legacy_only_supported_message(const std::optional<std::string>& q) {
+constexpr std::string legacy_only_supported_message(const maybe<std::string>& q) {
   std::string out = "quantization_config is only supported when quantization is one of ['fp8_per_block', "
                     "'fp8_per_tensor', 'online'], got quantization=";
   if (q) out += text::py_repr(*q);
@@ -207,7 +223,7 @@ struct legacy_global_field {
 
 /// resolve_online_quant_config's checks of `quantization` against the config (spec §3.5), in vLLM's
 /// order: a config needs an online quantization; a named scheme must agree with global_scheme.
-constexpr std::optional<diagnostic> check_legacy_quantization(const std::optional<std::string>& q, bool has_config,
+constexpr maybe<diagnostic> check_legacy_quantization(const maybe<std::string>& q, bool has_config,
                                                               const legacy_global_field& global) {
   if (!q || !is_legacy_online_name(*q)) {
     if (has_config) return diagnostic{"", legacy_only_supported_message(q)};
@@ -224,7 +240,7 @@ constexpr std::optional<diagnostic> check_legacy_quantization(const std::optiona
 
 /// The legacy config after the checks: `quantization`'s scheme fills an absent global_scheme; no
 /// config and no scheme resolves to None.
-constexpr resolved_config resolve_legacy_values(const std::optional<std::string>& q, std::optional<legacy_config> cfg) {
+constexpr resolved_config resolve_legacy_values(const maybe<std::string>& q, maybe<legacy_config> cfg) {
   if (!q || !is_legacy_online_name(*q)) return {};
   if (*q != "online") {
     if (!cfg) cfg = legacy_config{};

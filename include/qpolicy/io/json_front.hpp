@@ -27,8 +27,8 @@ class config_errors : public config_error {
 
 /// The two vLLM arguments as a user gives them.
 struct config_request {
-  std::optional<std::string> quantization;  // -q; empty = None
-  std::optional<std::string> config_text;   // -c as JSON text; empty = absent (None)
+  maybe<std::string> quantization;  // -q; empty = None
+  maybe<std::string> config_text;   // -c as JSON text; empty = absent (None)
   json_dialect dialect = json_dialect::strict;
   bool legacy = false;
 };

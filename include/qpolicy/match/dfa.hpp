@@ -31,11 +31,8 @@ class dfa_pattern_set {
     intern(std::move(s));
   }
 
-  dfa_pattern_set(const dfa_pattern_set&) = delete;  // closure_ refers into compiled_
-  dfa_pattern_set& operator=(const dfa_pattern_set&) = delete;
-
   constexpr std::size_t size() const { return compiled_.size(); }
-  constexpr const std::optional<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
+  constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
   constexpr std::size_t states() const { return states_.size(); }
 
   /// The state after `c` from `from` (ASCII other than '\n' only).
@@ -60,7 +57,7 @@ class dfa_pattern_set {
       ctx.prev = s.prev_word ? U'a' : U' ';
       load_done(s.done);
       consuming_.clear();
-      closure_.run(s.core, ctx, consuming_, scratch_);
+      closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
       s.end_done = to_bits(scratch_.matched);
       s.has_end = true;
     }
@@ -103,7 +100,7 @@ class dfa_pattern_set {
   std::size_t words_ = 0;
   std::vector<state> states_;
   std::vector<std::int32_t> table_;  // states x 128, -1 until built
-  closure_builder closure_{compiled_.prog};
+  closure_builder closure_;
   run_result scratch_;
   std::vector<std::uint32_t> consuming_;
 
@@ -147,7 +144,7 @@ class dfa_pattern_set {
     ctx.next = static_cast<char32_t>(c);
     load_done(s.done);
     consuming_.clear();
-    closure_.run(s.core, ctx, consuming_, scratch_);
+    closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
     state t;
     for (auto pc : consuming_) {
       if (scratch_.matched[prog.owner[pc]]) continue;

@@ -44,29 +44,32 @@ struct run_result {
 /// reached `match` instructions. Patterns already matched are skipped (their answer is final).
 class closure_builder {
  public:
-  constexpr explicit closure_builder(const program& prog) : prog_(prog), mark_(prog.insts.size(), 0) {}
+  constexpr closure_builder() = default;
+  constexpr explicit closure_builder(const program& prog) : mark_(prog.insts.size(), 0) {}
 
+  // The program is an argument, not a member, so the matchers that own one stay movable.
   template <class Pcs>
-  constexpr void run(const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out, run_result& res) {
+  constexpr void run(const program& prog, const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out,
+                     run_result& res) {
     ++gen_;
-    for (auto pc : pcs) visit(pc, ctx, out, res);
+    for (auto pc : pcs) visit(prog, pc, ctx, out, res);
   }
 
  private:
-  const program& prog_;
   std::vector<std::uint32_t> mark_;
   std::vector<std::uint32_t> stack_;
   std::uint32_t gen_ = 0;
 
-  constexpr void visit(std::uint32_t start, const position_context& ctx, std::vector<std::uint32_t>& out, run_result& res) {
+  constexpr void visit(const program& prog, std::uint32_t start, const position_context& ctx,
+                       std::vector<std::uint32_t>& out, run_result& res) {
     stack_.push_back(start);
     while (!stack_.empty()) {
       const auto pc = stack_.back();
       stack_.pop_back();
       if (mark_[pc] == gen_) continue;
       mark_[pc] = gen_;
-      if (res.matched[prog_.owner[pc]]) continue;
-      const inst& in = prog_.insts[pc];
+      if (res.matched[prog.owner[pc]]) continue;
+      const inst& in = prog.insts[pc];
       switch (in.code) {
         case op::split:
           stack_.push_back(in.b);
@@ -80,7 +83,7 @@ class closure_builder {
         default: {
           const tri t = assertion_holds(in.code, ctx);
           if (t == tri::yes) stack_.push_back(pc + 1);
-          else if (t == tri::unknown) res.uncertain[prog_.owner[pc]] = true;
+          else if (t == tri::unknown) res.uncertain[prog.owner[pc]] = true;
           break;
         }
       }
@@ -111,8 +114,8 @@ constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& t
     ctx.has_next = i < n;
     ctx.next = i < n ? text[i] : 0;
     next.clear();
-    if (i == 0) closure.run(prog.starts, ctx, next, res);
-    else closure.run(current, ctx, next, res);
+    if (i == 0) closure.run(prog, prog.starts, ctx, next, res);
+    else closure.run(prog, current, ctx, next, res);
     if (i == n || next.empty()) break;
     current.clear();
     for (auto pc : next) {

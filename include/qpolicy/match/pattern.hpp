@@ -106,7 +106,7 @@ constexpr std::string glob_to_regex(std::string_view glob) {
 /// A list of patterns compiled into one program, pattern k being owner k.
 struct compiled_patterns {
   program prog;
-  std::vector<std::optional<regex_error>> errors;  // a bad regex, raised when the pattern is tried
+  std::vector<maybe<regex_error>> errors;  // a bad regex, raised when the pattern is tried
   constexpr std::size_t size() const { return errors.size(); }
 };
 
@@ -127,7 +127,7 @@ constexpr void emit_literal_whole(program& prog, std::string_view name, std::uin
 }  // namespace detail
 
 /// Compiles one pattern as owner `owner` (appending to `prog`); returns its regex error, if any.
-constexpr std::optional<regex_error> compile_pattern(program& prog, std::string_view pattern, std::uint32_t owner,
+constexpr maybe<regex_error> compile_pattern(program& prog, std::string_view pattern, std::uint32_t owner,
                                                      glob_mode globs) {
   const auto entry = static_cast<std::uint32_t>(prog.insts.size());
   prog.starts.push_back(entry);
@@ -191,7 +191,7 @@ class nfa_pattern_set {
   constexpr nfa_pattern_set() = default;
   constexpr explicit nfa_pattern_set(compiled_patterns compiled) : compiled_(std::move(compiled)) {}
   constexpr std::size_t size() const { return compiled_.size(); }
-  constexpr const std::optional<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
+  constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
   constexpr void match(std::string_view name, pattern_hits& out) const {
     const auto res = run_nfa(compiled_.prog, text::decode_utf8(name).code_points);
     out.bits.assign((size() + 63) / 64, 0);
@@ -209,7 +209,7 @@ class nfa_pattern_set {
 /// One pattern against one name with the constexpr NFA (tests and compile-time use).
 struct single_match {
   bool matched = false;
-  std::optional<regex_error> error;
+  maybe<regex_error> error;
 };
 
 constexpr single_match match_one(std::string_view pattern, std::string_view name, glob_mode globs) {

@@ -20,7 +20,7 @@ class pattern_set {
   explicit pattern_set(compiled_patterns compiled);
 
   std::size_t size() const { return compiled_.size(); }
-  const std::optional<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
+  const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
 
   /// Matches every pattern against `name`.
   void match(std::string_view name, pattern_hits& out);
@@ -53,7 +53,7 @@ class pattern_set {
   std::unordered_map<std::string, std::int32_t> index_;
   bool dfa_full_ = false;
   // Scratch reused by every step: building a state must not allocate per call.
-  std::optional<closure_builder> closure_;
+  closure_builder closure_;
   run_result scratch_;
   std::vector<std::uint32_t> consuming_;
   std::string key_;

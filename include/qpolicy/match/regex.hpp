@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qpolicy/core/maybe.hpp"
 #include "qpolicy/core/text.hpp"
 #include "qpolicy/match/program.hpp"
 #include "qpolicy/match/regex_ast.hpp"
@@ -31,7 +32,7 @@ class regex_parser {
 
   std::vector<node> nodes;
   std::vector<char_set> sets;
-  std::optional<regex_error> error;
+  maybe<regex_error> error;
   bool uses_word_edges = false;
 
   constexpr std::uint32_t parse() {
@@ -397,7 +398,7 @@ enum class anchoring : std::uint8_t { prefix, whole };
 
 /// Compiles `pattern` (Python syntax) as an alternative of pattern `owner` in `prog`.
 /// `dotall` makes '.' match '\n' (used for globs). Returns the error, if any; `prog` is then unchanged.
-constexpr std::optional<regex_error> compile_regex(program& prog, std::string_view pattern, std::uint32_t owner,
+constexpr maybe<regex_error> compile_regex(program& prog, std::string_view pattern, std::uint32_t owner,
                                                    anchoring end, bool dotall = false) {
   auto decoded = text::decode_utf8(pattern);
   if (!decoded.ok()) return regex_error{"pattern is not valid UTF-8", false};

@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <variant>
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
@@ -34,7 +33,7 @@ class planner {
   /// Pattern matching outcome for one name: matched indices (list order) or an error text.
   struct name_hits {
     std::vector<std::uint32_t> matched;
-    std::optional<std::string> error;
+    maybe<std::string> error;
   };
 
   // The result lives in hits_ until the next call (no allocation per name).
@@ -100,7 +99,7 @@ class planner {
   struct ignore_result {
     bool ignored = false;
     std::int32_t pattern = -1;
-    std::optional<std::string> error;
+    maybe<std::string> error;
   };
 
   // Current schema §4.2: every pattern tried, direct match first, then all shards must agree.
@@ -113,7 +112,7 @@ class planner {
     if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
     bool any_hit = false, any_miss = false;
     std::int32_t first_pattern = -1;
-    std::optional<std::string> error;
+    maybe<std::string> error;
     for_each_shard(layer, *p, [&](std::string_view shard) {
       const auto& h = hits_of(m, shard, 0, false);
       if (h.error) {
@@ -149,7 +148,7 @@ class planner {
     if (p->shards.empty()) return {false, -1, empty_shards_message(*p)};
     std::optional<bool> skipped;
     std::int32_t pattern = -1;
-    std::optional<std::string> error;
+    maybe<std::string> error;
     for_each_shard(layer, *p, [&](std::string_view shard) {
       const auto& h = hits_of(m, shard, 0, true);
       if (h.error) {
@@ -174,7 +173,7 @@ class planner {
   /// Result of §4.3: the deciding target index, no match, or an error.
   struct target_result {
     std::int32_t target = -1;
-    std::optional<std::string> error;
+    maybe<std::string> error;
   };
 
   constexpr target_result match_targets(Matcher& m, const layer_desc& layer, const std::vector<target_rule>& targets,
@@ -188,7 +187,7 @@ class planner {
       sets.push_back(direct.matched);
     } else {
       if (p->shards.empty()) return {-1, empty_shards_message(*p)};
-      std::optional<std::string> error;
+      maybe<std::string> error;
       for_each_shard(layer, *p, [&](std::string_view shard) {
         const auto& h = hits_of(m, shard, base, false);
         if (h.error) {
@@ -355,7 +354,7 @@ class planner {
 };
 
 /// The first pattern in `patterns` that the engine refuses although Python accepts it.
-constexpr std::optional<diagnostic> unsupported_pattern(const std::vector<std::string>& patterns, const char* field,
+constexpr maybe<diagnostic> unsupported_pattern(const std::vector<std::string>& patterns, const char* field,
                                                         const match::compiled_patterns& compiled) {
   for (std::size_t k = 0; k < patterns.size(); ++k)
     if (compiled.errors[k] && compiled.errors[k]->unsupported)
@@ -381,15 +380,15 @@ class plan_session {
   plan_session& operator=(const plan_session&) = delete;
 
   /// Errors before any layer: the "at least one" check, a pattern qpolicy cannot run.
-  constexpr std::optional<diagnostic> start() {
-    if (std::holds_alternative<std::monostate>(config_)) {
+  constexpr maybe<diagnostic> start() {
+    if (config_.is_none()) {
       out.warnings.push_back("no online quantization is configured (the resolver returned None): every layer keeps "
                              "its checkpoint's or its own precision");
       return std::nullopt;
     }
     if (auto e = check_online_config(config_)) return e;
     out.configured = true;
-    if (const auto* cfg = std::get_if<current_config>(&config_)) {
+    if (const auto* cfg = config_.current()) {
       auto ignore_c = match::compile_patterns(cfg->ignore, match::glob_mode::on);
       if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", ignore_c)) return e;
       std::vector<std::string> target_patterns;
@@ -402,7 +401,7 @@ class plan_session {
       ignore_.emplace(std::move(ignore_c));
       targets_.emplace(std::move(targets_c));
     } else {
-      const auto& legacy = std::get<legacy_config>(config_);
+      const auto& legacy = *config_.legacy();
       auto ignore_c = match::compile_patterns(legacy.ignore, match::glob_mode::off);
       if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", ignore_c)) return e;
       out.patterns = legacy.ignore;
@@ -415,16 +414,16 @@ class plan_session {
   /// The decision for one layer (layer errors are recorded in `out.errors`).
   constexpr layer_plan decide(const layer_desc& layer) {
     if (!out.configured) return {};
-    if (const auto* cfg = std::get_if<current_config>(&config_))
+    if (const auto* cfg = config_.current())
       return planner_.decide_current(layer, *cfg, *ignore_, *targets_);
-    return planner_.decide_legacy(layer, std::get<legacy_config>(config_), *ignore_);
+    return planner_.decide_legacy(layer, *config_.legacy(), *ignore_);
   }
 
   /// The "matched no layer" warnings, once every layer is decided.
   constexpr void finish() {
     if (!out.configured) return;
-    if (const auto* cfg = std::get_if<current_config>(&config_)) planner_.warn_unused(cfg->ignore.size());
-    else planner_.warn_unused(std::get<legacy_config>(config_).ignore.size());
+    if (const auto* cfg = config_.current()) planner_.warn_unused(cfg->ignore.size());
+    else planner_.warn_unused(config_.legacy()->ignore.size());
   }
 
   /// The matchers of `ignore` and of `targets` (empty when the config has none).
@@ -434,7 +433,7 @@ class plan_session {
  private:
   const resolved_config& config_;
   detail::planner<Matcher> planner_;
-  std::optional<Matcher> ignore_, targets_;
+  maybe<Matcher> ignore_, targets_;
 };
 
 /// Decides every layer of `model` under `config`. Errors before any layer (the "at least one" check,

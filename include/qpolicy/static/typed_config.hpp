@@ -34,7 +34,10 @@ struct moe_spec {
 /// `ignore`: patterns (exact names, "re:" regexes, and in the current schema fnmatch globs).
 template <fixed_string... Patterns>
 struct ignore {
+  // Members, not deduction from ignore<P...>: nvcc cannot deduce packs of class-type arguments.
+  static constexpr bool is_ignore_list = true;
   static constexpr std::size_t count = sizeof...(Patterns);
+  static constexpr std::string_view patterns[count + 1] = {Patterns.view()..., {}};
   static constexpr std::size_t chars = (std::size_t{0} + ... + Patterns.size());
 };
 /// One `targets` entry: pattern -> online shorthand (a method tag).
@@ -83,9 +86,7 @@ template <template <class...> class Of, class... A>
 inline constexpr bool is_instance<Of<A...>, Of> = true;
 
 template <class T>
-inline constexpr bool is_ignore = false;
-template <fixed_string... P>
-inline constexpr bool is_ignore<ignore<P...>> = true;
+inline constexpr bool is_ignore = requires { T::is_ignore_list; };
 
 /// The name a tag stands for in JSON ("None" for null).
 template <class Tag>
@@ -143,13 +144,15 @@ constexpr std::optional<quant_spec> lower_spec(field_errors& e) {
   }
 }
 
-template <fixed_string... P>
-constexpr std::vector<std::string> lower_ignore(ignore<P...>) {
-  return {std::string(P.view())...};
+template <class Ignore>
+constexpr std::vector<std::string> lower_ignore(Ignore) {
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < Ignore::count; ++k) out.emplace_back(Ignore::patterns[k]);
+  return out;
 }
 
 template <class... T>
-constexpr std::optional<std::vector<target_rule>> lower_targets(field_errors& e, targets<T...>) {
+constexpr maybe<std::vector<target_rule>> lower_targets(field_errors& e, targets<T...>) {
   std::vector<target_rule> out;
   bool stop = false;
   auto one = [&]<class Target>(Target) {
@@ -276,7 +279,7 @@ struct policy_of<policy<Q, C>> {
 template <class Q, class C>
 constexpr outcome<resolved_config> lower_policy(policy<Q, C>) {
   using R = outcome<resolved_config>;
-  const std::optional<std::string> q = std::string(Q::name);
+  const maybe<std::string> q = std::string(Q::name);
   field_errors e;
   if constexpr (is_instance<C, online_quant_config>) {
     if (auto d = check_legacy_quantization(q, true, legacy_global(C{}))) return R{std::nullopt, *d};

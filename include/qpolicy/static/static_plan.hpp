@@ -1,0 +1,280 @@
+#pragma once
+// The compile-time plan: a policy type and a model definition in, one layer_plan per layer out, as a
+// constexpr value usable in static_assert; any config, model or layer error of the runtime path is a
+// compile error showing the same sentence.
+//   constexpr auto& plan = qp::plan_for<policy, llama_8b>;
+//   static_assert(plan["model.layers.5.mlp.down_proj"].method() == qp::method::fp8_per_block);
+//
+// Speed: GCC 12 evaluates about a million simple steps per second, so deciding each of a thousand
+// layers on its own (strings, vectors) would take tens of seconds. The planner therefore decides one
+// layer per group of layers the config cannot tell apart, with the runtime rules (plan_session) and
+// the same compiled patterns: a layer "model.layers.{i}.x" is grouped by the lazy-DFA states its name
+// (and its shards' names) reach after "model.layers.<i>" -- the rest of the name is the same for the
+// whole group, so the DFA's answers, and with them every rule's outcome, are too. Per layer that is a
+// few table steps over the digits of i.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "qpolicy/match/dfa.hpp"
+#include "qpolicy/plan/planner.hpp"
+#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/static/typed_config.hpp"
+
+namespace qpolicy {
+
+namespace detail {
+// Not constexpr: reaching it during constant evaluation makes the lookup a compile error.
+inline void no_layer_with_this_name_in_the_model(std::string_view) {}
+
+/// How many patterns, and characters in them, a policy type can carry.
+template <class T>
+struct pattern_budget {
+  static constexpr std::size_t count = 0, chars = 0;
+};
+template <class T>
+  requires(is_ignore<T>)
+struct pattern_budget<T> {
+  static constexpr std::size_t count = T::count, chars = T::chars;
+};
+template <class... T>
+struct pattern_budget<targets<T...>> {
+  static constexpr std::size_t count = targets<T...>::count, chars = targets<T...>::chars;
+};
+template <template <class...> class C, class... Parts>
+  requires(is_instance<C<Parts...>, quant_config> || is_instance<C<Parts...>, online_quant_config>)
+struct pattern_budget<C<Parts...>> {
+  static constexpr std::size_t count = (std::size_t{0} + ... + pattern_budget<Parts>::count);
+  static constexpr std::size_t chars = (std::size_t{0} + ... + pattern_budget<Parts>::chars);
+};
+template <class Q, class C>
+struct pattern_budget<policy<Q, C>> : pattern_budget<C> {};
+}  // namespace detail
+
+/// A plan computed during compilation: the decisions of every layer of `Model`, the config's patterns.
+template <class Model, std::size_t NPatterns, std::size_t NChars>
+struct static_plan {
+  const Model* model = nullptr;
+  bool configured = false;
+  std::array<layer_plan, Model::size()> layers{};
+  std::array<char, NChars + 1> pattern_text{};
+  std::array<std::uint32_t, NPatterns + 1> pattern_at{};
+  std::size_t pattern_count = 0;
+  std::size_t error_size = 0;  // > 0: planning failed (the text is reported as a compile error)
+  std::size_t decided = 0;     // layers the rules ran on (one per group)
+
+  static constexpr std::size_t size() { return Model::size(); }
+  constexpr const layer_plan& operator[](std::size_t i) const { return layers[i]; }
+  /// The decision for the layer called `name` (a compile error when there is none).
+  constexpr const layer_plan& operator[](std::string_view name) const {
+    const auto i = model->find(name);
+    if (i < 0) {
+      if (std::is_constant_evaluated()) detail::no_layer_with_this_name_in_the_model(name);
+      throw std::out_of_range("no layer named " + text::py_repr(name) + " in the model");
+    }
+    return layers[static_cast<std::size_t>(i)];
+  }
+  constexpr std::size_t count(method m) const {
+    std::size_t n = 0;
+    for (const auto& l : layers) n += l.decided == m;
+    return n;
+  }
+  constexpr std::string_view pattern(std::size_t k) const {
+    return {pattern_text.data() + pattern_at[k], pattern_at[k + 1] - pattern_at[k]};
+  }
+  constexpr std::string_view pattern_of(const layer_plan& l) const {
+    if (l.pattern < 0) return {};
+    return pattern(static_cast<std::size_t>(l.pattern));
+  }
+  std::string name(std::size_t i) const { return model->name_of(i); }
+};
+
+namespace detail {
+
+/// The same layer_desc MODEL.json would give for layer `i`.
+template <class Model>
+constexpr layer_desc describe(const Model& m, std::size_t i) {
+  const auto& d = m.def_of(i);
+  layer_desc l;
+  l.name = m.name_of(i);
+  l.class_name = std::string(d.class_name);
+  l.kind = d.kind;
+  l.quantizable = d.quantizable;
+  return l;
+}
+
+/// A record's name split at "{i}", with its shards' variants: the grouping key of its layers.
+struct record_split {
+  bool groupable = false;
+  std::vector<std::string> prefixes, suffixes;  // [0] the layer itself, then each shard
+  std::vector<std::int32_t> prefix_states;      // per matcher, per variant
+};
+
+constexpr bool has_digit(std::string_view s) {
+  for (char c : s)
+    if (c >= '0' && c <= '9') return true;
+  return false;
+}
+
+template <class Model>
+constexpr record_split split_record(const Model& m, const model_desc& packed, const layer_def& d,
+                                    match::dfa_pattern_set* const (&matchers)[2]) {
+  record_split r;
+  const auto at = d.index_at();
+  if (at == std::string_view::npos) return r;
+  const auto prefix = d.name.substr(0, at), suffix = d.name.substr(at + 3);
+  // The grouping is exact when i's digits cannot take part in a shard rename and the DFA can walk the
+  // fixed parts; otherwise every layer of the record is decided on its own.
+  if (suffix.find('.') == std::string_view::npos || !match::dfa_pattern_set::walkable(prefix) ||
+      !match::dfa_pattern_set::walkable(suffix))
+    return r;
+  r.prefixes.emplace_back(prefix);
+  r.suffixes.emplace_back(suffix);
+  if (const auto* p = packed.fused_entry(suffix)) {
+    if (has_digit(p->fused)) return r;
+    for (const auto& s : p->shards) {
+      if (has_digit(s)) return r;
+      r.prefixes.push_back(text::replace_all(prefix, p->fused, s));
+      r.suffixes.push_back(text::replace_all(suffix, p->fused, s));
+    }
+  }
+  for (auto* mt : matchers)
+    for (const auto& pre : r.prefixes) r.prefix_states.push_back(mt ? mt->walk(mt->start_state, pre) : 0);
+  r.groupable = true;
+  (void)m;
+  return r;
+}
+
+/// Plans `m` under `Policy`; on failure returns the message in `error` (plan.error_size set).
+template <class Policy, class Model>
+constexpr auto run_static_plan(const Model& m, std::string& error) {
+  using budget = pattern_budget<typename policy_of<Policy>::type>;
+  static_plan<Model, budget::count, budget::chars> out;
+  out.model = &m;
+  auto fail = [&](const std::string& message) {
+    error = message;
+    out.error_size = message.size() + 1;
+    return out;
+  };
+  if (auto e = validate(m); !e.empty()) return fail(e);
+  auto lowered = lower<Policy>();
+  if (lowered.error) return fail(lowered.error->text());
+  model_desc packed{std::string(m.name), {}, {}};
+  packed.packed.resize(m.packed.size());  // filled in place: nvcc loses copied short strings here
+  for (std::size_t k = 0; k < m.packed.size(); ++k) {
+    packed.packed[k].fused = m.packed[k].fused;
+    for (std::size_t s = 0; s < m.packed[k].count; ++s) packed.packed[k].shards.emplace_back(m.packed[k].shards[s]);
+  }
+  plan_session<match::dfa_pattern_set> session(*lowered.value, packed);
+  if (auto e = session.start()) return fail(e->text());
+  out.configured = session.out.configured;
+  std::size_t chars = 0;
+  for (const auto& p : session.out.patterns) {  // lowering keeps every pattern of the type, at most
+    out.pattern_at[out.pattern_count++] = static_cast<std::uint32_t>(chars);
+    for (char c : p) out.pattern_text[chars++] = c;
+  }
+  out.pattern_at[out.pattern_count] = static_cast<std::uint32_t>(chars);
+  if (!out.configured) return out;
+
+  match::dfa_pattern_set* const matchers[2] = {session.ignore_matcher(), session.targets_matcher()};
+  // The hot loop below runs once per layer: fixed arrays, few calls (each costs during evaluation).
+  constexpr std::size_t max_key = 18;  // 2 matchers x (the layer + 8 shards)
+  struct group {
+    std::array<std::int32_t, max_key> key{};
+    std::size_t decision = 0;  // the layer whose decision the group shares
+  };
+  std::vector<record_split> splits;
+  std::vector<std::vector<group>> groups(m.defs.size());
+  for (const auto& d : m.defs) splits.push_back(split_record(m, packed, d, matchers));
+  for (std::size_t i = 0; i < Model::size(); ++i) {
+    const layer_ref ref = m.layers[i];
+    const record_split& split = splits[ref.def];
+    bool shared = false;
+    group g;
+    if (split.groupable) {
+      char digits[12]{};
+      std::size_t n = 0;
+      for (auto v = ref.index; n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+      std::size_t s = 0;
+      for (auto* mt : matchers) {
+        const std::size_t variants = split.prefixes.size();
+        for (std::size_t v = 0; v < variants; ++v, ++s) {
+          std::int32_t state = split.prefix_states[s];
+          if (mt)
+            for (std::size_t k = n; k > 0; --k) state = mt->step(state, digits[k - 1]);
+          g.key[s] = state;
+        }
+      }
+      for (const auto& other : groups[ref.def])
+        if (other.key == g.key) {
+          out.layers[i] = out.layers[other.decision];
+          shared = true;
+          break;
+        }
+    }
+    if (!shared) {
+      ++out.decided;
+      out.layers[i] = session.decide(describe(m, i));
+      if (out.layers[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(out.layers[i].error)]);
+      if (split.groupable) {
+        g.decision = i;
+        groups[ref.def].push_back(g);
+      }
+    }
+  }
+  return out;
+}
+
+template <class Policy, class Model>
+constexpr auto plan_or_error_size(const Model& m) {
+  std::string error;
+  return run_static_plan<Policy>(m, error);
+}
+
+template <class Policy, std::size_t N, class Model>
+constexpr compile_time_text<N> plan_error_text(const Model& m) {
+  std::string error;
+  run_static_plan<Policy>(m, error);
+  compile_time_text<N> t;
+  for (std::size_t i = 0; i + 1 < N && i < error.size(); ++i) t.text[i] = error[i];
+  return t;
+}
+
+template <class Policy, const auto& Model>
+struct static_plan_holder {
+  static constexpr auto value = plan_or_error_size<Policy>(Model);
+  static constexpr bool checked() {
+    if constexpr (value.error_size > 0) compile_time_error<plan_error_text<Policy, value.error_size>(Model)>();
+    return true;
+  }
+};
+
+}  // namespace detail
+
+/// The compile-time plan of model definition `Model` (a constexpr variable) under `Policy`: a config
+/// type, a shorthand tag, or policy<Quantization, Config>.
+template <class Policy, const auto& Model>
+inline constexpr const auto& plan_for =
+    (void(detail::static_plan_holder<Policy, Model>::checked()), detail::static_plan_holder<Policy, Model>::value);
+
+/// The compile-time plan as a runtime plan (patterns, summary), for printing and comparing.
+template <class Model, std::size_t NP, std::size_t NC>
+plan to_runtime(const static_plan<Model, NP, NC>& sp) {
+  plan p;
+  p.configured = sp.configured;
+  p.layers.assign(sp.layers.begin(), sp.layers.end());
+  for (std::size_t k = 0; k < sp.pattern_count; ++k) p.patterns.emplace_back(sp.pattern(k));
+  if (p.configured) p.summary = summarize(p, to_runtime(*sp.model));
+  return p;
+}
+
+/// Layer-by-layer equality of a runtime plan and a compile-time plan (decisions, patterns, summary).
+template <class Model, std::size_t NP, std::size_t NC>
+bool operator==(const plan& runtime, const static_plan<Model, NP, NC>& compiled) {
+  return runtime.same_decisions(to_runtime(compiled));
+}
+
+}  // namespace qpolicy
