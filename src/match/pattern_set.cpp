@@ -8,7 +8,7 @@ namespace qpolicy::match {
 namespace {
 constexpr std::size_t max_dfa_states = 8192;
 
-std::vector<std::uint64_t> to_bits(const std::vector<bool>& b, std::size_t words) {
+std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b, std::size_t words) {
   std::vector<std::uint64_t> out(words, 0);
   for (std::size_t k = 0; k < b.size(); ++k)
     if (b[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);

@@ -24,8 +24,7 @@ class dfa_pattern_set {
     scratch_.matched.assign(compiled_.size(), false);
     scratch_.uncertain.assign(compiled_.size(), false);
     state s;
-    s.core = compiled_.prog.starts;
-    sort_unique(s.core);
+    set_core(s, compiled_.prog.starts);
     s.done.assign(words_, 0);
     s.is_start = true;
     intern(std::move(s));
@@ -37,13 +36,21 @@ class dfa_pattern_set {
 
   /// The state after `c` from `from` (ASCII other than '\n' only).
   constexpr std::int32_t step(std::int32_t from, char c) {
-    const auto slot = static_cast<std::size_t>(from) * 128 + static_cast<unsigned char>(c);
-    if (table_[slot] < 0) table_[slot] = build_step(from, c);
-    return table_[slot];
+    // Raw pointers and index loops: iterators and range-for cost several times more per element
+    // during constant evaluation.
+    const state* s = states_.data() + from;
+    if (s->dead) return from;
+    const auto* e = s->edges.data();
+    for (std::size_t k = 0, n = s->edges.size(); k < n; ++k)
+      if (e[k].c == c) return e[k].to;
+    const auto to = build_step(from, c);
+    states_[static_cast<std::size_t>(from)].edges.push_back({c, to});
+    return to;
   }
   /// The state after walking `text` from `from`.
   constexpr std::int32_t walk(std::int32_t from, std::string_view text) {
-    for (char c : text) from = step(from, c);
+    const char* p = text.data();
+    for (std::size_t i = 0, n = text.size(); i < n; ++i) from = step(from, p[i]);
     return from;
   }
   /// The patterns matched when the name ends in state `at`.
@@ -66,8 +73,9 @@ class dfa_pattern_set {
 
   /// Whether the DFA can walk `name` (ASCII without '\n').
   static constexpr bool walkable(std::string_view name) {
-    for (char c : name)
-      if (static_cast<unsigned char>(c) >= 128 || c == '\n') return false;
+    const char* p = name.data();
+    for (std::size_t i = 0, n = name.size(); i < n; ++i)
+      if (static_cast<unsigned char>(p[i]) >= 128 || p[i] == '\n') return false;
     return true;
   }
 
@@ -86,49 +94,73 @@ class dfa_pattern_set {
 
  private:
   struct state {
-    std::vector<std::uint32_t> core;  // pcs waiting for their epsilon closure
-    std::vector<std::uint64_t> done;  // patterns already matched
-    bool is_start = false, prev_word = false;
+    std::vector<std::uint32_t> core;       // pcs waiting for their epsilon closure, ascending
+    std::vector<std::uint64_t> core_bits;  // the same set as bits: the state's identity
+    std::vector<std::uint64_t> done;       // patterns already matched
+    bool is_start = false, prev_word = false, dead = false;
     bool has_end = false;
+    // Sparse edges, not a 128-wide row: every element a vector initializes costs hundreds of steps
+    // during constant evaluation, and a state uses few characters.
+    struct edge {
+      char c;
+      std::int32_t to;
+    };
+    std::vector<edge> edges;
     std::vector<std::uint64_t> end_done;
+    std::uint64_t hash = 0;  // of the identity below: most comparisons stop here
+    constexpr void rehash() {
+      std::uint64_t h = (is_start ? 0x9e3779b97f4a7c15ull : 0) ^ (prev_word ? 0x632be59bd9b4e019ull : 0);
+      for (std::size_t w = 0, n = core_bits.size(); w < n; ++w) h = (h ^ core_bits.data()[w]) * 0x100000001b3ull;
+      for (std::size_t w = 0, n = done.size(); w < n; ++w) h = (h ^ done.data()[w]) * 0x100000001b3ull;
+      hash = h;
+    }
     constexpr bool same(const state& o) const {
-      return is_start == o.is_start && prev_word == o.prev_word && done == o.done && core == o.core;
+      if (hash != o.hash || is_start != o.is_start || prev_word != o.prev_word) return false;
+      for (std::size_t w = 0, n = core_bits.size(); w < n; ++w)
+        if (core_bits.data()[w] != o.core_bits.data()[w]) return false;
+      for (std::size_t w = 0, n = done.size(); w < n; ++w)
+        if (done.data()[w] != o.done.data()[w]) return false;
+      return true;
     }
   };
 
   compiled_patterns compiled_;
   std::size_t words_ = 0;
   std::vector<state> states_;
-  std::vector<std::int32_t> table_;  // states x 128, -1 until built
   closure_builder closure_;
   run_result scratch_;
-  std::vector<std::uint32_t> consuming_;
+  std::vector<std::uint32_t> consuming_, next_;
 
-  static constexpr void sort_unique(std::vector<std::uint32_t>& v) {
-    for (std::size_t i = 1; i < v.size(); ++i)  // insertion sort: sets are small
-      for (std::size_t j = i; j > 0 && v[j] < v[j - 1]; --j) std::swap(v[j], v[j - 1]);
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (n == 0 || v[n - 1] != v[i]) v[n++] = v[i];
-    v.resize(n);
+  // Sets of pcs go through a bitset: sorted, deduplicated and comparable in a few word operations
+  // (sorting during constant evaluation costs far more).
+  constexpr void set_core(state& s, const std::vector<std::uint32_t>& pcs) const {
+    s.core_bits.assign((compiled_.prog.insts.size() + 64) / 64, 0);
+    std::uint64_t* bits = s.core_bits.data();
+    for (std::size_t k = 0, n = pcs.size(); k < n; ++k) bits[pcs[k] >> 6] |= std::uint64_t{1} << (pcs[k] & 63);
+    s.core.clear();
+    for (std::size_t w = 0, n = s.core_bits.size(); w < n; ++w)
+      for (std::uint64_t b = bits[w]; b; b &= b - 1)
+        s.core.push_back(static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b))));
   }
 
-  constexpr std::vector<std::uint64_t> to_bits(const std::vector<bool>& b) const {
+  constexpr std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b) const {
     std::vector<std::uint64_t> out(words_, 0);
-    for (std::size_t k = 0; k < b.size(); ++k)
-      if (b[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);
+    const std::uint8_t* p = b.data();
+    for (std::size_t k = 0, n = b.size(); k < n; ++k)
+      if (p[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);
     return out;
   }
   constexpr void load_done(const std::vector<std::uint64_t>& done) {
-    for (std::size_t k = 0; k < compiled_.size(); ++k) scratch_.matched[k] = (done[k >> 6] >> (k & 63)) & 1;
+    std::uint8_t* m = scratch_.matched.data();
+    for (std::size_t k = 0, n = compiled_.size(); k < n; ++k) m[k] = (done[k >> 6] >> (k & 63)) & 1;
   }
 
   constexpr std::int32_t intern(state&& s) {
-    for (std::size_t i = 0; i < states_.size(); ++i)
-      if (states_[i].same(s)) return static_cast<std::int32_t>(i);
-    const bool dead = s.core.empty();
+    s.rehash();
+    for (std::size_t i = 0, n = states_.size(); i < n; ++i)
+      if (states_.data()[i].same(s)) return static_cast<std::int32_t>(i);
+    s.dead = s.core.empty();  // nothing left to decide: every character stays here
     const auto id = static_cast<std::int32_t>(states_.size());
-    table_.resize(table_.size() + 128, dead ? id : -1);  // a dead state has nothing left to decide
     states_.push_back(std::move(s));
     return id;
   }
@@ -146,11 +178,14 @@ class dfa_pattern_set {
     consuming_.clear();
     closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
     state t;
-    for (auto pc : consuming_) {
-      if (scratch_.matched[prog.owner[pc]]) continue;
-      if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) t.core.push_back(pc + 1);
+    next_.clear();
+    const std::uint8_t* matched = scratch_.matched.data();
+    for (std::size_t k = 0, n = consuming_.size(); k < n; ++k) {
+      const auto pc = consuming_[k];
+      if (matched[prog.owner[pc]]) continue;
+      if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) next_.push_back(pc + 1);
     }
-    sort_unique(t.core);
+    set_core(t, next_);
     t.done = to_bits(scratch_.matched);
     t.prev_word = prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c));
     return intern(std::move(t));

@@ -36,8 +36,8 @@ constexpr tri assertion_holds(op code, const position_context& ctx) {
 
 /// Per-pattern answers of one run.
 struct run_result {
-  std::vector<bool> matched;
-  std::vector<bool> uncertain;  // a path depended on a Unicode class above ASCII
+  std::vector<std::uint8_t> matched;  // bytes, not vector<bool>: far cheaper during constant evaluation
+  std::vector<std::uint8_t> uncertain;  // a path depended on a Unicode class above ASCII
 };
 
 /// Follows the epsilon edges from `pcs` under `ctx`; appends consuming instructions to `out` and marks
@@ -45,14 +45,16 @@ struct run_result {
 class closure_builder {
  public:
   constexpr closure_builder() = default;
-  constexpr explicit closure_builder(const program& prog) : mark_(prog.insts.size(), 0) {}
+  // Each visit pushes at most two pcs per newly marked instruction, plus its start.
+  constexpr explicit closure_builder(const program& prog)
+      : mark_(prog.insts.size(), 0), stack_(2 * prog.insts.size() + 1, 0) {}
 
   // The program is an argument, not a member, so the matchers that own one stay movable.
   template <class Pcs>
   constexpr void run(const program& prog, const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out,
                      run_result& res) {
     ++gen_;
-    for (auto pc : pcs) visit(prog, pc, ctx, out, res);
+    for (std::size_t k = 0, n = pcs.size(); k < n; ++k) visit(prog, pcs[k], ctx, out, res);
   }
 
  private:
@@ -60,30 +62,38 @@ class closure_builder {
   std::vector<std::uint32_t> stack_;
   std::uint32_t gen_ = 0;
 
+  // Raw pointers over preallocated storage: the compile-time planner builds its DFA states here, and
+  // during constant evaluation every container call costs dozens of steps.
   constexpr void visit(const program& prog, std::uint32_t start, const position_context& ctx,
                        std::vector<std::uint32_t>& out, run_result& res) {
-    stack_.push_back(start);
-    while (!stack_.empty()) {
-      const auto pc = stack_.back();
-      stack_.pop_back();
-      if (mark_[pc] == gen_) continue;
-      mark_[pc] = gen_;
-      if (res.matched[prog.owner[pc]]) continue;
-      const inst& in = prog.insts[pc];
+    std::uint32_t* stack = stack_.data();
+    std::uint32_t* mark = mark_.data();
+    const inst* insts = prog.insts.data();
+    const std::uint32_t* owner = prog.owner.data();
+    std::uint8_t* matched = res.matched.data();
+    const std::uint32_t gen = gen_;
+    std::size_t top = 0;
+    stack[top++] = start;
+    while (top > 0) {
+      const auto pc = stack[--top];
+      if (mark[pc] == gen) continue;
+      mark[pc] = gen;
+      if (matched[owner[pc]]) continue;
+      const inst& in = insts[pc];
       switch (in.code) {
         case op::split:
-          stack_.push_back(in.b);
-          stack_.push_back(in.a);
+          stack[top++] = in.b;
+          stack[top++] = in.a;
           break;
-        case op::jmp: stack_.push_back(in.a); break;
-        case op::match: res.matched[in.a] = true; break;
+        case op::jmp: stack[top++] = in.a; break;
+        case op::match: matched[in.a] = 1; break;
         case op::set:
         case op::any:
         case op::any_but_nl: out.push_back(pc); break;
         default: {
           const tri t = assertion_holds(in.code, ctx);
-          if (t == tri::yes) stack_.push_back(pc + 1);
-          else if (t == tri::unknown) res.uncertain[prog.owner[pc]] = true;
+          if (t == tri::yes) stack[top++] = pc + 1;
+          else if (t == tri::unknown) res.uncertain[owner[pc]] = 1;
           break;
         }
       }
@@ -100,7 +110,7 @@ constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
 
 /// Runs every pattern of `prog` over `text`, each anchored at the start of the text.
 constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& text) {
-  run_result res{std::vector<bool>(prog.starts.size(), false), std::vector<bool>(prog.starts.size(), false)};
+  run_result res{std::vector<std::uint8_t>(prog.starts.size(), 0), std::vector<std::uint8_t>(prog.starts.size(), 0)};
   closure_builder closure(prog);
   std::vector<std::uint32_t> current, next;
   const std::size_t n = text.size();

@@ -110,7 +110,12 @@ constexpr layer_desc describe(const Model& m, std::size_t i) {
 struct record_split {
   bool groupable = false;
   std::vector<std::string> prefixes, suffixes;  // [0] the layer itself, then each shard
-  std::vector<std::int32_t> prefix_states;      // per matcher, per variant
+};
+
+/// A DFA state some record's prefix (or a shard's) reaches: where each layer index's digits start.
+struct probe {
+  std::uint8_t matcher = 0;
+  std::int32_t state = 0;
 };
 
 constexpr bool has_digit(std::string_view s) {
@@ -120,8 +125,7 @@ constexpr bool has_digit(std::string_view s) {
 }
 
 template <class Model>
-constexpr record_split split_record(const Model& m, const model_desc& packed, const layer_def& d,
-                                    match::dfa_pattern_set* const (&matchers)[2]) {
+constexpr record_split split_record(const Model& m, const model_desc& packed, const layer_def& d) {
   record_split r;
   const auto at = d.index_at();
   if (at == std::string_view::npos) return r;
@@ -141,8 +145,6 @@ constexpr record_split split_record(const Model& m, const model_desc& packed, co
       r.suffixes.push_back(text::replace_all(suffix, p->fused, s));
     }
   }
-  for (auto* mt : matchers)
-    for (const auto& pre : r.prefixes) r.prefix_states.push_back(mt ? mt->walk(mt->start_state, pre) : 0);
   r.groupable = true;
   (void)m;
   return r;
@@ -180,50 +182,70 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   if (!out.configured) return out;
 
   match::dfa_pattern_set* const matchers[2] = {session.ignore_matcher(), session.targets_matcher()};
-  // The hot loop below runs once per layer: fixed arrays, few calls (each costs during evaluation).
-  constexpr std::size_t max_key = 18;  // 2 matchers x (the layer + 8 shards)
-  struct group {
-    std::array<std::int32_t, max_key> key{};
-    std::size_t decision = 0;  // the layer whose decision the group shares
-  };
+  // Every distinct state the records' prefixes reach. For one layer index, the states its digits lead
+  // to from all of them form the index's class; layers of one record and one class share a decision.
+  // The loop below runs once per layer, so it is written for the evaluator: indices and raw arrays.
+  std::vector<probe> probes;
   std::vector<record_split> splits;
-  std::vector<std::vector<group>> groups(m.defs.size());
-  for (const auto& d : m.defs) splits.push_back(split_record(m, packed, d, matchers));
+  for (const auto& d : m.defs) {
+    splits.push_back(split_record(m, packed, d));
+    if (!splits.back().groupable) continue;
+    for (std::uint8_t k = 0; k < 2; ++k) {
+      if (!matchers[k]) continue;
+      for (const auto& pre : splits.back().prefixes) {
+        const probe p{k, matchers[k]->walk(match::dfa_pattern_set::start_state, pre)};
+        bool seen = false;
+        for (const auto& q : probes) seen |= q.matcher == p.matcher && q.state == p.state;
+        if (!seen) probes.push_back(p);
+      }
+    }
+  }
+  const std::size_t width = probes.size();
+  std::vector<std::int32_t> classes;              // width states per class, flat
+  std::vector<std::int32_t> reached(width, 0);    // the current index's states
+  std::vector<std::vector<std::int32_t>> decision_of(m.defs.size());  // per record: class -> layer, -1
+  std::int64_t current_index = -1;
+  std::int32_t current_class = -1;
   for (std::size_t i = 0; i < Model::size(); ++i) {
     const layer_ref ref = m.layers[i];
-    const record_split& split = splits[ref.def];
-    bool shared = false;
-    group g;
-    if (split.groupable) {
+    const bool groupable = splits[ref.def].groupable;
+    if (groupable && ref.index != current_index) {
       char digits[12]{};
       std::size_t n = 0;
       for (auto v = ref.index; n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
-      std::size_t s = 0;
-      for (auto* mt : matchers) {
-        const std::size_t variants = split.prefixes.size();
-        for (std::size_t v = 0; v < variants; ++v, ++s) {
-          std::int32_t state = split.prefix_states[s];
-          if (mt)
-            for (std::size_t k = n; k > 0; --k) state = mt->step(state, digits[k - 1]);
-          g.key[s] = state;
-        }
+      std::int32_t* r = reached.data();
+      for (std::size_t p = 0; p < width; ++p) {
+        std::int32_t st = probes[p].state;
+        for (std::size_t k = n; k > 0; --k) st = matchers[probes[p].matcher]->step(st, digits[k - 1]);
+        r[p] = st;
       }
-      for (const auto& other : groups[ref.def])
-        if (other.key == g.key) {
-          out.layers[i] = out.layers[other.decision];
-          shared = true;
-          break;
-        }
-    }
-    if (!shared) {
-      ++out.decided;
-      out.layers[i] = session.decide(describe(m, i));
-      if (out.layers[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(out.layers[i].error)]);
-      if (split.groupable) {
-        g.decision = i;
-        groups[ref.def].push_back(g);
+      const std::size_t known = width ? classes.size() / width : 0;
+      current_class = -1;
+      for (std::size_t c = 0; c < known && current_class < 0; ++c) {
+        const std::int32_t* row = classes.data() + c * width;
+        bool same = true;
+        for (std::size_t p = 0; p < width && same; ++p) same = row[p] == r[p];
+        if (same) current_class = static_cast<std::int32_t>(c);
       }
+      if (current_class < 0) {
+        current_class = static_cast<std::int32_t>(known);
+        for (std::size_t p = 0; p < width; ++p) classes.push_back(r[p]);
+      }
+      current_index = ref.index;
     }
+    if (groupable) {
+      auto& of = decision_of[ref.def];
+      if (of.size() <= static_cast<std::size_t>(current_class)) of.resize(static_cast<std::size_t>(current_class) + 1, -1);
+      const std::int32_t earlier = of.data()[current_class];
+      if (earlier >= 0) {
+        out.layers[i] = out.layers[static_cast<std::size_t>(earlier)];
+        continue;
+      }
+      of.data()[current_class] = static_cast<std::int32_t>(i);
+    }
+    ++out.decided;
+    out.layers[i] = session.decide(describe(m, i));
+    if (out.layers[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(out.layers[i].error)]);
   }
   return out;
 }
