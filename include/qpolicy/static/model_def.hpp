@@ -81,9 +81,28 @@ template <std::size_t K>
 struct block_def {
   std::array<layer_def, K> layers;
 };
-template <class... L>
-constexpr block_def<sizeof...(L)> block(L... layers) {
-  return {{layers...}};
+namespace detail {
+template <class Part>
+struct block_size : std::integral_constant<std::size_t, 1> {};
+template <std::size_t K>
+struct block_size<block_def<K>> : std::integral_constant<std::size_t, K> {};
+template <std::size_t K>
+constexpr void append(block_def<K>& b, std::size_t& n, const layer_def& d) {
+  b.layers[n++] = d;
+}
+template <std::size_t K, std::size_t J>
+constexpr void append(block_def<K>& b, std::size_t& n, const block_def<J>& inner) {
+  for (const auto& d : inner.layers) b.layers[n++] = d;
+}
+}  // namespace detail
+
+/// A block from layers and smaller blocks (an attention block shared by two kinds of blocks, say).
+template <class... Parts>
+constexpr auto block(Parts... parts) {
+  block_def<(std::size_t{0} + ... + detail::block_size<Parts>::value)> b{};
+  std::size_t n = 0;
+  (detail::append(b, n, parts), ...);
+  return b;
 }
 
 /// N copies of a block with indices first, first+1, ...

@@ -199,7 +199,7 @@ template <class T> struct is_moe_override_part : std::bool_constant<is_instance<
 
 template <template <class> class Pred, class... Parts, class Fn>
 constexpr void with_part(Fn&& fn) {
-  auto visit = [&]<class P>(P) {
+  [[maybe_unused]] auto visit = [&]<class P>(P) {
     if constexpr (Pred<P>::value) fn(P{});
   };
   (visit(Parts{}), ...);
