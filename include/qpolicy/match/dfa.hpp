@@ -21,6 +21,7 @@ class dfa_pattern_set {
   constexpr dfa_pattern_set() = default;
   constexpr explicit dfa_pattern_set(compiled_patterns compiled)
       : compiled_(std::move(compiled)), words_((compiled_.size() + 63) / 64), closure_(compiled_.prog) {
+    states_.reserve(256);  // growth would move every state (each a handful of vectors)
     scratch_.matched.assign(compiled_.size(), false);
     scratch_.uncertain.assign(compiled_.size(), false);
     state s;
@@ -89,7 +90,25 @@ class dfa_pattern_set {
         if (res.uncertain[k] && !res.matched[k]) out.uncertain.push_back(static_cast<std::uint32_t>(k));
       return;
     }
-    out.bits = finish(walk(start_state, name));
+    // Names come in runs that share long prefixes (a layer, then its shards): resume from the state
+    // after the prefix this name shares with the previous one.
+    const char* p = name.data();
+    const std::size_t n = name.size();
+    const char* q = last_name_.data();
+    std::size_t same = 0;
+    for (const std::size_t limit = n < last_name_.size() ? n : last_name_.size(); same < limit && p[same] == q[same];)
+      ++same;
+    last_name_.resize(n);
+    last_states_.resize(n + 1);
+    char* keep = last_name_.data();
+    std::int32_t* states = last_states_.data();
+    std::int32_t at = states[same];
+    for (std::size_t i = same; i < n; ++i) {
+      keep[i] = p[i];
+      at = step(at, p[i]);
+      states[i + 1] = at;
+    }
+    out.bits = finish(at);
   }
 
  private:
@@ -130,6 +149,8 @@ class dfa_pattern_set {
   closure_builder closure_;
   run_result scratch_;
   std::vector<std::uint32_t> consuming_, next_;
+  std::vector<char> last_name_;                  // the previous name match() walked
+  std::vector<std::int32_t> last_states_{start_state};  // its state before each character
 
   // Sets of pcs go through a bitset: sorted, deduplicated and comparable in a few word operations
   // (sorting during constant evaluation costs far more).
@@ -137,10 +158,14 @@ class dfa_pattern_set {
     s.core_bits.assign((compiled_.prog.insts.size() + 64) / 64, 0);
     std::uint64_t* bits = s.core_bits.data();
     for (std::size_t k = 0, n = pcs.size(); k < n; ++k) bits[pcs[k] >> 6] |= std::uint64_t{1} << (pcs[k] & 63);
-    s.core.clear();
+    std::size_t count = 0;
+    for (std::size_t w = 0, n = s.core_bits.size(); w < n; ++w) count += static_cast<std::size_t>(__builtin_popcountll(bits[w]));
+    s.core.resize(count);  // one allocation, no growth
+    std::uint32_t* core = s.core.data();
+    std::size_t k = 0;
     for (std::size_t w = 0, n = s.core_bits.size(); w < n; ++w)
       for (std::uint64_t b = bits[w]; b; b &= b - 1)
-        s.core.push_back(static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b))));
+        core[k++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
   }
 
   constexpr std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b) const {
