@@ -123,6 +123,7 @@ TEST_CASE("the lazy DFA answers exactly like the NFA", "[unit][match]") {
                                           "re:.*experts$", "model.layers.[0-3].mlp.*", "re:(", "re:.*\\bmlp\\b",
                                           "re:.*\\.[qkv]_proj$", "*.?.*", "re:(?:ab|a)*c{1,3}", "*[!a-z]"};
   pattern_set fast(compile_patterns(patterns, glob_mode::on));
+  dfa_pattern_set plain(compile_patterns(patterns, glob_mode::on));  // the compile-time planner's matcher
   nfa_pattern_set ref(compile_patterns(patterns, glob_mode::on));
   std::mt19937 rng(7);
   const std::string alphabet = "abcmodelayrsxpvqkjtunh_.0123456789";
@@ -139,11 +140,13 @@ TEST_CASE("the lazy DFA answers exactly like the NFA", "[unit][match]") {
   std::sort(sorted.begin(), sorted.end());
   names.insert(names.end(), sorted.begin(), sorted.end());
   for (const auto& n : names) {
-    pattern_hits a, b;
+    pattern_hits a, b, c;
     fast.match(n, a);
     ref.match(n, b);
+    plain.match(n, c);
     INFO(n);
     REQUIRE(a.bits == b.bits);
+    REQUIRE(c.bits == b.bits);
   }
   CHECK(fast.dfa_states() > 1);
 }

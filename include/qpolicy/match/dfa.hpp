@@ -80,14 +80,20 @@ class dfa_pattern_set {
     return true;
   }
 
+  /// Matches every pattern against `name` on the NFA (any name; no DFA state is built).
+  constexpr void match_nfa(std::string_view name, pattern_hits& out) const {
+    const auto res = run_nfa(compiled_.prog, text::decode_utf8(name).code_points);
+    out.bits = to_bits(res.matched);
+    out.uncertain.clear();
+    for (std::size_t k = 0; k < res.uncertain.size(); ++k)
+      if (res.uncertain[k] && !res.matched[k]) out.uncertain.push_back(static_cast<std::uint32_t>(k));
+  }
+
   /// Matches every pattern against `name` (the Matcher interface of the planner).
   constexpr void match(std::string_view name, pattern_hits& out) {
     out.uncertain.clear();
     if (!walkable(name)) {
-      const auto res = run_nfa(compiled_.prog, text::decode_utf8(name).code_points);
-      out.bits = to_bits(res.matched);
-      for (std::size_t k = 0; k < res.uncertain.size(); ++k)
-        if (res.uncertain[k] && !res.matched[k]) out.uncertain.push_back(static_cast<std::uint32_t>(k));
+      match_nfa(name, out);
       return;
     }
     // Names come in runs that share long prefixes (a layer, then its shards): resume from the state

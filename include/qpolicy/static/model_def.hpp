@@ -278,6 +278,28 @@ constexpr std::string validate(const model_def<D, L, P>& m) {
   return {};
 }
 
+/// How much of a layer describe_layer fills: what the planner reads, or everything MODEL.json holds.
+enum class layer_detail : std::uint8_t { for_planning, with_sizes };
+
+/// Layer `i` of a definition as MODEL.json would describe it.
+template <std::size_t D, std::size_t L, std::size_t P>
+constexpr layer_desc describe_layer(const model_def<D, L, P>& m, std::size_t i, layer_detail detail) {
+  const auto& d = m.def_of(i);
+  layer_desc l;
+  l.name = m.name_of(i);
+  l.class_name = std::string(d.class_name);
+  l.kind = d.kind;
+  l.quantizable = d.quantizable;
+  if (detail == layer_detail::for_planning) return l;  // sizes cost steps during constant evaluation
+  if (d.out_features > 0) l.shape = {d.out_features, d.in_features};
+  l.shard_sizes.assign(d.shard_sizes.begin(), d.shard_sizes.begin() + d.shard_count);
+  if (d.num_experts > 0) l.num_experts = d.num_experts;
+  if (d.hidden_size > 0) l.hidden_size = d.hidden_size;
+  if (d.intermediate_size > 0) l.intermediate_size = d.intermediate_size;
+  if (d.bias >= 0) l.bias = d.bias == 1;
+  return l;
+}
+
 /// The definition as the runtime model description (what MODEL.json gives).
 template <std::size_t D, std::size_t L, std::size_t P>
 model_desc to_runtime(const model_def<D, L, P>& m) {
@@ -290,21 +312,7 @@ model_desc to_runtime(const model_def<D, L, P>& m) {
     out.packed.push_back(std::move(pm));
   }
   out.layers.reserve(L);
-  for (std::size_t i = 0; i < L; ++i) {
-    const auto& d = m.def_of(i);
-    layer_desc l;
-    l.name = m.name_of(i);
-    l.class_name = std::string(d.class_name);
-    l.kind = d.kind;
-    l.quantizable = d.quantizable;
-    if (d.out_features > 0) l.shape = {d.out_features, d.in_features};
-    l.shard_sizes.assign(d.shard_sizes.begin(), d.shard_sizes.begin() + d.shard_count);
-    if (d.num_experts > 0) l.num_experts = d.num_experts;
-    if (d.hidden_size > 0) l.hidden_size = d.hidden_size;
-    if (d.intermediate_size > 0) l.intermediate_size = d.intermediate_size;
-    if (d.bias >= 0) l.bias = d.bias == 1;
-    out.layers.push_back(std::move(l));
-  }
+  for (std::size_t i = 0; i < L; ++i) out.layers.push_back(describe_layer(m, i, layer_detail::with_sizes));
   return out;
 }
 

@@ -94,18 +94,6 @@ struct static_plan {
 
 namespace detail {
 
-/// The same layer_desc MODEL.json would give for layer `i`.
-template <class Model>
-constexpr layer_desc describe(const Model& m, std::size_t i) {
-  const auto& d = m.def_of(i);
-  layer_desc l;
-  l.name = m.name_of(i);
-  l.class_name = std::string(d.class_name);
-  l.kind = d.kind;
-  l.quantizable = d.quantizable;
-  return l;
-}
-
 /// A record's name split at "{i}", with its shards' variants: the grouping key of its layers.
 struct record_split {
   bool groupable = false;
@@ -244,7 +232,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
       of.data()[current_class] = static_cast<std::int32_t>(i);
     }
     ++out.decided;
-    out.layers[i] = session.decide(describe(m, i));
+    out.layers[i] = session.decide(describe_layer(m, i, layer_detail::for_planning));
     if (out.layers[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(out.layers[i].error)]);
   }
   return out;
