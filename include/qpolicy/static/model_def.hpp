@@ -258,6 +258,8 @@ constexpr std::string validate(const model_def<D, L, P>& m) {
     if (d.out_features < 0 || d.in_features < 0 || d.num_experts < 0 || d.hidden_size < 0 || d.intermediate_size < 0)
       return where + ": sizes must be positive";
     if (d.shard_count > 8) return where + ": at most 8 shard sizes";
+    if (const auto at = d.index_at(); at != std::string_view::npos && d.name.find("{i}", at + 3) != std::string_view::npos)
+      return where + ": \"{i}\" may appear once in a layer name";
     std::int64_t sum = 0;
     for (std::size_t s = 0; s < d.shard_count; ++s) {
       if (d.shard_sizes[s] <= 0) return where + ": shard sizes must be positive";

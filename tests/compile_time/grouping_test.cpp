@@ -1,0 +1,57 @@
+// The compile-time planner decides one layer per group of layers the config cannot tell apart. These
+// cases stress the grouping against the runtime planner, which decides every layer: multi-digit and
+// offset indices, the index in the last name component, fused layers whose shards rename the prefix,
+// non-ASCII names, and patterns that single out particular indices.
+#include "equivalence.hpp"
+#include "qpolicy/static/for_each_layer.hpp"
+
+namespace qp = qpolicy;
+
+namespace {
+constexpr auto block = qp::block(
+    qp::linear("h.{i}.attn.c_attn", "QKVParallelLinear", {96, 32}).with_shards({32, 32, 32}),
+    qp::linear("h.{i}.attn.c_proj", "RowParallelLinear", {32, 32}),
+    qp::linear("h.{i}.mlp.gate", "ReplicatedLinear", {4, 32}).not_quantizable(),
+    qp::moe("h.{i}.mlp.experts", "FusedMoE", 4, 32, 64),
+    qp::linear("h.{i}.c_attn_extra", "ColumnParallelLinear", {32, 32}),
+    qp::linear("h\xc3\xa9.{i}.proj", "ColumnParallelLinear", {32, 32}));
+
+constexpr auto edge_model = qp::model(
+    "edge-cases", qp::packed("c_attn", {"q", "k", "v"}), qp::other("wte", "VocabParallelEmbedding"),
+    qp::repeat<25>(block, 7), qp::linear("h.100.attn.c_proj", "RowParallelLinear", {32, 32}),
+    qp::repeat<3>(qp::block(qp::linear("blocks.{i}", "RowParallelLinear", {32, 32})), 98),
+    qp::other("lm_head", "ParallelLMHead"));
+
+template <class Policy>
+void same_as_runtime(const char* quantization, const char* config, bool legacy = false) {
+  INFO(config);
+  qp::config_request request;
+  request.quantization = quantization;
+  request.config_text = config;
+  request.legacy = legacy;
+  const auto model = qp::to_runtime(edge_model);
+  const auto runtime = qp::make_plan(qp::resolve(request).config, model);
+  REQUIRE(runtime.first_error() == nullptr);
+  const auto& compiled = qp::plan_for<Policy, edge_model>;
+  INFO(equivalence::first_difference(runtime, qp::to_runtime(compiled), model));
+  CHECK(runtime == compiled);
+  // The point of grouping: far fewer decisions than layers (the index in the last component and the
+  // non-ASCII record are decided per layer).
+  CHECK(compiled.decided < compiled.size());
+}
+}  // namespace
+
+TEST_CASE("grouped compile-time decisions equal per-layer runtime decisions", "[compile-time][grouping]") {
+  using qp::ignore, qp::targets, qp::target;
+  same_as_runtime<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"*.1?.*", "re:.*\\.(7|19|3[0-1])\\.", "h.23.k">>>>(
+      "fp8_per_block", R"({"ignore": ["*.1?.*", "re:.*\\.(7|19|3[0-1])\\.", "h.23.k"]})");
+  same_as_runtime<qp::quant_config<targets<target<"re:h\\.[0-9]*[02468]\\.", qp::fp8_per_block>,
+                                           target<"re:h\\.[0-9]*[13579]\\.attn", qp::fp8_per_tensor>,
+                                           target<"blocks.99", qp::fp8_per_channel>>>>(
+      "online", R"({"targets": {"re:h\\.[0-9]*[02468]\\.": "fp8_per_block", "re:h\\.[0-9]*[13579]\\.attn": "fp8_per_tensor", "blocks.99": "fp8_per_channel"}})");
+  same_as_runtime<qp::policy<qp::fp8_per_tensor, qp::online_quant_config<ignore<"re:.*\\.(8|2[0-9])\\.", "h.100.attn.c_proj">>>>(
+      "fp8_per_tensor", R"({"ignore": ["re:.*\\.(8|2[0-9])\\.", "h.100.attn.c_proj"]})", true);
+  // \b and \d are decided for ASCII names only (on "h\xc3\xa9..." the engine refuses): classes instead.
+  same_as_runtime<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:h\\.1[0-9]\\.c_attn_extra$", "re:h\xc3\xa9\\.9">>>>(
+      "fp8_per_block", R"({"ignore": ["re:h\\.1[0-9]\\.c_attn_extra$", "re:h\u00e9\\.9"]})");
+}
