@@ -1,0 +1,59 @@
+#pragma once
+// The CPU reference of every FP8 quantization path (spec §4-§9): plain loops over the shared
+// per-element arithmetic (kernels/fp8/numerics.hpp), written to be read against the spec. The fast CPU
+// path and the CUDA kernels are tested bit for bit against these.
+#include <cstdint>
+
+#include "../fp8/tensor_view.hpp"
+
+namespace qpolicy::cpu::reference {
+
+using fp8::input_view;
+using fp8::scale_layout;
+
+/// §4: one scale for the whole weight, reciprocal multiply, clampS, sat. scale: [1].
+void weight_per_tensor(const input_view& w, std::uint8_t* q, float* scale);
+
+/// §4 with a given amax (fused shards and MoE w13 share one): scale = amax / 448.
+void weight_per_tensor_with_amax(const input_view& w, float amax, std::uint8_t* q, float* scale);
+
+/// amaxT: the largest magnitude, NaN when any element is NaN.
+float amax_propagating(const input_view& x);
+
+/// §5 dynamic per-tensor: no floor, reciprocal multiply. scale: [1].
+void dynamic_per_tensor(const input_view& x, std::uint8_t* q, float* scale);
+
+/// §5 per-token: floor MIN_SF, true division. scales: [rows].
+void dynamic_per_token(const input_view& x, std::uint8_t* q, float* scales);
+
+/// §6 per-channel weight: torch max with MIN_SF (NaN propagates), true division, clampT, tcvt.
+void weight_per_channel(const input_view& w, std::uint8_t* q, float* scales);
+
+/// Options of the 1x128 group quantizer (§7).
+struct group_options {
+  std::int64_t group_size = 128;
+  bool ue8m0 = false;
+  scale_layout layout = scale_layout::row_major;
+};
+/// §7: cols must be a multiple of group_size (checked by the caller). scales: scale_storage(layout).
+void per_token_group(const input_view& x, const group_options& options, std::uint8_t* q, float* scales);
+
+/// Options of the 128x128 block quantizer (§8).
+struct block_options {
+  bool ue8m0 = false;
+  bool compiled_variant = false;  // sf = a * f32(1/448), as torch.compile may rewrite it
+};
+/// §8: zero-padded 128x128 blocks, floor 1e-4, reciprocal multiply, tcvt, no clamp.
+/// q: [rows, cols]; scales: [ceil(rows/128), ceil(cols/128)] row-major.
+void block_128x128(const input_view& w, const block_options& options, std::uint8_t* q, float* scales);
+
+/// §9 per-tensor: w13 [E, 2I, H] and w2 [E, H, I], each expert's matrix its own scale ([E] each).
+void moe_per_tensor(const input_view& w13, const input_view& w2, std::int64_t experts, std::uint8_t* q13,
+                    float* s13, std::uint8_t* q2, float* s2);
+
+/// §9 per-block: pads I and H to 128 (gate rows at [0, I), up rows at [Ip, Ip + I)), blocks each
+/// padded expert matrix. q13: [E, 2Ip, Hp], s13: [E, 2Ip/128, Hp/128], q2: [E, Hp, Ip], s2: [E, Hp/128, Ip/128].
+void moe_per_block(const input_view& w13, const input_view& w2, std::int64_t experts, const block_options& options,
+                   std::uint8_t* q13, float* s13, std::uint8_t* q2, float* s2);
+
+}  // namespace qpolicy::cpu::reference

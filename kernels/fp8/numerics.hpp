@@ -1,0 +1,136 @@
+#pragma once
+// The per-element arithmetic of FP8 (e4m3fn) quantization, exactly as ../shared/spec/fp8-numerics.md
+// states it, shared by the CUDA kernels and the CPU backend (__host__ __device__): the two
+// float32 -> e4m3fn conversions, decoding, the clamp idioms, UE8M0 rounding, bf16/fp16 widening.
+// Integer bit manipulation only where the spec fixes a rounding, so both backends agree bit for bit.
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define QP_HD __host__ __device__ __forceinline__
+#else
+#define QP_HD inline
+#endif
+
+namespace qpolicy::fp8 {
+
+/// The largest finite e4m3fn value.
+inline constexpr float max_e4m3 = 448.0f;
+/// f32(1 / f32(448 * 512)): the per-token and per-channel scale floor.
+inline constexpr std::uint32_t min_scale_factor_bits = 0x36924925u;
+/// f32(1e-10): the 1x128 group amax floor.
+inline constexpr std::uint32_t group_eps_bits = 0x2EDBE6FFu;
+/// f32(1e-4): the 128x128 block amax floor.
+inline constexpr std::uint32_t block_floor_bits = 0x38D1B717u;
+/// f32(1/448), for the compiled (Inductor) variant of the block scale.
+inline constexpr std::uint32_t inv_448_bits = 0x3B124925u;
+
+QP_HD std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+QP_HD float float_of(std::uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+QP_HD float min_scale_factor() { return float_of(min_scale_factor_bits); }
+QP_HD float group_eps() { return float_of(group_eps_bits); }
+QP_HD float block_floor() { return float_of(block_floor_bits); }
+
+/// IEEE maxNum / minNum (CUDA fmaxf / fminf): a NaN operand yields the other one.
+QP_HD float max_num(float a, float b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  return a > b ? a : b;
+}
+QP_HD float min_num(float a, float b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  return a < b ? a : b;
+}
+/// torch's max / clamp: NaN propagates.
+QP_HD float max_nan(float a, float b) {
+  if (a != a || b != b) return a != a ? a : b;
+  return a > b ? a : b;
+}
+QP_HD float abs_f32(float x) { return float_of(bits_of(x) & 0x7FFFFFFFu); }
+QP_HD bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+
+/// clampS: maxNum(-M, minNum(v, M)); NaN becomes +448.
+QP_HD float clamp_s(float v) { return max_num(-max_e4m3, min_num(v, max_e4m3)); }
+/// clampG: minNum(maxNum(v, -M), M); NaN becomes -448.
+QP_HD float clamp_g(float v) { return min_num(max_num(v, -max_e4m3), max_e4m3); }
+/// clampT: torch clamp(v, -M, M); NaN passes through.
+QP_HD float clamp_t(float v) {
+  if (is_nan(v)) return v;
+  return v < -max_e4m3 ? -max_e4m3 : (v > max_e4m3 ? max_e4m3 : v);
+}
+
+/// How a conversion treats magnitudes past the e4m3fn range, infinities and NaN.
+enum class overflow : std::uint8_t {
+  saturate,  // CUDA __NV_SATFINITE: +-448; NaN -> 0x7F without its sign
+  to_nan,    // torch .to(float8_e4m3fn): NaN, keeping the sign
+};
+
+/// float32 -> e4m3fn, round to nearest, ties to even; the sign is kept on zero.
+template <overflow Mode>
+QP_HD std::uint8_t encode(float x) {
+  const std::uint32_t b = bits_of(x);
+  const std::uint8_t sign = static_cast<std::uint8_t>((b >> 24) & 0x80u);
+  const std::uint32_t a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return Mode == overflow::saturate ? std::uint8_t{0x7F} : static_cast<std::uint8_t>(sign | 0x7F);
+  if (a > 0x43E80000u)  // above 464 (464 itself ties down to 448), including infinity
+    return Mode == overflow::saturate ? static_cast<std::uint8_t>(sign | 0x7E) : static_cast<std::uint8_t>(sign | 0x7F);
+  if (a < 0x3C800000u) {  // below 2^-6: a multiple of 2^-9, ties to even
+    // |x| * 2^9 is exact; its integer part and the remainder decide the rounding.
+    const float scaled = float_of(a) * 512.0f;
+    std::uint32_t q = static_cast<std::uint32_t>(scaled);
+    const float rest = scaled - static_cast<float>(q);
+    if (rest > 0.5f || (rest == 0.5f && (q & 1u))) ++q;
+    return static_cast<std::uint8_t>(sign | q);  // q == 8 is the smallest normal, 0x08
+  }
+  // Normal: keep 3 of the 23 mantissa bits, ties to even; a carry moves into the exponent.
+  const std::uint32_t rounded = a + 0x7FFFFu + ((a >> 20) & 1u);
+  const std::uint32_t code = (rounded >> 20) - (120u << 3);  // exponent bias 127 -> 7
+  return static_cast<std::uint8_t>(sign | code);
+}
+
+/// The two conversions of the spec (§2).
+QP_HD std::uint8_t sat(float x) { return encode<overflow::saturate>(x); }
+QP_HD std::uint8_t tcvt(float x) { return encode<overflow::to_nan>(x); }
+
+/// e4m3fn -> float32 (exact).
+QP_HD float decode(std::uint8_t q) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(q & 0x80u) << 24;
+  const std::uint32_t e = (q >> 3) & 0xFu, m = q & 7u;
+  if (e == 15 && m == 7) return float_of(sign | 0x7FC00000u);
+  if (e == 0) return float_of(sign | bits_of(static_cast<float>(m) * (1.0f / 512.0f)));
+  return float_of(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+/// UE8M0: a positive float32 rounded up to a power of two (exponent + 1 when the mantissa is not 0).
+QP_HD float ue8m0(float v) {
+  const std::uint32_t b = bits_of(v);
+  std::uint32_t e = (b >> 23) & 0xFFu;
+  if (b & 0x7FFFFFu) ++e;
+  return float_of(e << 23);
+}
+
+/// Widening of 16-bit inputs to float32 (exact).
+QP_HD float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
+QP_HD float from_fp16(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1F) return float_of(sign | 0x7F800000u | (m << 13));  // inf / NaN
+  if (e == 0) {
+    if (m == 0) return float_of(sign);
+    // Subnormal: m * 2^-24, exact in float32.
+    return float_of(sign | bits_of(static_cast<float>(m) * (1.0f / 16777216.0f)));
+  }
+  return float_of(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+}  // namespace qpolicy::fp8

@@ -1,0 +1,56 @@
+#pragma once
+// What the quantization kernels read and write: a 2-D row-major input of bf16, fp16 or fp32 elements
+// (an expert's matrix, a layer's weight, a batch of activations) and the outputs they fill.
+#include <cstdint>
+
+#include "numerics.hpp"
+
+namespace qpolicy::fp8 {
+
+/// Element types a kernel reads.
+enum class element : std::uint8_t { bf16, f16, f32 };
+
+/// A row-major [rows, cols] input; `at` widens one element to float32 exactly. 64-bit indices.
+struct input_view {
+  const void* data = nullptr;
+  element type = element::bf16;
+  std::int64_t rows = 0, cols = 0;
+
+  QP_HD float at(std::int64_t i) const {
+    switch (type) {
+      case element::bf16: return from_bf16(static_cast<const std::uint16_t*>(data)[i]);
+      case element::f16: return from_fp16(static_cast<const std::uint16_t*>(data)[i]);
+      default: return static_cast<const float*>(data)[i];
+    }
+  }
+  QP_HD float at(std::int64_t r, std::int64_t c) const { return at(r * cols + c); }
+  QP_HD std::int64_t size() const { return rows * cols; }
+  /// Rows [first, first + count) as a view of their own.
+  QP_HD input_view rows_from(std::int64_t first, std::int64_t count) const {
+    const auto bytes = type == element::f32 ? 4 : 2;
+    return {static_cast<const char*>(data) + first * cols * bytes, type, count, cols};
+  }
+};
+
+/// Where a 1x128-group kernel stores scale (m, g) of an [M, G] scale tensor (spec §7).
+enum class scale_layout : std::uint8_t {
+  row_major,            // m*G + g
+  column_major,         // g*M + m
+  column_major_tma,     // g*M4 + m, M4 = ceil(M/4)*4 (padding slots written as 0)
+};
+
+/// Elements a scale tensor of `layout` occupies for M rows and G groups.
+QP_HD std::int64_t scale_storage(scale_layout layout, std::int64_t m, std::int64_t g) {
+  if (layout == scale_layout::column_major_tma) return g * ((m + 3) / 4 * 4);
+  return m * g;
+}
+QP_HD std::int64_t scale_offset(scale_layout layout, std::int64_t m_rows, std::int64_t groups, std::int64_t m,
+                                std::int64_t g) {
+  switch (layout) {
+    case scale_layout::row_major: return m * groups + g;
+    case scale_layout::column_major: return g * m_rows + m;
+    default: return g * ((m_rows + 3) / 4 * 4) + m;
+  }
+}
+
+}  // namespace qpolicy::fp8

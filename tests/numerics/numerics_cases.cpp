@@ -1,0 +1,255 @@
+// Every case of shared/conformance/numerics_cases.json on the CPU reference: codes and scales bit for
+// bit (a NaN code may carry either sign, spec §2), GEMM references within spec §10's bound.
+#define CATCH_CONFIG_MAIN
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../kernels/cpu/reference.hpp"
+
+namespace bj = boost::json;
+namespace fp8 = qpolicy::fp8;
+namespace ref = qpolicy::cpu::reference;
+
+namespace {
+
+const bj::array& cases() {
+  static const bj::value doc = [] {
+    const char* path = std::getenv("QPOLICY_NUMERICS_CASES");
+    if (!path) FAIL("QPOLICY_NUMERICS_CASES is not set (run through meson test)");
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return bj::parse(s.str());
+  }();
+  return doc.at("cases").as_array();
+}
+
+std::vector<const bj::object*> of_kind(std::string_view kind) {
+  std::vector<const bj::object*> out;
+  for (const auto& c : cases())
+    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
+  REQUIRE_FALSE(out.empty());
+  return out;
+}
+
+std::uint32_t hex(std::string_view s) { return static_cast<std::uint32_t>(std::stoul(std::string(s), nullptr, 16)); }
+
+std::vector<std::uint16_t> bf16(const bj::value& input) {
+  const auto text = input.at("bf16_hex").as_string();
+  std::vector<std::uint16_t> out;
+  for (std::size_t i = 0; i + 4 <= text.size(); i += 4) out.push_back(static_cast<std::uint16_t>(hex({text.data() + i, 4})));
+  return out;
+}
+std::vector<std::uint8_t> codes(const bj::value& text_value) {
+  const auto text = text_value.as_string();
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 2 <= text.size(); i += 2) out.push_back(static_cast<std::uint8_t>(hex({text.data() + i, 2})));
+  return out;
+}
+std::vector<std::uint32_t> words(const bj::value& list) {
+  std::vector<std::uint32_t> out;
+  for (const auto& v : list.as_array()) out.push_back(hex(v.as_string()));
+  return out;
+}
+std::vector<std::int64_t> shape(const bj::value& v) {
+  std::vector<std::int64_t> out;
+  for (const auto& d : v.as_array()) out.push_back(d.to_number<std::int64_t>());
+  return out;
+}
+
+bool is_nan_code(std::uint8_t q) { return (q & 0x7F) == 0x7F; }
+
+void check_codes(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && !(is_nan_code(got[i]) && is_nan_code(want[i])) && bad++ == 0) first = i;
+  INFO("first mismatch at " << first << ": got " << int(got[first]) << ", want " << int(want[first]));
+  CHECK(bad == 0);
+}
+void check_scales(const float* got, const std::vector<std::uint32_t>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const auto g = fp8::bits_of(got[i]);
+    INFO("scale " << i << ": got " << std::hex << g << ", want " << want[i]);
+    CHECK((g == want[i] || (fp8::is_nan(got[i]) && fp8::is_nan(fp8::float_of(want[i])))));
+  }
+}
+
+fp8::input_view view(const std::vector<std::uint16_t>& data, std::int64_t rows, std::int64_t cols) {
+  return {data.data(), fp8::element::bf16, rows, cols};
+}
+
+}  // namespace
+
+TEST_CASE("e4m3fn encoding and decoding tables", "[numerics]") {
+  for (const auto* c : of_kind("encode"))
+    for (const auto& e : c->at("entries").as_array()) {
+      const float x = fp8::float_of(hex(e.at("x_f32_hex").as_string()));
+      INFO("x = " << e.at("x").as_string());
+      const auto sat = e.at("satfinite").to_number<int>(), torch = e.at("torch").to_number<int>();
+      CHECK((fp8::sat(x) == sat || (is_nan_code(fp8::sat(x)) && is_nan_code(static_cast<std::uint8_t>(sat)))));
+      CHECK((fp8::tcvt(x) == torch || (is_nan_code(fp8::tcvt(x)) && is_nan_code(static_cast<std::uint8_t>(torch)))));
+    }
+  for (const auto* c : of_kind("decode")) {
+    const auto& values = c->at("values").as_array();
+    REQUIRE(values.size() == 256);
+    for (int q = 0; q < 256; ++q) {
+      const std::string want(values[static_cast<std::size_t>(q)].as_string());
+      const float got = fp8::decode(static_cast<std::uint8_t>(q));
+      INFO("code " << q << " want " << want);
+      if (want == "nan" || want == "NaN") CHECK(std::isnan(got));
+      else CHECK(got == std::stof(want));
+    }
+  }
+}
+
+TEST_CASE("per-tensor weights", "[numerics]") {
+  for (const auto* c : of_kind("weight_per_tensor")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    std::vector<std::uint8_t> q(x.size());
+    float scale = 0;
+    ref::weight_per_tensor(view(x, s[0], s[1]), q.data(), &scale);
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(&scale, words(c->at("output").at("weight_scale_f32_hex")));
+  }
+}
+
+TEST_CASE("dynamic activations: per-tensor and per-token", "[numerics]") {
+  for (const auto* c : of_kind("dynamic_per_tensor")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    std::vector<std::uint8_t> q(x.size());
+    float scale = 0;
+    ref::dynamic_per_tensor(view(x, s[0], s[1]), q.data(), &scale);
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(&scale, words(c->at("output").at("scale_f32_hex")));
+  }
+  for (const auto* c : of_kind("dynamic_per_token")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    std::vector<std::uint8_t> q(x.size());
+    std::vector<float> scales(static_cast<std::size_t>(s[0]));
+    ref::dynamic_per_token(view(x, s[0], s[1]), q.data(), scales.data());
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(scales.data(), words(c->at("output").at("scale_f32_hex")));
+  }
+}
+
+TEST_CASE("per-channel weights", "[numerics]") {
+  for (const auto* c : of_kind("weight_per_channel")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    std::vector<std::uint8_t> q(x.size());
+    std::vector<float> scales(static_cast<std::size_t>(s[0]));
+    ref::weight_per_channel(view(x, s[0], s[1]), q.data(), scales.data());
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(scales.data(), words(c->at("output").at("weight_scale_f32_hex")));
+  }
+}
+
+TEST_CASE("1x128 activation groups in every scale layout", "[numerics]") {
+  for (const auto* c : of_kind("per_token_group")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    const auto& params = c->at("params");
+    ref::group_options o;
+    o.group_size = params.at("group_size").to_number<std::int64_t>();
+    o.ue8m0 = params.at("use_ue8m0").as_bool();
+    const std::int64_t groups = s[1] / o.group_size;
+    std::vector<std::uint8_t> q(x.size());
+    std::vector<float> row_major(static_cast<std::size_t>(s[0] * groups));
+    ref::per_token_group(view(x, s[0], s[1]), o, q.data(), row_major.data());
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(row_major.data(), words(c->at("output").at("scale_row_major_f32_hex")));
+    // Column-major: the same scales transposed.
+    o.layout = fp8::scale_layout::column_major;
+    std::vector<float> col(static_cast<std::size_t>(s[0] * groups));
+    ref::per_token_group(view(x, s[0], s[1]), o, q.data(), col.data());
+    for (std::int64_t m = 0; m < s[0]; ++m)
+      for (std::int64_t g = 0; g < groups; ++g)
+        CHECK(fp8::bits_of(col[static_cast<std::size_t>(g * s[0] + m)]) == fp8::bits_of(row_major[static_cast<std::size_t>(m * groups + g)]));
+    if (const auto* tma = c->at("output").as_object().if_contains("scale_col_major_tma_aligned_f32_hex")) {
+      o.layout = fp8::scale_layout::column_major_tma;
+      std::vector<float> t(static_cast<std::size_t>(fp8::scale_storage(o.layout, s[0], groups)));
+      ref::per_token_group(view(x, s[0], s[1]), o, q.data(), t.data());
+      const auto want = words(tma->at("storage"));
+      REQUIRE(want.size() == t.size());
+      const std::int64_t m4 = (s[0] + 3) / 4 * 4;
+      for (std::int64_t g = 0; g < groups; ++g)
+        for (std::int64_t m = 0; m < m4; ++m) {
+          const auto k = static_cast<std::size_t>(g * m4 + m);
+          if (m < s[0]) CHECK(fp8::bits_of(t[k]) == want[k]);
+          else CHECK(t[k] == 0.0f);  // padding: qpolicy writes 0 (conformance ignores it)
+        }
+    }
+  }
+}
+
+TEST_CASE("128x128 weight blocks", "[numerics]") {
+  for (const auto* c : of_kind("block_128x128")) {
+    INFO(c->at("id").as_string());
+    const auto s = shape(c->at("input").at("shape"));
+    const auto x = bf16(c->at("input"));
+    ref::block_options o;
+    o.ue8m0 = c->at("params").at("use_ue8m0").as_bool();
+    std::vector<std::uint8_t> q(x.size());
+    std::vector<float> scales(static_cast<std::size_t>(((s[0] + 127) / 128) * ((s[1] + 127) / 128)));
+    ref::block_128x128(view(x, s[0], s[1]), o, q.data(), scales.data());
+    check_codes(q, codes(c->at("output").at("q_hex")));
+    check_scales(scales.data(), words(c->at("output").at("weight_scale_inv_f32_hex")));
+    if (const auto* alt = c->if_contains("alt_inductor_reciprocal_scale")) {  // the compiled variant
+      o.compiled_variant = true;
+      ref::block_128x128(view(x, s[0], s[1]), o, q.data(), scales.data());
+      check_scales(scales.data(), words(alt->at("scales_f32_hex")));
+      const auto& alt_q = alt->at("q_hex_if_different");
+      check_codes(q, codes(alt_q.is_null() ? c->at("output").at("q_hex") : alt_q));
+    }
+  }
+}
+
+TEST_CASE("MoE experts per tensor and per block", "[numerics]") {
+  for (const auto* c : of_kind("moe_per_tensor")) {
+    INFO(c->at("id").as_string());
+    const auto s13 = shape(c->at("input").at("w13").at("shape")), s2 = shape(c->at("input").at("w2").at("shape"));
+    const auto x13 = bf16(c->at("input").at("w13")), x2 = bf16(c->at("input").at("w2"));
+    std::vector<std::uint8_t> q13(x13.size()), q2(x2.size());
+    std::vector<float> sc13(static_cast<std::size_t>(s13[0])), sc2(static_cast<std::size_t>(s2[0]));
+    ref::moe_per_tensor(view(x13, s13[0] * s13[1], s13[2]), view(x2, s2[0] * s2[1], s2[2]), s13[0], q13.data(),
+                        sc13.data(), q2.data(), sc2.data());
+    check_codes(q13, codes(c->at("output").at("w13_q_hex")));
+    check_codes(q2, codes(c->at("output").at("w2_q_hex")));
+    check_scales(sc13.data(), words(c->at("output").at("w13_weight_scale_f32_hex")));
+    check_scales(sc2.data(), words(c->at("output").at("w2_weight_scale_f32_hex")));
+  }
+  for (const auto* c : of_kind("moe_per_block")) {
+    INFO(c->at("id").as_string());
+    const auto s13 = shape(c->at("input").at("w13_unpadded").at("shape"));
+    const auto s2 = shape(c->at("input").at("w2_unpadded").at("shape"));
+    const auto x13 = bf16(c->at("input").at("w13_unpadded")), x2 = bf16(c->at("input").at("w2_unpadded"));
+    const auto q13_shape = shape(c->at("output").at("w13_q_shape")), q2_shape = shape(c->at("output").at("w2_q_shape"));
+    const auto sc13_shape = shape(c->at("output").at("w13_scale_shape")), sc2_shape = shape(c->at("output").at("w2_scale_shape"));
+    std::vector<std::uint8_t> q13(static_cast<std::size_t>(q13_shape[0] * q13_shape[1] * q13_shape[2]));
+    std::vector<std::uint8_t> q2(static_cast<std::size_t>(q2_shape[0] * q2_shape[1] * q2_shape[2]));
+    std::vector<float> sc13(static_cast<std::size_t>(sc13_shape[0] * sc13_shape[1] * sc13_shape[2]));
+    std::vector<float> sc2(static_cast<std::size_t>(sc2_shape[0] * sc2_shape[1] * sc2_shape[2]));
+    ref::moe_per_block(view(x13, s13[0] * s13[1], s13[2]), view(x2, s2[0] * s2[1], s2[2]), s13[0], {}, q13.data(),
+                       sc13.data(), q2.data(), sc2.data());
+    check_codes(q13, codes(c->at("output").at("w13_q_hex_padded")));
+    check_codes(q2, codes(c->at("output").at("w2_q_hex_padded")));
+    check_scales(sc13.data(), words(c->at("output").at("w13_weight_scale_inv_f32_hex")));
+    check_scales(sc2.data(), words(c->at("output").at("w2_weight_scale_inv_f32_hex")));
+  }
+}
