@@ -1,0 +1,200 @@
+#include "fast.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace qpolicy::cpu {
+
+using namespace fp8;
+
+namespace {
+
+unsigned thread_count(const cpu_options& o, std::int64_t work_items) {
+  unsigned n = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, work_items)));
+}
+
+/// Runs fn(first, last) over [0, items) split into one contiguous range per thread.
+template <class Fn>
+void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
+  const unsigned n = thread_count(o, items);
+  if (n <= 1) {
+    fn(std::int64_t{0}, items);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(n - 1);
+  const std::int64_t chunk = (items + n - 1) / n;
+  for (unsigned t = 1; t < n; ++t) {
+    const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
+    pool.emplace_back([&fn, first, last] { fn(first, last); });
+  }
+  fn(std::int64_t{0}, std::min(items, chunk));
+  for (auto& th : pool) th.join();
+}
+
+/// Widens elements [first, first + count) into `out` (a tight loop per element type).
+void widen(const input_view& x, std::int64_t first, std::int64_t count, float* out) {
+  switch (x.type) {
+    case element::bf16: {
+      const auto* p = static_cast<const std::uint16_t*>(x.data) + first;
+      for (std::int64_t i = 0; i < count; ++i) out[i] = from_bf16(p[i]);
+      break;
+    }
+    case element::f16: {
+      const auto* p = static_cast<const std::uint16_t*>(x.data) + first;
+      for (std::int64_t i = 0; i < count; ++i) out[i] = from_fp16(p[i]);
+      break;
+    }
+    default: std::copy_n(static_cast<const float*>(x.data) + first, count, out);
+  }
+}
+
+// Reductions: max is exact and order-free; max_nan keeps a NaN from any part, max_num drops NaNs.
+float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
+  float a = 0.0f;
+  if (propagate_nan) {
+    for (std::int64_t i = 0; i < n; ++i) a = max_nan(a, abs_f32(v[i]));
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) a = max_num(a, abs_f32(v[i]));
+  }
+  return a;
+}
+
+/// amax over the whole tensor, rows split over threads.
+float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o) {
+  const unsigned n = thread_count(o, x.rows);
+  std::vector<float> partial(n, 0.0f);
+  const std::int64_t chunk = (x.rows + n - 1) / n;
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    float a = 0.0f;
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(x, r * x.cols, x.cols, row.data());
+      const float ra = amax_range(row.data(), x.cols, propagate_nan);
+      a = propagate_nan ? max_nan(a, ra) : max_num(a, ra);
+    }
+    partial[static_cast<std::size_t>(chunk ? first / chunk : 0)] = a;
+  });
+  float a = 0.0f;
+  for (float p : partial) a = propagate_nan ? max_nan(a, p) : max_num(a, p);
+  return a;
+}
+
+/// Codes of x * inv under clampS and sat (per-tensor weights and dynamic per-tensor activations).
+void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, const cpu_options& o) {
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(x, r * x.cols, x.cols, row.data());
+      std::uint8_t* out = q + r * x.cols;
+      for (std::int64_t c = 0; c < x.cols; ++c) out[c] = sat(clamp_s(row[static_cast<std::size_t>(c)] * inv));
+    }
+  });
+}
+
+}  // namespace
+
+float weight_kernel<fp8_per_tensor>::amax(const input_view& w, const cpu_options& o) { return tensor_amax(w, true, o); }
+
+void weight_kernel<fp8_per_tensor>::run_with_amax(const input_view& w, float amax, std::uint8_t* q, float* scale,
+                                                  const cpu_options& o) {
+  const float s = amax / max_e4m3;
+  scale_rows_reciprocal(w, 1.0f / s, q, o);
+  scale[0] = s;
+}
+
+void weight_kernel<fp8_per_tensor>::run(const input_view& w, std::uint8_t* q, float* scale, const cpu_options& o) {
+  run_with_amax(w, amax(w, o), q, scale, o);
+}
+
+void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const cpu_options& o) {
+  parallel_ranges(w.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(w.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(w, r * w.cols, w.cols, row.data());
+      const float s = max_nan(amax_range(row.data(), w.cols, true) / max_e4m3, min_scale_factor());
+      std::uint8_t* out = q + r * w.cols;
+      for (std::int64_t c = 0; c < w.cols; ++c) out[c] = tcvt(clamp_t(row[static_cast<std::size_t>(c)] / s));
+      scales[r] = s;
+    }
+  });
+}
+
+void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::block_options& opt, std::uint8_t* q,
+                                       float* scales, const cpu_options& o) {
+  const std::int64_t row_blocks = (w.rows + 127) / 128, col_blocks = (w.cols + 127) / 128;
+  parallel_ranges(row_blocks, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> rows(static_cast<std::size_t>(128 * w.cols));
+    std::vector<float> amax(static_cast<std::size_t>(col_blocks));
+    for (std::int64_t bi = first; bi < last; ++bi) {
+      const std::int64_t r0 = bi * 128, nr = std::min<std::int64_t>(128, w.rows - r0);
+      widen(w, r0 * w.cols, nr * w.cols, rows.data());
+      std::fill(amax.begin(), amax.end(), 0.0f);
+      for (std::int64_t r = 0; r < nr; ++r)
+        for (std::int64_t bj = 0; bj < col_blocks; ++bj) {
+          const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
+          amax[static_cast<std::size_t>(bj)] =
+              max_nan(amax[static_cast<std::size_t>(bj)], amax_range(rows.data() + r * w.cols + c0, nc, true));
+        }
+      for (std::int64_t bj = 0; bj < col_blocks; ++bj) {
+        const float a = max_nan(amax[static_cast<std::size_t>(bj)], block_floor());
+        float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
+        if (opt.ue8m0) sf = ue8m0(sf);
+        const float inv = 1.0f / sf;
+        const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
+        for (std::int64_t r = 0; r < nr; ++r) {
+          const float* in = rows.data() + r * w.cols + c0;
+          std::uint8_t* out = q + (r0 + r) * w.cols + c0;
+          for (std::int64_t c = 0; c < nc; ++c) out[c] = tcvt(in[c] * inv);
+        }
+        scales[bi * col_blocks + bj] = sf;
+      }
+    }
+  });
+}
+
+void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& o) {
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(x, r * x.cols, x.cols, row.data());
+      const float s = max_num(amax_range(row.data(), x.cols, false) / max_e4m3, min_scale_factor());
+      std::uint8_t* out = q + r * x.cols;
+      for (std::int64_t c = 0; c < x.cols; ++c) out[c] = sat(clamp_s(row[static_cast<std::size_t>(c)] / s));
+      scales[r] = s;
+    }
+  });
+}
+
+void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view& x, std::uint8_t* q, float* scale,
+                                                    const cpu_options& o) {
+  const float s = tensor_amax(x, false, o) / max_e4m3;
+  scale_rows_reciprocal(x, 1.0f / s, q, o);
+  scale[0] = s;
+}
+
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const reference::group_options& opt,
+                                                   std::uint8_t* q, float* scales, const cpu_options& o) {
+  const std::int64_t groups = x.cols / opt.group_size;
+  if (opt.layout == scale_layout::column_major_tma)
+    std::fill_n(scales, scale_storage(opt.layout, x.rows, groups), 0.0f);
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t m = first; m < last; ++m) {
+      widen(x, m * x.cols, x.cols, row.data());
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const float* in = row.data() + g * opt.group_size;
+        const float a = max_num(group_eps(), amax_range(in, opt.group_size, false));
+        float y = a / max_e4m3;
+        if (opt.ue8m0) y = ue8m0(max_num(abs_f32(y), group_eps()));
+        std::uint8_t* out = q + m * x.cols + g * opt.group_size;
+        for (std::int64_t k = 0; k < opt.group_size; ++k) out[k] = tcvt(clamp_g(in[k] / y));
+        scales[scale_offset(opt.layout, x.rows, groups, m, g)] = y;
+      }
+    }
+  });
+}
+
+}  // namespace qpolicy::cpu

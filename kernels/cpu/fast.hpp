@@ -1,0 +1,65 @@
+#pragma once
+// The CPU fast path: the same formulas as the reference, one specialization per scheme tag, split over
+// threads by rows / blocks, inputs widened a row at a time into float buffers. Bit-identical to the
+// reference (tests/numerics: property tests on random shapes); reductions only use max, which is
+// exact and order-free, so splitting the work cannot change a bit.
+#include <cstdint>
+
+#include "../fp8/tensor_view.hpp"
+#include "qpolicy/static/tags.hpp"
+#include "reference.hpp"
+
+namespace qpolicy::cpu {
+
+/// How many threads a kernel may use (0: the hardware's count).
+struct cpu_options {
+  unsigned threads = 0;
+};
+
+/// Weight quantization of one scheme (primary template: the scheme has no weight kernel).
+template <class Scheme>
+struct weight_kernel {
+  static_assert(sizeof(Scheme) == 0, "no CPU weight kernel for this scheme (fp8_per_tensor, fp8_per_channel, fp8_per_block)");
+};
+template <>
+struct weight_kernel<fp8_per_tensor> {
+  /// q: [rows, cols]; scale: [1].
+  static void run(const fp8::input_view& w, std::uint8_t* q, float* scale, const cpu_options& = {});
+  /// With the amax given (the joint amax of a fused layer's shards or of an expert's w13).
+  static void run_with_amax(const fp8::input_view& w, float amax, std::uint8_t* q, float* scale,
+                            const cpu_options& = {});
+  static float amax(const fp8::input_view& w, const cpu_options& = {});
+};
+template <>
+struct weight_kernel<fp8_per_channel> {
+  /// q: [rows, cols]; scales: [rows].
+  static void run(const fp8::input_view& w, std::uint8_t* q, float* scales, const cpu_options& = {});
+};
+template <>
+struct weight_kernel<fp8_per_block> {
+  /// q: [rows, cols]; scales: [ceil(rows/128), ceil(cols/128)].
+  static void run(const fp8::input_view& w, const reference::block_options& o, std::uint8_t* q, float* scales,
+                  const cpu_options& = {});
+};
+
+/// Dynamic activation quantization of one activation key.
+template <class Key>
+struct activation_kernel {
+  static_assert(sizeof(Key) == 0,
+                "no CPU activation kernel for this key (fp8_per_token, fp8_per_tensor_dynamic, fp8_per_block_dynamic)");
+};
+template <>
+struct activation_kernel<fp8_per_token> {
+  static void run(const fp8::input_view& x, std::uint8_t* q, float* scales, const cpu_options& = {});
+};
+template <>
+struct activation_kernel<fp8_per_tensor_dynamic> {
+  static void run(const fp8::input_view& x, std::uint8_t* q, float* scale, const cpu_options& = {});
+};
+template <>
+struct activation_kernel<fp8_per_block_dynamic> {
+  static void run(const fp8::input_view& x, const reference::group_options& o, std::uint8_t* q, float* scales,
+                  const cpu_options& = {});
+};
+
+}  // namespace qpolicy::cpu
