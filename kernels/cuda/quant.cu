@@ -1,0 +1,233 @@
+// CUDA quantization kernels. Thin __global__ templates over the shared per-element arithmetic; int64
+// indices throughout (tensors over 2^31 elements); 16-byte loads where the input allows.
+#include <cuda_runtime.h>
+
+#include "quant.hpp"
+
+namespace qpolicy::cuda {
+
+using namespace fp8;
+
+namespace {
+
+constexpr int threads_per_block = 256;
+
+void check(cudaError_t err, const char* call, const launch_options& o) {
+  if (err != cudaSuccess)
+    throw cuda_error(std::string(call) + " failed" + (o.layer.empty() ? std::string() : " for layer " + o.layer) + ": " +
+                     cudaGetErrorString(err));
+}
+void check_launch(const char* kernel, const launch_options& o) { check(cudaGetLastError(), kernel, o); }
+
+cudaStream_t stream_of(const launch_options& o) { return static_cast<cudaStream_t>(o.stream); }
+
+/// Reads element i; 64-bit index.
+__device__ __forceinline__ float load(const input_view& x, std::int64_t i) { return x.at(i); }
+
+/// Block-wide reduction of a non-negative float (NaN kept when `propagate`), result in thread 0.
+template <bool Propagate>
+__device__ float block_amax(float v) {
+  __shared__ float part[threads_per_block / 32];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_down_sync(0xFFFFFFFFu, v, o);
+    v = Propagate ? max_nan(v, other) : max_num(v, other);
+  }
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_down_sync(0xFFFFFFFFu, v, o);
+      v = Propagate ? max_nan(v, other) : max_num(v, other);
+    }
+  }
+  return v;
+}
+
+/// Pass 1 of per-tensor paths: atomic max over the magnitudes' bits (non-negative floats order as
+/// their bits; a NaN's bits exceed every number's, so amaxT keeps it).
+template <bool Propagate>
+__global__ void amax_kernel(input_view x, std::uint32_t* out) {
+  float a = 0.0f;
+  const std::int64_t n = x.size();
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = abs_f32(load(x, i));
+    a = Propagate ? max_nan(a, v) : max_num(a, v);
+  }
+  a = block_amax<Propagate>(a);
+  if (threadIdx.x == 0) atomicMax(out, bits_of(is_nan(a) ? float_of(0x7FC00000u) : a));
+}
+
+/// Pass 2: codes of x * (1/s), s = amax / 448, clampS, sat; 8 elements per step with 16-byte loads of
+/// bf16 when aligned.
+__global__ void reciprocal_kernel(input_view x, const std::uint32_t* amax_bits, std::uint8_t* q, float* scale) {
+  const float s = float_of(*amax_bits) / max_e4m3;
+  const float inv = 1.0f / s;
+  const std::int64_t n = x.size();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (first == 0) *scale = s;
+  const bool vector = x.type == element::bf16 && (reinterpret_cast<std::uintptr_t>(x.data) % 16) == 0 &&
+                      (reinterpret_cast<std::uintptr_t>(q) % 8) == 0;
+  if (vector) {
+    const std::int64_t packs = n / 8;
+    const auto* in = static_cast<const uint4*>(x.data);
+    auto* out = reinterpret_cast<uint2*>(q);
+    for (std::int64_t p = first; p < packs; p += stride) {
+      const uint4 v = in[p];
+      const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      std::uint32_t lo = 0, hi = 0;
+      for (int k = 0; k < 4; ++k) {
+        const std::uint32_t c0 = sat(clamp_s(from_bf16(static_cast<std::uint16_t>(w[k] & 0xFFFFu)) * inv));
+        const std::uint32_t c1 = sat(clamp_s(from_bf16(static_cast<std::uint16_t>(w[k] >> 16)) * inv));
+        const std::uint32_t pair = c0 | (c1 << 8);
+        if (k < 2) lo |= pair << (16 * k);
+        else hi |= pair << (16 * (k - 2));
+      }
+      out[p] = make_uint2(lo, hi);
+    }
+    for (std::int64_t i = packs * 8 + first; i < n; i += stride) q[i] = sat(clamp_s(load(x, i) * inv));
+    return;
+  }
+  for (std::int64_t i = first; i < n; i += stride) q[i] = sat(clamp_s(load(x, i) * inv));
+}
+
+/// One block per row: per-token (floor MIN_SF, true division, clampS, sat) or per-channel (torch max,
+/// true division, clampT, tcvt).
+template <bool PerChannel>
+__global__ void row_kernel(input_view x, std::uint8_t* q, float* scales) {
+  const std::int64_t r = blockIdx.x;
+  float a = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+    const float v = abs_f32(load(x, r * x.cols + c));
+    a = PerChannel ? max_nan(a, v) : max_num(a, v);
+  }
+  a = block_amax<PerChannel>(a);
+  __shared__ float s_shared;
+  if (threadIdx.x == 0)
+    s_shared = PerChannel ? max_nan(a / max_e4m3, min_scale_factor()) : max_num(a / max_e4m3, min_scale_factor());
+  __syncthreads();
+  const float s = s_shared;
+  if (threadIdx.x == 0) scales[r] = s;
+  for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+    const float v = load(x, r * x.cols + c) / s;
+    q[r * x.cols + c] = PerChannel ? tcvt(clamp_t(v)) : sat(clamp_s(v));
+  }
+}
+
+/// One block per (row, group) of 1x128 groups; scales in the requested layout.
+__global__ void group_kernel(input_view x, cpu::reference::group_options o, std::uint8_t* q, float* scales) {
+  const std::int64_t groups = x.cols / o.group_size;
+  const std::int64_t m = blockIdx.x / groups, g = blockIdx.x % groups;
+  const std::int64_t first = m * x.cols + g * o.group_size;
+  float a = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < o.group_size; k += blockDim.x) a = max_num(a, abs_f32(load(x, first + k)));
+  a = block_amax<false>(a);
+  __shared__ float y_shared;
+  if (threadIdx.x == 0) {
+    float y = max_num(group_eps(), a) / max_e4m3;
+    if (o.ue8m0) y = ue8m0(max_num(abs_f32(y), group_eps()));
+    y_shared = y;
+    scales[scale_offset(o.layout, x.rows, groups, m, g)] = y;
+  }
+  __syncthreads();
+  const float y = y_shared;
+  for (std::int64_t k = threadIdx.x; k < o.group_size; k += blockDim.x) q[first + k] = tcvt(clamp_g(load(x, first + k) / y));
+}
+
+/// One block per 128x128 tile: amaxT with the 1e-4 floor, reciprocal multiply, tcvt, no clamp.
+__global__ void block_kernel(input_view w, cpu::reference::block_options o, std::uint8_t* q, float* scales) {
+  const std::int64_t col_blocks = (w.cols + 127) / 128;
+  const std::int64_t bi = blockIdx.x / col_blocks, bj = blockIdx.x % col_blocks;
+  const std::int64_t r0 = bi * 128, c0 = bj * 128;
+  const std::int64_t nr = min(static_cast<std::int64_t>(128), w.rows - r0), nc = min(static_cast<std::int64_t>(128), w.cols - c0);
+  float a = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < nr * nc; k += blockDim.x) a = max_nan(a, abs_f32(load(w, (r0 + k / nc) * w.cols + c0 + k % nc)));
+  a = block_amax<true>(a);
+  __shared__ float inv_shared;
+  if (threadIdx.x == 0) {
+    const float floored = max_nan(a, block_floor());
+    float sf = o.compiled_variant ? floored * float_of(inv_448_bits) : floored / max_e4m3;
+    if (o.ue8m0) sf = ue8m0(sf);
+    scales[blockIdx.x] = sf;
+    inv_shared = 1.0f / sf;
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+  for (std::int64_t k = threadIdx.x; k < nr * nc; k += blockDim.x) {
+    const std::int64_t i = (r0 + k / nc) * w.cols + c0 + k % nc;
+    q[i] = tcvt(load(w, i) * inv);
+  }
+}
+
+int grid_for(std::int64_t n) {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const std::int64_t wanted = (n + threads_per_block * 8 - 1) / (threads_per_block * 8);
+  return static_cast<int>(max(static_cast<std::int64_t>(1), min(wanted, static_cast<std::int64_t>(sms > 0 ? sms * 8 : 1024))));
+}
+
+void per_tensor(const input_view& x, bool propagate, std::uint8_t* q, float* scale, std::uint32_t* scratch,
+                const launch_options& o) {
+  if (x.size() == 0) return;
+  const auto stream = stream_of(o);
+  check(cudaMemsetAsync(scratch, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync", o);
+  const int grid = grid_for(x.size());
+  if (propagate) amax_kernel<true><<<grid, threads_per_block, 0, stream>>>(x, scratch);
+  else amax_kernel<false><<<grid, threads_per_block, 0, stream>>>(x, scratch);
+  check_launch("amax_kernel", o);
+  reciprocal_kernel<<<grid, threads_per_block, 0, stream>>>(x, scratch, q, scale);
+  check_launch("reciprocal_kernel", o);
+}
+
+}  // namespace
+
+bool kernels_built() { return true; }
+
+void weight_kernel<fp8_per_tensor>::run(const input_view& w, std::uint8_t* q, float* scale, std::uint32_t* scratch,
+                                        const launch_options& o) {
+  per_tensor(w, true, q, scale, scratch, o);
+}
+
+void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const launch_options& o) {
+  if (w.rows == 0) return;
+  row_kernel<true><<<static_cast<unsigned>(w.rows), threads_per_block, 0, stream_of(o)>>>(w, q, scales);
+  check_launch("row_kernel<per_channel>", o);
+}
+
+void weight_kernel<fp8_per_block>::run(const input_view& w, const cpu::reference::block_options& opt, std::uint8_t* q,
+                                       float* scales, const launch_options& o) {
+  const std::int64_t tiles = ((w.rows + 127) / 128) * ((w.cols + 127) / 128);
+  if (tiles == 0) return;
+  block_kernel<<<static_cast<unsigned>(tiles), threads_per_block, 0, stream_of(o)>>>(w, opt, q, scales);
+  check_launch("block_kernel", o);
+}
+
+void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q, float* scales, const launch_options& o) {
+  if (x.rows == 0) return;
+  row_kernel<false><<<static_cast<unsigned>(x.rows), threads_per_block, 0, stream_of(o)>>>(x, q, scales);
+  check_launch("row_kernel<per_token>", o);
+}
+
+void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view& x, std::uint8_t* q, float* scale,
+                                                    std::uint32_t* scratch, const launch_options& o) {
+  per_tensor(x, false, q, scale, scratch, o);
+}
+
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cpu::reference::group_options& opt,
+                                                   std::uint8_t* q, float* scales, const launch_options& o) {
+  if (opt.group_size <= 0 || x.cols % opt.group_size != 0)
+    throw std::invalid_argument("1x128 groups need cols to be a multiple of " + std::to_string(opt.group_size) +
+                                ", got " + std::to_string(x.cols) + (o.layer.empty() ? "" : " for layer " + o.layer));
+  const std::int64_t blocks = x.rows * (x.cols / opt.group_size);
+  if (blocks == 0) return;
+  if (opt.layout == scale_layout::column_major_tma)
+    check(cudaMemsetAsync(scales, 0, sizeof(float) * scale_storage(opt.layout, x.rows, x.cols / opt.group_size), stream_of(o)),
+          "cudaMemsetAsync", o);
+  group_kernel<<<static_cast<unsigned>(blocks), 128, 0, stream_of(o)>>>(x, opt, q, scales);
+  check_launch("group_kernel", o);
+}
+
+}  // namespace qpolicy::cuda

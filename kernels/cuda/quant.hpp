@@ -1,0 +1,72 @@
+#pragma once
+// CUDA quantization kernels, one specialization per scheme tag, mirroring the CPU fast path
+// (kernels/cpu/fast.hpp): same formulas through the shared __host__ __device__ arithmetic, so codes
+// and scales are bit-identical to the CPU reference. Pointers are device pointers; every CUDA error
+// becomes a qpolicy::cuda::cuda_error naming the call and the layer. Plain header: no CUDA types, so
+// host code without nvcc can include it (the functions then report that CUDA is not built in).
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "../fp8/tensor_view.hpp"
+#include "../cpu/reference.hpp"
+#include "qpolicy/static/tags.hpp"
+
+namespace qpolicy::cuda {
+
+/// A failed CUDA call: what was called, for which layer, and CUDA's message.
+class cuda_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Where a launch runs and what it is for (the layer name goes into errors).
+struct launch_options {
+  void* stream = nullptr;  // a cudaStream_t; null: the default stream
+  std::string layer;
+};
+
+/// Whether this build has the CUDA kernels.
+bool kernels_built();
+
+template <class Scheme>
+struct weight_kernel {
+  static_assert(sizeof(Scheme) == 0, "no CUDA weight kernel for this scheme (fp8_per_tensor, fp8_per_channel, fp8_per_block)");
+};
+template <>
+struct weight_kernel<fp8_per_tensor> {
+  /// q: [rows, cols]; scale: [1] (device). `amax_scratch`: one device uint32 the kernel may overwrite.
+  static void run(const fp8::input_view& w, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
+                  const launch_options& = {});
+};
+template <>
+struct weight_kernel<fp8_per_channel> {
+  static void run(const fp8::input_view& w, std::uint8_t* q, float* scales, const launch_options& = {});
+};
+template <>
+struct weight_kernel<fp8_per_block> {
+  static void run(const fp8::input_view& w, const cpu::reference::block_options& o, std::uint8_t* q, float* scales,
+                  const launch_options& = {});
+};
+
+template <class Key>
+struct activation_kernel {
+  static_assert(sizeof(Key) == 0,
+                "no CUDA activation kernel for this key (fp8_per_token, fp8_per_tensor_dynamic, fp8_per_block_dynamic)");
+};
+template <>
+struct activation_kernel<fp8_per_token> {
+  static void run(const fp8::input_view& x, std::uint8_t* q, float* scales, const launch_options& = {});
+};
+template <>
+struct activation_kernel<fp8_per_tensor_dynamic> {
+  static void run(const fp8::input_view& x, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
+                  const launch_options& = {});
+};
+template <>
+struct activation_kernel<fp8_per_block_dynamic> {
+  static void run(const fp8::input_view& x, const cpu::reference::group_options& o, std::uint8_t* q, float* scales,
+                  const launch_options& = {});
+};
+
+}  // namespace qpolicy::cuda

@@ -1,0 +1,30 @@
+// Builds without nvcc: the CUDA entry points exist and say that CUDA is not built in.
+#include "quant.hpp"
+
+namespace qpolicy::cuda {
+
+namespace {
+[[noreturn]] void not_built(const launch_options& o) {
+  throw cuda_error("qpolicy was built without CUDA (nvcc not found at configure time)" +
+                   (o.layer.empty() ? std::string() : "; cannot quantize layer " + o.layer + " on the GPU"));
+}
+}  // namespace
+
+bool kernels_built() { return false; }
+
+void weight_kernel<fp8_per_tensor>::run(const fp8::input_view&, std::uint8_t*, float*, std::uint32_t*,
+                                        const launch_options& o) { not_built(o); }
+void weight_kernel<fp8_per_channel>::run(const fp8::input_view&, std::uint8_t*, float*, const launch_options& o) {
+  not_built(o);
+}
+void weight_kernel<fp8_per_block>::run(const fp8::input_view&, const cpu::reference::block_options&, std::uint8_t*,
+                                       float*, const launch_options& o) { not_built(o); }
+void activation_kernel<fp8_per_token>::run(const fp8::input_view&, std::uint8_t*, float*, const launch_options& o) {
+  not_built(o);
+}
+void activation_kernel<fp8_per_tensor_dynamic>::run(const fp8::input_view&, std::uint8_t*, float*, std::uint32_t*,
+                                                    const launch_options& o) { not_built(o); }
+void activation_kernel<fp8_per_block_dynamic>::run(const fp8::input_view&, const cpu::reference::group_options&,
+                                                   std::uint8_t*, float*, const launch_options& o) { not_built(o); }
+
+}  // namespace qpolicy::cuda
