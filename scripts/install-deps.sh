@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libboost1.81-dev libboost-json1.81-dev libfmt-dev catch2 time)
 missing=()
+missing_py=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
@@ -11,4 +12,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The outside witnesses of the tests (never part of the product): Python's safetensors and ml_dtypes
+# in a virtual environment, .venv-witness/. Skipped quietly once present; a failure here only means
+# the witness tests report that they were skipped.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x "$root/.venv-witness/bin/python3" ] || ! "$root/.venv-witness/bin/python3" -c "import safetensors, ml_dtypes, numpy" 2>/dev/null; then
+  for p in python3 python3-venv; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_py+=("$p")
+  done
+  if [ ${#missing_py[@]} -gt 0 ] 2>/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+        "${missing_py[@]}"; } >/dev/null || true
+  fi
+  if command -v python3 >/dev/null; then
+    { python3 -m venv "$root/.venv-witness" && "$root/.venv-witness/bin/pip" install -q safetensors ml_dtypes numpy; } \
+      >/dev/null 2>&1 || echo "note: could not set up the Python test witnesses (.venv-witness); those checks will be skipped"
+  fi
 fi

@@ -1,0 +1,90 @@
+#pragma once
+// safetensors files: a memory-mapped reader that validates everything a truncated or hostile file can
+// get wrong before any tensor is touched, and a streaming writer (header first, then each tensor in
+// order) that writes to a temporary file renamed into place only when complete.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qpolicy/config/config.hpp"
+
+namespace qpolicy::safetensors {
+
+/// Element types of the format.
+enum class dtype : std::uint8_t { BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, F8_E4M3, F8_E5M2 };
+
+std::string_view to_string(dtype d);
+/// Bytes per element.
+std::size_t size_of(dtype d);
+
+/// One tensor's entry in the header.
+struct tensor_info {
+  std::string name;
+  safetensors::dtype type = dtype::F32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;  // byte offsets into the data section
+  std::int64_t elements() const;
+};
+
+/// An open file: the header, checked, and the mapped data. Throws config_error (exit 2) naming the
+/// file and what is wrong.
+class file {
+ public:
+  explicit file(const std::string& path);
+  ~file();
+  file(const file&) = delete;
+  file& operator=(const file&) = delete;
+
+  const std::string& path() const { return path_; }
+  /// Tensors in data order.
+  const std::vector<tensor_info>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const tensor_info* find(std::string_view name) const;
+  /// The bytes of a tensor (valid while the file is open).
+  std::span<const std::byte> data(const tensor_info& t) const;
+
+ private:
+  std::string path_;
+  const std::byte* map_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t data_start_ = 0;
+  std::vector<tensor_info> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+/// Parses and checks a header (the JSON after the 8-byte length) against a data section of
+/// `data_size` bytes; `where` names the file in messages. Used by `file`, and alone by the fuzz target.
+std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t data_size, const std::string& where,
+                                      std::map<std::string, std::string>* metadata = nullptr);
+
+/// What a writer will write for one tensor.
+struct tensor_spec {
+  std::string name;
+  safetensors::dtype type = dtype::F32;
+  std::vector<std::int64_t> shape;
+};
+
+/// Writes PATH.tmp-XXXXXX, then renames it to PATH in finish(); destroyed unfinished, it removes the
+/// temporary file, so a failure never leaves a half-written output.
+class writer {
+ public:
+  writer(std::string path, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata);
+  ~writer();
+  writer(const writer&) = delete;
+  writer& operator=(const writer&) = delete;
+
+  /// Appends bytes of the next tensor (tensors in the order given; a tensor may come in pieces).
+  void write(std::span<const std::byte> bytes);
+  /// Checks every tensor was written completely, flushes and renames into place.
+  void finish();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace qpolicy::safetensors
