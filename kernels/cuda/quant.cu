@@ -230,4 +230,46 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cp
   check_launch("group_kernel", o);
 }
 
+namespace {
+/// Device memory freed on scope exit.
+struct device_memory {
+  void* ptr = nullptr;
+  device_memory(std::size_t bytes, const launch_options& o) { check(cudaMalloc(&ptr, bytes ? bytes : 1), "cudaMalloc", o); }
+  ~device_memory() { cudaFree(ptr); }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr); }
+};
+}  // namespace
+
+template <class Key>
+void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
+                          const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
+                          std::size_t scale_count, const launch_options& o) {
+  const std::size_t n = static_cast<std::size_t>(host.size());
+  const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
+  device_memory in(in_bytes, o), codes(n, o), sc(scale_count * sizeof(float), o), scratch(sizeof(std::uint32_t), o);
+  check(cudaMemcpy(in.ptr, host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
+  const input_view x{in.ptr, host.type, host.rows, host.cols};
+  if constexpr (std::is_same_v<Key, fp8_per_tensor_static>) weight_kernel<fp8_per_tensor>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), scratch.as<std::uint32_t>(), o);
+  else if constexpr (std::is_same_v<Key, fp8_per_channel_static>) weight_kernel<fp8_per_channel>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), o);
+  else if constexpr (std::is_same_v<Key, fp8_per_block_static>) weight_kernel<fp8_per_block>::run(x, blocks, codes.as<std::uint8_t>(), sc.as<float>(), o);
+  else if constexpr (std::is_same_v<Key, fp8_per_token>) activation_kernel<Key>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), o);
+  else if constexpr (std::is_same_v<Key, fp8_per_tensor_dynamic>) activation_kernel<Key>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), scratch.as<std::uint32_t>(), o);
+  else activation_kernel<fp8_per_block_dynamic>::run(x, groups, codes.as<std::uint8_t>(), sc.as<float>(), o);
+  check(cudaMemcpy(q, codes.ptr, n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
+  check(cudaMemcpy(scales, sc.ptr, scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
+}
+
+#define QPOLICY_INSTANTIATE(Key)                                                                                      \
+  template void quantize_host_tensor<Key>(const input_view&, const cpu::reference::block_options&,                   \
+                                          const cpu::reference::group_options&, std::uint8_t*, float*, std::size_t, \
+                                          const launch_options&);
+QPOLICY_INSTANTIATE(fp8_per_tensor_static)
+QPOLICY_INSTANTIATE(fp8_per_tensor_dynamic)
+QPOLICY_INSTANTIATE(fp8_per_token)
+QPOLICY_INSTANTIATE(fp8_per_channel_static)
+QPOLICY_INSTANTIATE(fp8_per_block_static)
+QPOLICY_INSTANTIATE(fp8_per_block_dynamic)
+#undef QPOLICY_INSTANTIATE
+
 }  // namespace qpolicy::cuda

@@ -69,4 +69,11 @@ struct activation_kernel<fp8_per_block_dynamic> {
                   const launch_options& = {});
 };
 
+/// Copies a host tensor to the device, runs the kernel of quant key tag `Key` there and copies the
+/// codes and `scale_count` scales back (instantiated for the six FP8 keys).
+template <class Key>
+void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::block_options& blocks,
+                          const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
+                          std::size_t scale_count, const launch_options& = {});
+
 }  // namespace qpolicy::cuda

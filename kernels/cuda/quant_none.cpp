@@ -27,4 +27,23 @@ void activation_kernel<fp8_per_tensor_dynamic>::run(const fp8::input_view&, std:
 void activation_kernel<fp8_per_block_dynamic>::run(const fp8::input_view&, const cpu::reference::group_options&,
                                                    std::uint8_t*, float*, const launch_options& o) { not_built(o); }
 
+template <class Key>
+void quantize_host_tensor(const fp8::input_view&, const cpu::reference::block_options&,
+                          const cpu::reference::group_options&, std::uint8_t*, float*, std::size_t,
+                          const launch_options& o) {
+  not_built(o);
+}
+
+#define QPOLICY_INSTANTIATE(Key)                                                                                       \
+  template void quantize_host_tensor<Key>(const fp8::input_view&, const cpu::reference::block_options&,               \
+                                          const cpu::reference::group_options&, std::uint8_t*, float*, std::size_t, \
+                                          const launch_options&);
+QPOLICY_INSTANTIATE(fp8_per_tensor_static)
+QPOLICY_INSTANTIATE(fp8_per_tensor_dynamic)
+QPOLICY_INSTANTIATE(fp8_per_token)
+QPOLICY_INSTANTIATE(fp8_per_channel_static)
+QPOLICY_INSTANTIATE(fp8_per_block_static)
+QPOLICY_INSTANTIATE(fp8_per_block_dynamic)
+#undef QPOLICY_INSTANTIATE
+
 }  // namespace qpolicy::cuda

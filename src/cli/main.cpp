@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
+#include "../../kernels/cuda/quant.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace {
@@ -17,6 +19,8 @@ constexpr const char* usage_text =
     "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
     "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
     "                    [--check-shapes] [--tp N]\n"
+    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma]\n"
+    "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
     "\n"
     "  -q, --quantization NAME        vLLM's quantization argument (online shorthand, 'online', or a\n"
     "                                 checkpoint method such as 'fp8'); absent means None\n"
@@ -29,12 +33,8 @@ constexpr const char* usage_text =
     "\n"
     "exit status: 0 ok, 2 invalid configuration/model, 1 usage or I/O error\n";
 
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct io_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using cli::io_error;
+using cli::usage_error;
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -51,6 +51,7 @@ struct options {
   maybe<std::string> model_path;
   std::string format = "table";
   plan_options plan;
+  std::vector<std::string> rest;  // the arguments of commands that parse their own
 };
 
 options parse_args(int argc, char** argv) {
@@ -59,7 +60,12 @@ options parse_args(int argc, char** argv) {
   if (args.empty()) throw usage_error("missing command (resolve or plan)");
   o.command = args[0];
   if (o.command == "-h" || o.command == "--help") return o;
-  if (o.command != "resolve" && o.command != "plan") throw usage_error("unknown command '" + o.command + "'; expected resolve or plan");
+  if (o.command == "quantize-tensor") {
+    o.rest.assign(args.begin() + 1, args.end());
+    return o;
+  }
+  if (o.command != "resolve" && o.command != "plan")
+    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan or quantize-tensor");
   for (std::size_t i = 1; i < args.size(); ++i) {
     const auto& a = args[i];
     auto value = [&](const char* name) -> std::string {
@@ -106,6 +112,7 @@ int run(const options& o) {
     std::cout << usage_text;
     return 0;
   }
+  if (o.command == "quantize-tensor") return cli::quantize_tensor(o.rest);
   // Read the model first so that an unreadable file is an I/O error, not masked by the config.
   std::optional<model_desc> model;
   std::string model_text;
@@ -146,6 +153,9 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n\n" << usage_text;
     return 1;
   } catch (const io_error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const cuda::cuda_error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   } catch (const std::bad_alloc&) {

@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -251,5 +254,115 @@ TEST_CASE("MoE experts per tensor and per block", "[numerics]") {
     check_codes(q2, codes(c->at("output").at("w2_q_hex_padded")));
     check_scales(sc13.data(), words(c->at("output").at("w13_weight_scale_inv_f32_hex")));
     check_scales(sc2.data(), words(c->at("output").at("w2_weight_scale_inv_f32_hex")));
+  }
+}
+
+// ---- the same vectors driven from outside: safetensors in, `qpolicy quantize-tensor`, safetensors out ----
+
+#include <filesystem>
+
+#include "../support/process.hpp"
+#include "qpolicy/io/safetensors.hpp"
+
+namespace {
+
+namespace st = qpolicy::safetensors;
+
+struct cli_case {
+  const bj::object* c;
+  std::string tensor;  // its name in the input file
+};
+
+/// Runs quantize-tensor over every case of `kind` (with the given extra flags) and returns the output.
+std::unique_ptr<st::file> run_cli(const std::vector<cli_case>& chosen, const std::string& key,
+                                  const std::vector<std::string>& flags, const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() / ("qpolicy-num-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto in = (dir / (tag + "_in.safetensors")).string(), out = (dir / (tag + "_out.safetensors")).string();
+  std::vector<st::tensor_spec> specs;
+  std::vector<std::vector<std::uint16_t>> data;
+  for (const auto& k : chosen) {
+    specs.push_back({k.tensor, st::dtype::BF16, shape(k.c->at("input").at("shape"))});
+    data.push_back(bf16(k.c->at("input")));
+  }
+  st::writer w(in, specs, {});
+  for (const auto& d : data) w.write(std::as_bytes(std::span(d)));
+  w.finish();
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  std::vector<std::string> args{exe, "quantize-tensor", "--key", key, in, "-o", out};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const auto r = qpolicy::test::run_process(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return std::make_unique<st::file>(out);
+}
+
+std::vector<std::uint8_t> codes_of(const st::file& f, const std::string& name) {
+  const auto d = f.data(*f.find(name));
+  return {reinterpret_cast<const std::uint8_t*>(d.data()), reinterpret_cast<const std::uint8_t*>(d.data()) + d.size()};
+}
+std::vector<float> scales_of(const st::file& f, const std::string& name) {
+  const auto d = f.data(*f.find(name + ".scale"));
+  std::vector<float> out(d.size() / 4);
+  std::memcpy(out.data(), d.data(), d.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the vectors through qpolicy quantize-tensor on safetensors files", "[numerics][cli]") {
+  struct route {
+    std::string kind, key, output_scale;
+    std::vector<std::string> flags;
+    std::function<bool(const bj::object&)> take;
+  };
+  const auto all = [](const bj::object&) { return true; };
+  const auto ue8m0 = [](bool want) {
+    return [want](const bj::object& c) { return c.at("params").at("use_ue8m0").as_bool() == want; };
+  };
+  const std::vector<route> routes{
+      {"weight_per_tensor", "fp8_per_tensor_static", "weight_scale_f32_hex", {}, all},
+      {"dynamic_per_tensor", "fp8_per_tensor_dynamic", "scale_f32_hex", {}, all},
+      {"dynamic_per_token", "fp8_per_token", "scale_f32_hex", {}, all},
+      {"weight_per_channel", "fp8_per_channel_static", "weight_scale_f32_hex", {}, all},
+      {"block_128x128", "fp8_per_block_static", "weight_scale_inv_f32_hex", {}, ue8m0(false)},
+      {"block_128x128", "fp8_per_block_static", "weight_scale_inv_f32_hex", {"--ue8m0"}, ue8m0(true)},
+      {"per_token_group", "fp8_per_block_dynamic", "scale_row_major_f32_hex", {"--scale-layout", "row"}, ue8m0(false)},
+      {"per_token_group", "fp8_per_block_dynamic", "scale_row_major_f32_hex", {"--ue8m0"}, ue8m0(true)},
+  };
+  int tag = 0;
+  for (const auto& r : routes) {
+    std::vector<cli_case> chosen;
+    for (const auto* c : of_kind(r.kind))
+      if (r.take(*c)) chosen.push_back({c, "case" + std::to_string(chosen.size())});
+    if (chosen.empty()) continue;
+    INFO(r.kind << " via --key " << r.key);
+    const auto out = run_cli(chosen, r.key, r.flags, "r" + std::to_string(tag++));
+    for (const auto& k : chosen) {
+      INFO(k.c->at("id").as_string());
+      check_codes(codes_of(*out, k.tensor), codes(k.c->at("output").at("q_hex")));
+      const auto got = scales_of(*out, k.tensor);
+      const auto want = words(k.c->at("output").at(r.output_scale));
+      REQUIRE(got.size() == want.size());
+      check_scales(got.data(), want);
+    }
+  }
+  // The TMA-aligned column-major layout, stored as the padded buffer [K/128, align(M, 4)].
+  std::vector<cli_case> tma;
+  for (const auto* c : of_kind("per_token_group"))
+    if (c->at("output").as_object().contains("scale_col_major_tma_aligned_f32_hex") && !c->at("params").at("use_ue8m0").as_bool())
+      tma.push_back({c, "case" + std::to_string(tma.size())});
+  const auto out = run_cli(tma, "fp8_per_block_dynamic", {"--scale-layout", "col-tma"}, "tma");
+  for (const auto& k : tma) {
+    const auto& storage = k.c->at("output").at("scale_col_major_tma_aligned_f32_hex").at("storage");
+    const auto want = words(storage);
+    const auto got = scales_of(*out, k.tensor);
+    REQUIRE(got.size() == want.size());
+    const auto s = shape(k.c->at("input").at("shape"));
+    const std::int64_t m4 = (s[0] + 3) / 4 * 4;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (static_cast<std::int64_t>(i) % m4 < s[0]) CHECK(fp8::bits_of(got[i]) == want[i]);
+    CHECK(out->find(k.tensor + ".scale")->shape == std::vector<std::int64_t>{s[1] / 128, m4});
   }
 }

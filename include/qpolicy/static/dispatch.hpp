@@ -18,18 +18,37 @@ inline constexpr auto scheme_types =
     boost::hana::tuple_t<not_handled, unquantized, fp8_per_tensor, fp8_per_block, fp8_per_channel, mxfp8, mxfp4,
                          int8_per_channel_weight_only, nvfp4_per_token>;
 
+/// Every quant key, as tag types.
+inline constexpr auto key_types =
+    boost::hana::tuple_t<fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token, fp8_per_channel_static,
+                         fp8_per_block_static, fp8_per_block_dynamic, mxfp8_dynamic, mxfp4_dynamic,
+                         int8_per_channel_static, mxfp8_static, mxfp4_static, nvfp4>;
+
+/// The one place where a runtime id becomes a type: calls fn(T{}) for the T of `types` whose
+/// T::id is `id`; throws std::invalid_argument when none is.
+template <class Types, class Id, class Fn>
+constexpr void with_tag(Types types, Id id, Fn&& fn) {
+  bool found = false;
+  boost::hana::for_each(types, [&](auto type) {
+    using tag = typename decltype(type)::type;
+    if (!found && tag::id == id) {
+      found = true;
+      fn(tag{});
+    }
+  });
+  if (!found) throw std::invalid_argument("id " + std::to_string(static_cast<int>(id)) + " is not in the closed list");
+}
+
 /// Calls fn(Scheme{}) with the tag type of method `m`.
 template <class Fn>
 constexpr void with_scheme(method m, Fn&& fn) {
-  bool found = false;
-  boost::hana::for_each(scheme_types, [&](auto type) {
-    using scheme = typename decltype(type)::type;
-    if (!found && scheme::id == m) {
-      found = true;
-      fn(scheme{});
-    }
-  });
-  if (!found) throw std::invalid_argument("method id " + std::to_string(static_cast<int>(m)) + " is not a scheme");
+  with_tag(scheme_types, m, fn);
+}
+
+/// Calls fn(Key{}) with the tag type of quant key `k`.
+template <class Fn>
+constexpr void with_key(key_id k, Fn&& fn) {
+  with_tag(key_types, k, fn);
 }
 
 /// Calls fn(layer_plan, Scheme{}) for every layer of a runtime plan, in model order. Layers that

@@ -1,0 +1,40 @@
+#pragma once
+// One quant key's formula applied to one 2-D tensor, on the CPU or the GPU: what
+// `qpolicy quantize-tensor` runs per tensor, and the building block of checkpoint conversion.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../../kernels/fp8/tensor_view.hpp"
+#include "qpolicy/keys/quant_key.hpp"
+
+namespace qpolicy {
+
+/// Where kernels run.
+enum class device_kind : std::uint8_t { cpu, cuda };
+
+/// Options of quantize_tensor.
+struct tensor_quant_options {
+  bool ue8m0 = false;                                   // 1x128 groups and 128x128 blocks
+  fp8::scale_layout layout = fp8::scale_layout::row_major;  // 1x128 groups
+  device_kind device = device_kind::cpu;
+  unsigned threads = 0;
+  std::string name;  // the tensor or layer, for messages
+};
+
+/// Codes and scales of one tensor; `scale_shape` is the stored shape of `scales`.
+struct quantized_tensor {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<std::int64_t> scale_shape;
+};
+
+/// The quant keys quantize_tensor implements, by name, for messages.
+std::string quantize_tensor_keys();
+
+/// Quantizes `x` with the formula of `key` (a weight for static keys, an activation for dynamic ones).
+/// Throws config_error for a key without a kernel or a shape the formula cannot take, and
+/// cuda::cuda_error for a failed CUDA call.
+quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& options);
+
+}  // namespace qpolicy
