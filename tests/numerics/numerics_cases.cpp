@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -365,4 +366,51 @@ TEST_CASE("the vectors through qpolicy quantize-tensor on safetensors files", "[
       if (static_cast<std::int64_t>(i) % m4 < s[0]) CHECK(fp8::bits_of(got[i]) == want[i]);
     CHECK(out->find(k.tensor + ".scale")->shape == std::vector<std::int64_t>{s[1] / 128, m4});
   }
+}
+
+TEST_CASE("e4m3fn bytes agree with ml_dtypes' float8_e4m3fn", "[numerics][witness]") {
+  const char* python = std::getenv("QPOLICY_PYTHON");
+  if (!python || !std::filesystem::exists(python) ||
+      qpolicy::test::run_process({python, "-c", "import ml_dtypes, numpy"}).status != 0) {
+    WARN("python3 with ml_dtypes is not installed (scripts/install-deps.sh sets up .venv-witness): witness skipped");
+    return;
+  }
+  // Values around every rounding boundary of the format, plus random bit patterns and the specials.
+  std::vector<float> values;
+  for (int q = 0; q < 256; ++q) {
+    const float v = fp8::decode(static_cast<std::uint8_t>(q));
+    if (std::isnan(v)) continue;
+    const auto b = fp8::bits_of(v);
+    for (std::int64_t d = -3; d <= 3; ++d) values.push_back(fp8::float_of(static_cast<std::uint32_t>(b + d)));
+    values.push_back(v * 1.0625f);  // halfway-ish between neighbours
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    const float v = fp8::float_of(static_cast<std::uint32_t>(rng()));
+    if (std::fabs(v) < 1e6f && !std::isnan(v)) values.push_back(v);  // beyond +-464 both give NaN codes
+  }
+  for (float v : {0.0f, -0.0f, 464.0f, 464.00003f, -470.0f, 1e-30f, -1e-30f, 0x1p-10f, 0x1.8p-10f}) values.push_back(v);
+  const auto dir = std::filesystem::temp_directory_path() / ("qpolicy-mld-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto in = (dir / "x.f32").string(), out = (dir / "q.u8").string();
+  std::ofstream(in, std::ios::binary).write(reinterpret_cast<const char*>(values.data()),
+                                            static_cast<std::streamsize>(values.size() * 4));
+  const std::string script =
+      "import sys, numpy as np, ml_dtypes\n"
+      "x = np.fromfile(sys.argv[1], dtype=np.float32)\n"
+      "x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).tofile(sys.argv[2])\n";
+  const auto r = qpolicy::test::run_process({python, "-c", script, in, out});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  std::ifstream codes_in(out, std::ios::binary);
+  std::vector<std::uint8_t> theirs(values.size());
+  codes_in.read(reinterpret_cast<char*>(theirs.data()), static_cast<std::streamsize>(theirs.size()));
+  REQUIRE(codes_in.gcount() == static_cast<std::streamsize>(values.size()));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const auto ours = fp8::tcvt(values[i]);  // torch's conversion: overflow to NaN, like ml_dtypes
+    if (ours == theirs[i] || (is_nan_code(ours) && is_nan_code(theirs[i]))) continue;
+    if (++bad <= 5) UNSCOPED_INFO("x = " << values[i] << ": ours " << int(ours) << ", ml_dtypes " << int(theirs[i]));
+  }
+  CHECK(bad == 0);
 }
