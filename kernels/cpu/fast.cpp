@@ -34,32 +34,55 @@ void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
   for (auto& th : pool) th.join();
 }
 
-/// Widens elements [first, first + count) into `out` (a tight loop per element type).
+void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
+}
+void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
+}
+
+/// Widens elements [first, first + count) into `out`.
 void widen(const input_view& x, std::int64_t first, std::int64_t count, float* out) {
   switch (x.type) {
-    case element::bf16: {
-      const auto* p = static_cast<const std::uint16_t*>(x.data) + first;
-      for (std::int64_t i = 0; i < count; ++i) out[i] = from_bf16(p[i]);
-      break;
-    }
-    case element::f16: {
-      const auto* p = static_cast<const std::uint16_t*>(x.data) + first;
-      for (std::int64_t i = 0; i < count; ++i) out[i] = from_fp16(p[i]);
-      break;
-    }
+    case element::bf16: widen_bf16(static_cast<const std::uint16_t*>(x.data) + first, count, out); break;
+    case element::f16: widen_f16(static_cast<const std::uint16_t*>(x.data) + first, count, out); break;
     default: std::copy_n(static_cast<const float*>(x.data) + first, count, out);
   }
 }
 
-// Reductions: max is exact and order-free; max_nan keeps a NaN from any part, max_num drops NaNs.
+// As selects (a starts at 0 and is never NaN unless propagating), so the loops vectorize.
 float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
   float a = 0.0f;
   if (propagate_nan) {
-    for (std::int64_t i = 0; i < n; ++i) a = max_nan(a, abs_f32(v[i]));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float m = abs_f32(v[i]);
+      a = (m > a || m != m) ? m : a;  // a NaN, once taken, fails every later comparison and stays
+    }
   } else {
-    for (std::int64_t i = 0; i < n; ++i) a = max_num(a, abs_f32(v[i]));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float m = abs_f32(v[i]);
+      a = m > a ? m : a;  // a NaN m fails the comparison: ignored
+    }
   }
   return a;
+}
+
+// The element loops, on restrict pointers with a local count so that GCC vectorizes them (the file is
+// built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched).
+void codes_times(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] * inv));
+}
+void codes_over_sat(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] / s));
+}
+void codes_over_torch(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(in[i] / s));
+}
+void codes_over_group(const float* __restrict in, std::int64_t n, float y, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_g(in[i] / y));
+}
+void codes_times_unclamped(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(in[i] * inv);
 }
 
 /// amax over the whole tensor, rows split over threads.
@@ -88,8 +111,7 @@ void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, cons
     std::vector<float> row(static_cast<std::size_t>(x.cols));
     for (std::int64_t r = first; r < last; ++r) {
       widen(x, r * x.cols, x.cols, row.data());
-      std::uint8_t* out = q + r * x.cols;
-      for (std::int64_t c = 0; c < x.cols; ++c) out[c] = sat(clamp_s(row[static_cast<std::size_t>(c)] * inv));
+      codes_times(row.data(), x.cols, inv, q + r * x.cols);
     }
   });
 }
@@ -115,8 +137,7 @@ void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, f
     for (std::int64_t r = first; r < last; ++r) {
       widen(w, r * w.cols, w.cols, row.data());
       const float s = max_nan(amax_range(row.data(), w.cols, true) / max_e4m3, min_scale_factor());
-      std::uint8_t* out = q + r * w.cols;
-      for (std::int64_t c = 0; c < w.cols; ++c) out[c] = tcvt(clamp_t(row[static_cast<std::size_t>(c)] / s));
+      codes_over_torch(row.data(), w.cols, s, q + r * w.cols);
       scales[r] = s;
     }
   });
@@ -144,11 +165,8 @@ void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::blo
         if (opt.ue8m0) sf = ue8m0(sf);
         const float inv = 1.0f / sf;
         const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
-        for (std::int64_t r = 0; r < nr; ++r) {
-          const float* in = rows.data() + r * w.cols + c0;
-          std::uint8_t* out = q + (r0 + r) * w.cols + c0;
-          for (std::int64_t c = 0; c < nc; ++c) out[c] = tcvt(in[c] * inv);
-        }
+        for (std::int64_t r = 0; r < nr; ++r)
+          codes_times_unclamped(rows.data() + r * w.cols + c0, nc, inv, q + (r0 + r) * w.cols + c0);
         scales[bi * col_blocks + bj] = sf;
       }
     }
@@ -161,8 +179,7 @@ void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q,
     for (std::int64_t r = first; r < last; ++r) {
       widen(x, r * x.cols, x.cols, row.data());
       const float s = max_num(amax_range(row.data(), x.cols, false) / max_e4m3, min_scale_factor());
-      std::uint8_t* out = q + r * x.cols;
-      for (std::int64_t c = 0; c < x.cols; ++c) out[c] = sat(clamp_s(row[static_cast<std::size_t>(c)] / s));
+      codes_over_sat(row.data(), x.cols, s, q + r * x.cols);
       scales[r] = s;
     }
   });
@@ -189,8 +206,7 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const re
         const float a = max_num(group_eps(), amax_range(in, opt.group_size, false));
         float y = a / max_e4m3;
         if (opt.ue8m0) y = ue8m0(max_num(abs_f32(y), group_eps()));
-        std::uint8_t* out = q + m * x.cols + g * opt.group_size;
-        for (std::int64_t k = 0; k < opt.group_size; ++k) out[k] = tcvt(clamp_g(in[k] / y));
+        codes_over_group(in, opt.group_size, y, q + m * x.cols + g * opt.group_size);
         scales[scale_offset(opt.layout, x.rows, groups, m, g)] = y;
       }
     }

@@ -59,10 +59,18 @@ QP_HD float max_nan(float a, float b) {
 QP_HD float abs_f32(float x) { return float_of(bits_of(x) & 0x7FFFFFFFu); }
 QP_HD bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
+// The clamps against the constant +-448 (never NaN) as selects: minNum(v, M) is (v < M ? v : M) since a
+// NaN v fails the comparison, and likewise for maxNum. Branch-free, so loops over them vectorize.
 /// clampS: maxNum(-M, minNum(v, M)); NaN becomes +448.
-QP_HD float clamp_s(float v) { return max_num(-max_e4m3, min_num(v, max_e4m3)); }
+QP_HD float clamp_s(float v) {
+  const float t = v < max_e4m3 ? v : max_e4m3;
+  return t > -max_e4m3 ? t : -max_e4m3;
+}
 /// clampG: minNum(maxNum(v, -M), M); NaN becomes -448.
-QP_HD float clamp_g(float v) { return min_num(max_num(v, -max_e4m3), max_e4m3); }
+QP_HD float clamp_g(float v) {
+  const float t = v > -max_e4m3 ? v : -max_e4m3;
+  return t < max_e4m3 ? t : max_e4m3;
+}
 /// clampT: torch clamp(v, -M, M); NaN passes through.
 QP_HD float clamp_t(float v) {
   if (is_nan(v)) return v;
@@ -75,27 +83,25 @@ enum class overflow : std::uint8_t {
   to_nan,    // torch .to(float8_e4m3fn): NaN, keeping the sign
 };
 
-/// float32 -> e4m3fn, round to nearest, ties to even; the sign is kept on zero.
+/// float32 -> e4m3fn, round to nearest, ties to even; the sign is kept on zero. Written as selects
+/// over integer and float operations (no branches) so CPU loops vectorize and GPU warps do not diverge.
 template <overflow Mode>
 QP_HD std::uint8_t encode(float x) {
   const std::uint32_t b = bits_of(x);
-  const std::uint8_t sign = static_cast<std::uint8_t>((b >> 24) & 0x80u);
+  const std::uint32_t sign = (b >> 24) & 0x80u;
   const std::uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return Mode == overflow::saturate ? std::uint8_t{0x7F} : static_cast<std::uint8_t>(sign | 0x7F);
-  if (a > 0x43E80000u)  // above 464 (464 itself ties down to 448), including infinity
-    return Mode == overflow::saturate ? static_cast<std::uint8_t>(sign | 0x7E) : static_cast<std::uint8_t>(sign | 0x7F);
-  if (a < 0x3C800000u) {  // below 2^-6: a multiple of 2^-9, ties to even
-    // |x| * 2^9 is exact; its integer part and the remainder decide the rounding.
-    const float scaled = float_of(a) * 512.0f;
-    std::uint32_t q = static_cast<std::uint32_t>(scaled);
-    const float rest = scaled - static_cast<float>(q);
-    if (rest > 0.5f || (rest == 0.5f && (q & 1u))) ++q;
-    return static_cast<std::uint8_t>(sign | q);  // q == 8 is the smallest normal, 0x08
-  }
-  // Normal: keep 3 of the 23 mantissa bits, ties to even; a carry moves into the exponent.
-  const std::uint32_t rounded = a + 0x7FFFFu + ((a >> 20) & 1u);
-  const std::uint32_t code = (rounded >> 20) - (120u << 3);  // exponent bias 127 -> 7
-  return static_cast<std::uint8_t>(sign | code);
+  // Normal range: keep 3 of the 23 mantissa bits, ties to even; a carry moves into the exponent.
+  const std::uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3);
+  // Below 2^-6: a multiple of 2^-9. Adding 2^14 (whose ulp is 2^-9) rounds to nearest-even exactly
+  // there; the bits above 2^14's are the count of 2^-9 steps (8 is the smallest normal, 0x08).
+  const std::uint32_t subnormal = bits_of(float_of(a) + 16384.0f) - 0x46800000u;
+  std::uint32_t code = a < 0x3C800000u ? subnormal : normal;
+  // Above 464 (464 ties down to 448), infinity, NaN.
+  const std::uint32_t too_big = Mode == overflow::saturate ? 0x7Eu : 0x7Fu;
+  code = a > 0x43E80000u ? too_big : code;
+  code |= sign;
+  if (Mode == overflow::saturate) code = a > 0x7F800000u ? 0x7Fu : code;  // NaN drops its sign
+  return static_cast<std::uint8_t>(code);
 }
 
 /// The two conversions of the spec (§2).

@@ -1,0 +1,73 @@
+// CPU quantization throughput per scheme: input bytes per second of the fast path, against memcpy of
+// the same bytes and against the scalar reference, both measured in this run. Best of several runs.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../kernels/cpu/fast.hpp"
+
+namespace qp = qpolicy;
+namespace fp8 = qpolicy::fp8;
+namespace ref = qpolicy::cpu::reference;
+
+namespace {
+
+double best_seconds(int runs, const std::function<void()>& fn) {
+  double best = 1e30;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  const std::int64_t rows = 4096, cols = 4096;
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  std::vector<std::uint16_t> w(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (auto& v : w) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
+  const fp8::input_view x{w.data(), fp8::element::bf16, rows, cols};
+  std::vector<std::uint8_t> q(n), copy(n * 2);
+  std::vector<float> s(static_cast<std::size_t>(rows) * 32 + 64);
+  const double bytes = static_cast<double>(n * 2);
+  const int runs = 5;
+  const double memcpy_s = best_seconds(runs, [&] { std::memcpy(copy.data(), w.data(), n * 2); });
+  std::printf("# %lldx%lld bf16 (%.0f MB), %u hardware threads; memcpy %.2f GB/s\n", static_cast<long long>(rows),
+              static_cast<long long>(cols), bytes / 1e6, std::thread::hardware_concurrency(), bytes / memcpy_s / 1e9);
+  const ref::block_options blocks{};
+  const ref::group_options groups{};
+  struct kernel {
+    const char* name;
+    std::function<void()> fast, reference;
+  };
+  const std::vector<kernel> kernels{
+      {"weight_per_tensor", [&] { qp::cpu::weight_kernel<qp::fp8_per_tensor>::run(x, q.data(), s.data()); },
+       [&] { ref::weight_per_tensor(x, q.data(), s.data()); }},
+      {"weight_per_channel", [&] { qp::cpu::weight_kernel<qp::fp8_per_channel>::run(x, q.data(), s.data()); },
+       [&] { ref::weight_per_channel(x, q.data(), s.data()); }},
+      {"weight_block_128x128", [&] { qp::cpu::weight_kernel<qp::fp8_per_block>::run(x, blocks, q.data(), s.data()); },
+       [&] { ref::block_128x128(x, blocks, q.data(), s.data()); }},
+      {"act_per_token", [&] { qp::cpu::activation_kernel<qp::fp8_per_token>::run(x, q.data(), s.data()); },
+       [&] { ref::dynamic_per_token(x, q.data(), s.data()); }},
+      {"act_per_tensor", [&] { qp::cpu::activation_kernel<qp::fp8_per_tensor_dynamic>::run(x, q.data(), s.data()); },
+       [&] { ref::dynamic_per_tensor(x, q.data(), s.data()); }},
+      {"act_group_1x128", [&] { qp::cpu::activation_kernel<qp::fp8_per_block_dynamic>::run(x, groups, q.data(), s.data()); },
+       [&] { ref::per_token_group(x, groups, q.data(), s.data()); }},
+  };
+  for (const auto& k : kernels) {
+    const double fast = best_seconds(runs, k.fast), slow = best_seconds(2, k.reference);
+    std::printf("bench: cpu_%s %.2f GB/s vs memcpy %.2fx\n", k.name, bytes / fast / 1e9, memcpy_s / fast);
+    std::printf("bench: cpu_%s_speedup %.2f x vs scalar_reference %.2fx\n", k.name, slow / fast, slow / fast);
+  }
+  return 0;
+}
