@@ -1,4 +1,6 @@
 // `qpolicy`: the command line of cli.md over the C++ API.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,6 +11,7 @@
 
 #include "cli.hpp"
 #include "../../kernels/cuda/quant.hpp"
+#include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace {
@@ -19,6 +22,8 @@ constexpr const char* usage_text =
     "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
     "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
     "                    [--check-shapes] [--tp N]\n"
+    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] -o OUTPUT.safetensors\n"
+    "                    [--config-out CONFIG.json] [--device cpu|cuda] [--threads N] INPUT...\n"
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
     "\n"
@@ -52,6 +57,11 @@ struct options {
   std::string format = "table";
   plan_options plan;
   std::vector<std::string> rest;  // the arguments of commands that parse their own
+  // quantize
+  std::vector<std::string> inputs;
+  std::string output, config_out;
+  device_kind device = device_kind::cpu;
+  unsigned threads = 0;
 };
 
 options parse_args(int argc, char** argv) {
@@ -64,8 +74,8 @@ options parse_args(int argc, char** argv) {
     o.rest.assign(args.begin() + 1, args.end());
     return o;
   }
-  if (o.command != "resolve" && o.command != "plan")
-    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan or quantize-tensor");
+  if (o.command != "resolve" && o.command != "plan" && o.command != "quantize")
+    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan, quantize or quantize-tensor");
   for (std::size_t i = 1; i < args.size(); ++i) {
     const auto& a = args[i];
     auto value = [&](const char* name) -> std::string {
@@ -84,7 +94,21 @@ options parse_args(int argc, char** argv) {
         o.request.config_text = v;
         o.request.dialect = json_dialect::strict;
       }
-    } else if (a == "--model" && o.command == "plan") o.model_path = value("--model");
+    } else if (a == "--model" && (o.command == "plan" || o.command == "quantize")) o.model_path = value("--model");
+    else if ((a == "-o" || a == "--output") && o.command == "quantize") o.output = value("-o");
+    else if (a == "--config-out" && o.command == "quantize") o.config_out = value("--config-out");
+    else if (a == "--device" && o.command == "quantize") {
+      const auto v = value("--device");
+      if (v != "cpu" && v != "cuda") throw usage_error("--device must be cpu or cuda, got '" + v + "'");
+      o.device = v == "cpu" ? device_kind::cpu : device_kind::cuda;
+    } else if (a == "--threads" && o.command == "quantize") {
+      const auto v = value("--threads");
+      std::size_t used = 0;
+      long n = 0;
+      try { n = std::stol(v, &used); } catch (...) { used = 0; }
+      if (used != v.size() || n < 1 || n > 4096) throw usage_error("--threads must be an integer from 1 to 4096, got '" + v + "'");
+      o.threads = static_cast<unsigned>(n);
+    } else if (o.command == "quantize" && !a.empty() && a[0] != '-') o.inputs.push_back(a);
     else if (a == "--format" && o.command == "plan") {
       o.format = value("--format");
       if (o.format != "table" && o.format != "json") throw usage_error("--format must be table or json, got '" + o.format + "'");
@@ -100,6 +124,8 @@ options parse_args(int argc, char** argv) {
     else throw usage_error("unknown option '" + a + "' for " + o.command);
   }
   if (o.command == "plan" && !o.model_path) throw usage_error("plan needs --model MODEL.json");
+  if (o.command == "quantize" && o.output.empty()) throw usage_error("quantize needs -o OUTPUT.safetensors");
+  if (o.command == "quantize" && o.inputs.empty()) throw usage_error("quantize needs an INPUT (.safetensors files or a .index.json)");
   return o;
 }
 
@@ -121,6 +147,37 @@ int run(const options& o) {
   if (o.command == "resolve") {
     print_warnings(resolved.warnings);
     std::cout << resolved_to_json(resolved.config) << "\n";
+    return 0;
+  }
+  if (o.command == "quantize") {
+    checkpoint_request req;
+    req.inputs = o.inputs;
+    req.output = o.output;
+    req.config_out = o.config_out;
+    req.config = resolved.config;
+    if (o.model_path) req.model = parse_model(model_text, json_dialect::relaxed);
+    req.device = o.device;
+    req.threads = o.threads;
+    if (isatty(2))
+      req.progress = [](std::size_t done, std::size_t total) {
+        const int width = 40, filled = static_cast<int>(width * done / (total ? total : 1));
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu tensors", std::string(static_cast<std::size_t>(filled), '=').c_str(),
+                     std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total);
+        if (done == total) std::fprintf(stderr, "\n");
+      };
+    print_warnings(resolved.warnings);
+    const auto s = quantize_checkpoint(req);
+    print_warnings(s.warnings);
+    std::cerr << s.convention << "\n";
+    if (!s.unmatched.empty()) {
+      std::cerr << "note: " << s.unmatched.size() << " tensors belong to no layer of the model and were copied:";
+      for (std::size_t i = 0; i < s.unmatched.size() && i < 5; ++i) std::cerr << " " << s.unmatched[i];
+      if (s.unmatched.size() > 5) std::cerr << " (and " << s.unmatched.size() - 5 << " more)";
+      std::cerr << "\n";
+    }
+    std::fprintf(stderr, "quantized %zu of %zu tensors (%zu copied): %.3f GB in, %.3f GB out, %.2f s, %.2f GB/s\n",
+                 s.quantized, s.tensors, s.copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.seconds,
+                 s.seconds > 0 ? s.bytes_in / 1e9 / s.seconds : 0.0);
     return 0;
   }
   model = parse_model(model_text, json_dialect::relaxed);

@@ -1,0 +1,400 @@
+// `qpolicy quantize`: plan, map checkpoint tensors to the plan's layers, quantize unit by unit
+// (a weight, a fused layer's shards, an expert's gate/up/down), stream everything into one output.
+#include "qpolicy/io/checkpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "../json/json_text.hpp"
+#include "qpolicy/io/safetensors.hpp"
+
+namespace qpolicy {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace st = safetensors;
+using json_text::sv;
+
+struct tensor_ref {
+  const st::file* file = nullptr;
+  const st::tensor_info* info = nullptr;
+};
+
+/// The opened checkpoint: every tensor by name, in file and data order.
+struct checkpoint {
+  std::vector<std::unique_ptr<st::file>> files;
+  std::vector<tensor_ref> order;
+  std::map<std::string, tensor_ref> by_name;
+};
+
+checkpoint open_checkpoint(const std::vector<std::string>& inputs) {
+  checkpoint c;
+  std::vector<std::string> paths;
+  for (const auto& in : inputs) {
+    if (in.size() > 11 && in.ends_with(".index.json")) {
+      std::ifstream f(in, std::ios::binary);
+      if (!f) throw config_error("", in + ": cannot read the checkpoint index");
+      std::ostringstream s;
+      s << f.rdbuf();
+      const auto doc = json_text::parse(s.str(), json_dialect::strict, in, nullptr);
+      const auto* map = doc.is_object() ? doc.get_object().if_contains("weight_map") : nullptr;
+      if (!map || !map->is_object()) throw config_error("", in + ": the index has no \"weight_map\" object");
+      std::set<std::string> shards;
+      for (const auto& kv : map->get_object()) {
+        if (!kv.value().is_string()) throw config_error("", in + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is not a file name");
+        shards.insert((fs::path(in).parent_path() / std::string(sv(kv.value().get_string()))).string());
+      }
+      paths.insert(paths.end(), shards.begin(), shards.end());
+    } else {
+      paths.push_back(in);
+    }
+  }
+  if (paths.empty()) throw config_error("", "no input checkpoint given");
+  for (const auto& p : paths) {
+    c.files.push_back(std::make_unique<st::file>(p));
+    for (const auto& t : c.files.back()->tensors()) {
+      const tensor_ref r{c.files.back().get(), &t};
+      if (!c.by_name.emplace(t.name, r).second)
+        throw config_error("", "tensor " + text::py_repr(t.name) + " is in both " + c.by_name[t.name].file->path() + " and " + p);
+      c.order.push_back(r);
+    }
+  }
+  return c;
+}
+
+bool is_float(st::dtype d) { return d == st::dtype::BF16 || d == st::dtype::F16 || d == st::dtype::F32; }
+
+fp8::element element_of(st::dtype d) {
+  return d == st::dtype::BF16 ? fp8::element::bf16 : d == st::dtype::F16 ? fp8::element::f16 : fp8::element::f32;
+}
+
+fp8::input_view view_of(const tensor_ref& t) {
+  return {t.file->data(*t.info).data(), element_of(t.info->type), t.info->shape[0], t.info->shape[1]};
+}
+
+/// One tensor to quantize: which layer, which formula, and under which scale name.
+struct member {
+  std::string tensor;  // "P.weight"
+  key_id key = key_id::fp8_per_tensor_static;
+  bool block = false;   // scale named weight_scale_inv
+  int joint = -1;       // members with the same joint id share one per-tensor scale (fused shards, gate/up)
+};
+
+struct unit_result {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<std::int64_t> scale_shape;
+};
+
+std::string scale_name(const member& m) {
+  const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
+  return base + (m.block ? ".weight_scale_inv" : ".weight_scale");
+}
+
+std::string sizes_repr(const std::vector<std::int64_t>& v) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + "]";
+}
+
+/// Refuses weights with NaN or infinity: their codes would be saturated garbage.
+void check_finite(const tensor_ref& t) {
+  const auto x = view_of(t);
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < x.size(); ++i) bad += !std::isfinite(x.at(i));
+  if (bad)
+    throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
+                               " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
+}
+
+}  // namespace
+
+model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& weights,
+                        std::string* convention) {
+  model_desc m;
+  m.name = "derived from the checkpoint";
+  m.packed = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
+  std::set<std::string> names;
+  for (const auto& w : weights) names.insert(w.first);
+  static const std::regex expert(R"(^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.weight$)");
+  std::map<std::string, std::size_t> seen;  // layer name -> index in m.layers
+  std::size_t experts_found = 0, fused_found = 0;
+  auto add = [&](const std::string& name, const std::string& cls, layer_kind kind) -> layer_desc& {
+    if (auto it = seen.find(name); it != seen.end()) return m.layers[it->second];
+    seen[name] = m.layers.size();
+    m.layers.push_back({name, cls, kind});
+    return m.layers.back();
+  };
+  for (const auto& [name, shape] : weights) {
+    if (shape.size() != 2 || !name.ends_with(".weight")) continue;
+    std::smatch g;
+    if (std::regex_match(name, g, expert)) {
+      auto& l = add(g[1].str(), "FusedMoE", layer_kind::moe);
+      const auto e = std::stoll(g[2].str()) + 1;
+      l.num_experts = std::max<std::int64_t>(l.num_experts.value_or(0), e);
+      const auto proj = g[3].str();
+      if (proj == "gate_proj" || proj == "w1") {
+        l.intermediate_size = shape[0];
+        l.hidden_size = shape[1];
+      }
+      ++experts_found;
+      continue;
+    }
+    const auto base = name.substr(0, name.size() - 7);
+    const auto dot = base.rfind('.');
+    const auto last = dot == std::string::npos ? base : base.substr(dot + 1);
+    const auto prefix = dot == std::string::npos ? std::string() : base.substr(0, dot + 1);
+    bool fused = false;
+    for (const auto& p : m.packed)
+      if (std::find(p.shards.begin(), p.shards.end(), last) != p.shards.end()) {
+        bool all = true;
+        for (const auto& s : p.shards) all &= names.count(prefix + s + ".weight") > 0;
+        if (!all) break;
+        add(prefix + p.fused, p.fused == "qkv_proj" ? "QKVParallelLinear" : "MergedColumnParallelLinear", layer_kind::linear);
+        fused = true;
+        ++fused_found;
+      }
+    if (fused) continue;
+    if (base.ends_with("embed_tokens")) add(base, "VocabParallelEmbedding", layer_kind::other);
+    else if (base == "lm_head" || base.ends_with(".lm_head")) add(base, "ParallelLMHead", layer_kind::other);
+    else if (last == "gate" && names.count(prefix + "experts.0.gate_proj.weight") + names.count(prefix + "experts.0.w1.weight"))
+      add(base, "ReplicatedLinear", layer_kind::linear).quantizable = false;  // the router
+    else add(base, "LinearBase", layer_kind::linear);
+  }
+  if (convention)
+    *convention = "derived " + std::to_string(m.layers.size()) + " layers from the checkpoint's tensor names: " +
+                  std::to_string(fused_found) + " fused shard tensors (qkv_proj, gate_up_proj), " +
+                  std::to_string(experts_found) + " expert tensors (L.N.gate_proj/up_proj/down_proj or w1/w3/w2)";
+  return m;
+}
+
+checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
+  const auto start = std::chrono::steady_clock::now();
+  checkpoint_summary sum;
+  const auto ck = open_checkpoint(req.inputs);
+  model_desc model;
+  if (req.model) {
+    model = *req.model;
+    sum.convention = "layers from the model file";
+  } else {
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> weights;
+    for (const auto& t : ck.order) weights.emplace_back(t.info->name, t.info->shape);
+    model = derive_model(weights, &sum.convention);
+  }
+  const auto p = make_plan(req.config, model);
+  if (!p.configured)
+    throw config_error("", "no online quantization is configured (the resolver returned None), so there is nothing to quantize");
+  if (const auto* e = p.first_error()) throw config_error("", *e);
+  sum.warnings = p.warnings;
+
+  // Members of every quantized layer, with the formula each tensor gets.
+  std::map<std::string, member> members;
+  std::vector<std::vector<std::string>> joints;  // members sharing one per-tensor scale, by joint id
+  int joint = 0;
+  auto need = [&](const std::string& layer, const std::string& tensor) -> const tensor_ref& {
+    const auto it = ck.by_name.find(tensor);
+    if (it == ck.by_name.end())
+      throw config_error("", "layer " + layer + " is planned for quantization, but the checkpoint has no tensor " + text::py_repr(tensor));
+    const auto& t = it->second;
+    if (t.info->shape.size() != 2 || !is_float(t.info->type))
+      throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " is " +
+                                 std::string(st::to_string(t.info->type)) + " " + sizes_repr(t.info->shape) +
+                                 "; quantize takes 2-D BF16, F16 or F32 weights");
+    return t;
+  };
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& layer = model.layers[i];
+    const auto& lp = p.layers[i];
+    if (!lp.quantized()) continue;
+    if (lp.decided != method::fp8_per_tensor && lp.decided != method::fp8_per_block && lp.decided != method::fp8_per_channel)
+      throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
+                                 ", but this build has no kernel for " + std::string(to_string(lp.decided)) +
+                                 " (fp8_per_tensor, fp8_per_channel and fp8_per_block have one)");
+    const bool block = lp.decided == method::fp8_per_block;
+    const key_id weight_key = block ? key_id::fp8_per_block_static
+                              : lp.decided == method::fp8_per_channel ? key_id::fp8_per_channel_static
+                                                                     : key_id::fp8_per_tensor_static;
+    auto add = [&](const std::string& tensor, key_id key, int joint_id) {
+      need(layer.name, tensor);
+      members[tensor] = member{tensor, key, block, joint_id};
+      if (joint_id >= 0) {
+        if (joints.size() <= static_cast<std::size_t>(joint_id)) joints.resize(static_cast<std::size_t>(joint_id) + 1);
+        joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
+      }
+    };
+    if (layer.kind == layer_kind::moe) {
+      const std::int64_t experts = layer.num_experts.value_or(0);
+      if (experts <= 0) throw config_error("", "MoE layer " + layer.name + " has no num_experts in the model description");
+      for (std::int64_t e = 0; e < experts; ++e) {
+        const auto base = layer.name + "." + std::to_string(e) + ".";
+        const bool named = ck.by_name.count(base + "gate_proj.weight") > 0;
+        const auto gate = base + (named ? "gate_proj" : "w1") + ".weight", up = base + (named ? "up_proj" : "w3") + ".weight";
+        const auto down = base + (named ? "down_proj" : "w2") + ".weight";
+        // Per-tensor: gate and up share the w13 scale; per-channel: w13 rows follow the per-token rule.
+        const int j = lp.decided == method::fp8_per_tensor ? joint++ : -1;
+        const key_id w13_key = lp.decided == method::fp8_per_channel ? key_id::fp8_per_token : weight_key;
+        add(gate, w13_key, j);
+        add(up, w13_key, j);
+        add(down, weight_key, -1);
+      }
+      continue;
+    }
+    const auto* fused = model.fused_entry(layer.name);
+    if (!fused || ck.by_name.count(layer.name + ".weight")) {
+      add(layer.name + ".weight", weight_key, -1);
+      continue;
+    }
+    const int j = lp.decided == method::fp8_per_tensor ? joint++ : -1;
+    std::vector<std::int64_t> rows;
+    for (const auto& s : fused->shards) {
+      const auto tensor = text::replace_all(layer.name, fused->fused, s) + ".weight";
+      rows.push_back(need(layer.name, tensor).info->shape[0]);
+      add(tensor, weight_key, j);
+    }
+    if (block)
+      for (auto r : rows)
+        if (r % 128 != 0)
+          throw config_error("", "fp8_per_block needs every shard of " + layer.name + " to have a multiple of 128 rows, got " + sizes_repr(rows));
+  }
+
+  // Output layout: input order; a quantized weight is followed by its scale.
+  std::vector<st::tensor_spec> specs;
+  for (const auto& t : ck.order) {
+    const auto it = members.find(t.info->name);
+    if (it == members.end()) {
+      specs.push_back({t.info->name, t.info->type, t.info->shape});
+      continue;
+    }
+    specs.push_back({t.info->name, st::dtype::F8_E4M3, t.info->shape});
+    const auto& m = it->second;
+    const auto rows = t.info->shape[0], cols = t.info->shape[1];
+    std::vector<std::int64_t> scale_shape = m.block ? std::vector<std::int64_t>{(rows + 127) / 128, (cols + 127) / 128}
+                                            : m.key == key_id::fp8_per_tensor_static ? std::vector<std::int64_t>{1}
+                                                                                     : std::vector<std::int64_t>{rows, 1};
+    specs.push_back({scale_name(m), st::dtype::F32, scale_shape});
+  }
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  for (const auto& f : ck.files)
+    if (auto it = f->metadata().find("format"); it != f->metadata().end()) metadata["format"] = it->second;
+  for (std::size_t i = 0; i < model.layers.size(); ++i)
+    if (p.layers[i].quantized()) {
+      std::string rule(to_string(p.layers[i].source));
+      if (p.layers[i].pattern >= 0) rule += " " + text::py_repr(p.pattern_of(p.layers[i]));
+      metadata["qpolicy.plan." + model.layers[i].name] = std::string(to_string(p.layers[i].decided)) + " (" + rule + ")";
+    }
+  st::writer out(req.output, specs, metadata);
+
+  // Quantize joint groups together (one scale from the joint amax), everything else alone.
+  std::map<std::string, unit_result> ready;
+  tensor_quant_options qo;
+  qo.device = req.device;
+  qo.threads = req.threads;
+  auto run_joint = [&](int j) {
+    std::vector<const member*> group;
+    for (const auto& name : joints[static_cast<std::size_t>(j)]) group.push_back(&members.at(name));
+    // Concatenated rows, as vLLM's fused weight (or w13) holds them, widened to float32 (exact).
+    std::int64_t rows = 0, cols = ck.by_name.at(group.front()->tensor).info->shape[1];
+    for (const auto* m : group) {
+      const auto& t = ck.by_name.at(m->tensor);
+      check_finite(t);
+      if (t.info->shape[1] != cols)
+        throw config_error("", "tensors " + text::py_repr(group.front()->tensor) + " and " + text::py_repr(m->tensor) +
+                                   " share a per-tensor scale but have different widths " + std::to_string(cols) + " and " +
+                                   std::to_string(t.info->shape[1]));
+      rows += t.info->shape[0];
+    }
+    std::vector<float> joined(static_cast<std::size_t>(rows * cols));
+    std::int64_t at = 0;
+    for (const auto* m : group) {
+      const auto x = view_of(ck.by_name.at(m->tensor));
+      for (std::int64_t i = 0; i < x.size(); ++i) joined[static_cast<std::size_t>(at + i)] = x.at(i);
+      at += x.size();
+    }
+    qo.name = group.front()->tensor;
+    auto r = quantize_tensor(key_id::fp8_per_tensor_static, {joined.data(), fp8::element::f32, rows, cols}, qo);
+    at = 0;
+    for (const auto* m : group) {
+      const auto n = ck.by_name.at(m->tensor).info->elements();
+      ready[m->tensor] = {std::vector<std::uint8_t>(r.codes.begin() + at, r.codes.begin() + at + n), r.scales, {1}};
+      at += n;
+    }
+  };
+  std::set<std::string> layer_names;
+  for (const auto& l : model.layers) {
+    layer_names.insert(l.name);
+    if (const auto* f = model.fused_entry(l.name))
+      for (const auto& shard : f->shards) layer_names.insert(text::replace_all(l.name, f->fused, shard));
+  }
+  std::size_t done = 0;
+  for (const auto& t : ck.order) {
+    const auto it = members.find(t.info->name);
+    const auto data = t.file->data(*t.info);
+    sum.bytes_in += data.size();
+    ++sum.tensors;
+    if (it == members.end()) {
+      out.write(data);
+      sum.bytes_out += data.size();
+      ++sum.copied;
+      bool planned = false;  // some dotted prefix of the name is a layer (or a fused layer's shard)
+      for (auto cut = t.info->name.rfind('.'); cut != std::string::npos && !planned; cut = t.info->name.rfind('.', cut - 1)) {
+        planned = layer_names.count(t.info->name.substr(0, cut)) > 0;
+        if (cut == 0) break;
+      }
+      if (!planned) sum.unmatched.push_back(t.info->name);
+    } else {
+      const auto& m = it->second;
+      if (!ready.count(m.tensor)) {
+        if (m.joint >= 0) {
+          run_joint(m.joint);
+        } else {
+          check_finite(t);
+          qo.name = m.tensor;
+          auto r = quantize_tensor(m.key, view_of(t), qo);
+          ready[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
+        }
+      }
+      const auto& r = ready.at(m.tensor);
+      out.write(std::as_bytes(std::span(r.codes)));
+      out.write(std::as_bytes(std::span(r.scales)));
+      sum.bytes_out += r.codes.size() + r.scales.size() * 4;
+      ++sum.quantized;
+      ready.erase(m.tensor);
+    }
+    if (req.progress) req.progress(++done, ck.order.size());
+  }
+  out.finish();
+
+  if (!req.config_out.empty()) {
+    boost::json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+    std::set<method> methods;
+    boost::json::array ignored;
+    for (std::size_t i = 0; i < model.layers.size(); ++i) {
+      const auto& l = p.layers[i];
+      if (l.quantized()) methods.insert(l.decided);
+      else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
+    }
+    if (methods.count(method::fp8_per_block)) qc["weight_block_size"] = boost::json::array{128, 128};
+    if (methods.size() > 1)
+      sum.warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
+                             " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
+    if (!ignored.empty()) qc["ignored_layers"] = ignored;
+    const auto text = boost::json::serialize(qc);
+    std::ofstream f(req.config_out, std::ios::binary);
+    if (!f || !(f << text << "\n")) throw config_error("", req.config_out + ": cannot write the quantization_config");
+  }
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sum;
+}
+
+}  // namespace qpolicy

@@ -1,0 +1,270 @@
+// `qpolicy quantize` end to end on a synthetic checkpoint with Qwen3-30B-A3B's names and structure at
+// small sizes: every weight's codes and scales against the CPU reference, copies byte for byte, the
+// plan in __metadata__, the quantization_config block, and bad inputs refused with no output.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "../../kernels/cpu/reference.hpp"
+#include "../support/process.hpp"
+#include "qpolicy/io/safetensors.hpp"
+
+namespace st = qpolicy::safetensors;
+namespace fp8 = qpolicy::fp8;
+namespace ref = qpolicy::cpu::reference;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path dir() {
+  static const fs::path d = [] {
+    auto p = fs::temp_directory_path() / ("qpolicy-ckpt-" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+struct tensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint16_t> bf16;
+};
+
+/// Qwen3-30B-A3B's tensor names with H=256, q 256 / k,v 128 rows, 4 experts of I=128, 2 layers.
+std::vector<tensor> synthetic(bool poison = false) {
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<tensor> out;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    tensor t{std::move(name), std::move(shape), std::vector<std::uint16_t>(static_cast<std::size_t>(n))};
+    for (auto& v : t.bf16) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
+    out.push_back(std::move(t));
+  };
+  add("model.embed_tokens.weight", {1000, 256});
+  for (int l = 0; l < 2; ++l) {
+    const auto p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {256});
+    add(p + "self_attn.q_proj.weight", {256, 256});
+    add(p + "self_attn.k_proj.weight", {128, 256});
+    add(p + "self_attn.v_proj.weight", {128, 256});
+    add(p + "self_attn.o_proj.weight", {256, 256});
+    add(p + "mlp.gate.weight", {4, 256});
+    for (int e = 0; e < 4; ++e) {
+      const auto x = p + "mlp.experts." + std::to_string(e) + ".";
+      add(x + "gate_proj.weight", {128, 256});
+      add(x + "up_proj.weight", {128, 256});
+      add(x + "down_proj.weight", {256, 128});
+    }
+  }
+  add("model.norm.weight", {256});
+  add("lm_head.weight", {1000, 256});
+  if (poison) out[2].bf16[7] = 0x7FC0;  // a NaN in q_proj
+  return out;
+}
+
+std::string write_checkpoint(const std::vector<tensor>& ts, const std::string& name) {
+  const auto path = (dir() / name).string();
+  std::vector<st::tensor_spec> specs;
+  for (const auto& t : ts) specs.push_back({t.name, st::dtype::BF16, t.shape});
+  st::writer w(path, specs, {{"format", "pt"}});
+  for (const auto& t : ts) w.write(std::as_bytes(std::span(t.bf16)));
+  w.finish();
+  return path;
+}
+
+qpolicy::test::process_result quantize(const std::vector<std::string>& extra) {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  std::vector<std::string> args{exe, "quantize"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return qpolicy::test::run_process(args);
+}
+
+fp8::input_view view(const tensor& t) { return {t.bf16.data(), fp8::element::bf16, t.shape[0], t.shape[1]}; }
+
+void check_tensor(const st::file& f, const std::string& name, const std::vector<std::uint8_t>& codes,
+                  const std::string& scale_name, const std::vector<float>& scales) {
+  INFO(name);
+  const auto* q = f.find(name);
+  REQUIRE(q);
+  CHECK(q->type == st::dtype::F8_E4M3);
+  const auto d = f.data(*q);
+  REQUIRE(d.size() == codes.size());
+  CHECK(std::memcmp(d.data(), codes.data(), codes.size()) == 0);
+  const auto* s = f.find(scale_name);
+  REQUIRE(s);
+  CHECK(s->type == st::dtype::F32);
+  const auto sd = f.data(*s);
+  REQUIRE(sd.size() == scales.size() * 4);
+  CHECK(std::memcmp(sd.data(), scales.data(), sd.size()) == 0);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("qpolicy quantize converts a Qwen3-30B-A3B-shaped checkpoint for each FP8 scheme", "[numerics][quantize]") {
+  const auto ts = synthetic();
+  std::map<std::string, const tensor*> by;
+  for (const auto& t : ts) by[t.name] = &t;
+  const auto in = write_checkpoint(ts, "qwen3-small.safetensors");
+  for (const std::string scheme : {"fp8_per_tensor", "fp8_per_block", "fp8_per_channel"}) {
+    INFO(scheme);
+    const auto out = (dir() / (scheme + ".safetensors")).string(), cfg = (dir() / (scheme + ".json")).string();
+    const auto r = quantize({"-q", scheme, "-o", out, "--config-out", cfg, "--threads", "2", in});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.err, Catch::Contains("derived"));
+    st::file f(out);
+    CHECK(f.metadata().at("qpolicy.plan.model.layers.1.self_attn.qkv_proj") == scheme + " (linear)");
+    for (const auto* copied : {"model.embed_tokens.weight", "model.layers.0.mlp.gate.weight", "model.norm.weight",
+                               "lm_head.weight", "model.layers.1.input_layernorm.weight"}) {
+      const auto* t = f.find(copied);
+      REQUIRE(t);
+      CHECK(t->type == st::dtype::BF16);
+      CHECK(std::memcmp(f.data(*t).data(), by[copied]->bf16.data(), f.data(*t).size()) == 0);
+    }
+    for (int l = 0; l < 2; ++l) {
+      const auto p = "model.layers." + std::to_string(l) + ".";
+      const std::vector<std::string> shards{p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"};
+      std::vector<std::string> plain{p + "self_attn.o_proj.weight"};
+      if (scheme == "fp8_per_tensor") {
+        // The fused layer: one scale from the amax of all shards, shared.
+        float amax = 0;
+        for (const auto& s : shards) amax = std::max(amax, ref::amax_propagating(view(*by[s])));
+        for (const auto& s : shards) {
+          std::vector<std::uint8_t> q(by[s]->bf16.size());
+          float sc = 0;
+          ref::weight_per_tensor_with_amax(view(*by[s]), amax, q.data(), &sc);
+          check_tensor(f, s, q, s.substr(0, s.size() - 7) + ".weight_scale", {sc});
+        }
+      } else {
+        plain.insert(plain.end(), shards.begin(), shards.end());
+      }
+      for (const auto& s : plain) {
+        const auto& t = *by[s];
+        std::vector<std::uint8_t> q(t.bf16.size());
+        std::vector<float> sc;
+        const auto base = s.substr(0, s.size() - 7);
+        if (scheme == "fp8_per_block") {
+          sc.resize(static_cast<std::size_t>(((t.shape[0] + 127) / 128) * ((t.shape[1] + 127) / 128)));
+          ref::block_128x128(view(t), {}, q.data(), sc.data());
+          check_tensor(f, s, q, base + ".weight_scale_inv", sc);
+        } else if (scheme == "fp8_per_channel") {
+          sc.resize(static_cast<std::size_t>(t.shape[0]));
+          ref::weight_per_channel(view(t), q.data(), sc.data());
+          check_tensor(f, s, q, base + ".weight_scale", sc);
+        } else {
+          sc.resize(1);
+          ref::weight_per_tensor(view(t), q.data(), sc.data());
+          check_tensor(f, s, q, base + ".weight_scale", sc);
+        }
+      }
+      for (int e = 0; e < 4; ++e) {
+        const auto x = p + "mlp.experts." + std::to_string(e) + ".";
+        const auto &gate = *by[x + "gate_proj.weight"], &up = *by[x + "up_proj.weight"], &down = *by[x + "down_proj.weight"];
+        std::vector<std::uint8_t> q(gate.bf16.size()), qd(down.bf16.size());
+        if (scheme == "fp8_per_tensor") {  // gate and up share the w13 scale
+          const float amax = std::max(ref::amax_propagating(view(gate)), ref::amax_propagating(view(up)));
+          for (const auto* m : {&gate, &up}) {
+            float sc = 0;
+            ref::weight_per_tensor_with_amax(view(*m), amax, q.data(), &sc);
+            check_tensor(f, m->name, q, m->name.substr(0, m->name.size() - 7) + ".weight_scale", {sc});
+          }
+          float sd = 0;
+          ref::weight_per_tensor(view(down), qd.data(), &sd);
+          check_tensor(f, down.name, qd, x + "down_proj.weight_scale", {sd});
+        } else if (scheme == "fp8_per_channel") {  // w13 rows: the per-token rule; w2: per-channel
+          std::vector<float> sc(128), sd(256);
+          for (const auto* m : {&gate, &up}) {
+            ref::dynamic_per_token(view(*m), q.data(), sc.data());
+            check_tensor(f, m->name, q, m->name.substr(0, m->name.size() - 7) + ".weight_scale", sc);
+          }
+          ref::weight_per_channel(view(down), qd.data(), sd.data());
+          check_tensor(f, down.name, qd, x + "down_proj.weight_scale", sd);
+        } else {
+          std::vector<float> sc(2), sd(2);
+          for (const auto* m : {&gate, &up}) {
+            ref::block_128x128(view(*m), {}, q.data(), sc.data());
+            check_tensor(f, m->name, q, m->name.substr(0, m->name.size() - 7) + ".weight_scale_inv", sc);
+          }
+          ref::block_128x128(view(down), {}, qd.data(), sd.data());
+          check_tensor(f, down.name, qd, x + "down_proj.weight_scale_inv", sd);
+        }
+      }
+    }
+    const auto config = slurp(cfg);
+    CHECK_THAT(config, Catch::Contains(R"("quant_method":"fp8")"));
+    CHECK_THAT(config, Catch::Contains(R"("activation_scheme":"dynamic")"));
+    CHECK((config.find("weight_block_size") != std::string::npos) == (scheme == "fp8_per_block"));
+  }
+}
+
+TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output", "[numerics][quantize]") {
+  const auto good = write_checkpoint(synthetic(), "good.safetensors");
+  auto refused = [&](const std::vector<std::string>& args, const std::string& out, const std::string& message) {
+    const auto r = quantize(args);
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::Contains(message));
+    CHECK_FALSE(fs::exists(out));
+    for (const auto& e : fs::directory_iterator(dir())) CHECK(e.path().string().find(out + ".tmp") == std::string::npos);
+  };
+  const auto out = (dir() / "refused.safetensors").string();
+  // Truncated file.
+  const auto truncated = (dir() / "truncated.safetensors").string();
+  fs::copy_file(good, truncated, fs::copy_options::overwrite_existing);
+  fs::resize_file(truncated, fs::file_size(good) - 1000);
+  refused({"-q", "fp8_per_tensor", "-o", out, truncated}, out, "the file is truncated");
+  // Hostile header length.
+  const auto hostile = (dir() / "hostile.safetensors").string();
+  {
+    std::ofstream h(hostile, std::ios::binary);
+    const char len[8] = {'\xff', '\xff', '\xff', '\xff', 0, 0, 0, 0};
+    h.write(len, 8);
+    h << "{}";
+  }
+  refused({"-q", "fp8_per_block", "-o", out, hostile}, out, "exceeds");
+  // NaN-laden weight.
+  const auto nan = write_checkpoint(synthetic(true), "nan.safetensors");
+  refused({"-q", "fp8_per_tensor", "-o", out, nan}, out, "NaN or infinite values");
+  // Wrong dtype for a planned weight.
+  {
+    const auto path = (dir() / "int.safetensors").string();
+    st::writer w(path, {{"model.layers.0.mlp.down_proj.weight", st::dtype::I32, {2, 2}}}, {});
+    const std::vector<std::int32_t> ints{1, 2, 3, 4};
+    w.write(std::as_bytes(std::span(ints)));
+    w.finish();
+    refused({"-q", "fp8_per_block", "-o", out, path}, out, "quantize takes 2-D BF16, F16 or F32 weights");
+  }
+  // A fused shard that per-block cannot take.
+  {
+    auto ts = synthetic();
+    for (auto& t : ts)
+      if (t.name == "model.layers.0.self_attn.k_proj.weight") {
+        t.shape = {100, 256};
+        t.bf16.resize(100 * 256);
+      }
+    const auto path = write_checkpoint(ts, "odd.safetensors");
+    refused({"-q", "fp8_per_block", "-o", out, path}, out,
+            "fp8_per_block needs every shard of model.layers.0.self_attn.qkv_proj to have a multiple of 128 rows, got [256, 100, 128]");
+  }
+  // A scheme without a kernel.
+  refused({"-q", "mxfp8", "-c", R"({"ignore": ["lm_head"]})", "-o", out, good}, out, "no kernel for mxfp8");
+  // Nothing configured (a checkpoint method name resolves to None).
+  refused({"-q", "fp8", "-o", out, good}, out, "nothing to quantize");
+}
