@@ -10,6 +10,14 @@ using namespace fp8;
 
 namespace {
 
+// x86-64-v4 (AVX-512), v3 (AVX2, FMA: unused, since no expression here has a multiply feeding an add)
+// and the baseline: see the element loops below.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QP_CLONES
+#endif
+
 unsigned thread_count(const cpu_options& o, std::int64_t work_items) {
   unsigned n = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, work_items)));
@@ -34,10 +42,10 @@ void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
   for (auto& th : pool) th.join();
 }
 
-void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+QP_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
 }
-void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+QP_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
 }
 
@@ -51,7 +59,7 @@ void widen(const input_view& x, std::int64_t first, std::int64_t count, float* o
 }
 
 // As selects (a starts at 0 and is never NaN unless propagating), so the loops vectorize.
-float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
+QP_CLONES float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
   float a = 0.0f;
   if (propagate_nan) {
     for (std::int64_t i = 0; i < n; ++i) {
@@ -68,20 +76,22 @@ float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
 }
 
 // The element loops, on restrict pointers with a local count so that GCC vectorizes them (the file is
-// built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched).
-void codes_times(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
+// built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched). Each
+// is cloned for AVX2 and AVX-512 with the baseline kept, and the loader picks one per machine
+// (GCC target_clones, an ifunc): wider vectors, the same IEEE operations, the same bits.
+QP_CLONES void codes_times(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] * inv));
 }
-void codes_over_sat(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+QP_CLONES void codes_over_sat(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] / s));
 }
-void codes_over_torch(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+QP_CLONES void codes_over_torch(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(in[i] / s));
 }
-void codes_over_group(const float* __restrict in, std::int64_t n, float y, std::uint8_t* __restrict out) {
+QP_CLONES void codes_over_group(const float* __restrict in, std::int64_t n, float y, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_g(in[i] / y));
 }
-void codes_times_unclamped(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
+QP_CLONES void codes_times_unclamped(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(in[i] * inv);
 }
 
