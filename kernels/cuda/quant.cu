@@ -260,16 +260,11 @@ void quantize_host_tensor(const input_view& host, const cpu::reference::block_op
   check(cudaMemcpy(scales, sc.ptr, scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
 }
 
-#define QPOLICY_INSTANTIATE(Key)                                                                                      \
-  template void quantize_host_tensor<Key>(const input_view&, const cpu::reference::block_options&,                   \
-                                          const cpu::reference::group_options&, std::uint8_t*, float*, std::size_t, \
-                                          const launch_options&);
-QPOLICY_INSTANTIATE(fp8_per_tensor_static)
-QPOLICY_INSTANTIATE(fp8_per_tensor_dynamic)
-QPOLICY_INSTANTIATE(fp8_per_token)
-QPOLICY_INSTANTIATE(fp8_per_channel_static)
-QPOLICY_INSTANTIATE(fp8_per_block_static)
-QPOLICY_INSTANTIATE(fp8_per_block_dynamic)
+#define QPOLICY_INSTANTIATE(Key)                                                                  \
+  template void quantize_host_tensor<Key>(const input_view&, const cpu::reference::block_options&, \
+                                          const cpu::reference::group_options&, std::uint8_t*, float*,   \
+                                          std::size_t, const launch_options&);
+QPOLICY_FP8_KEYS(QPOLICY_INSTANTIATE)
 #undef QPOLICY_INSTANTIATE
 
 }  // namespace qpolicy::cuda

@@ -69,8 +69,13 @@ struct activation_kernel<fp8_per_block_dynamic> {
                   const launch_options& = {});
 };
 
+/// The quant keys with a kernel: X(tag) for each (instantiations and dispatch lists use it).
+#define QPOLICY_FP8_KEYS(X) \
+  X(fp8_per_tensor_static) X(fp8_per_tensor_dynamic) X(fp8_per_token) X(fp8_per_channel_static) \
+  X(fp8_per_block_static) X(fp8_per_block_dynamic)
+
 /// Copies a host tensor to the device, runs the kernel of quant key tag `Key` there and copies the
-/// codes and `scale_count` scales back (instantiated for the six FP8 keys).
+/// codes and `scale_count` scales back (instantiated for QPOLICY_FP8_KEYS).
 template <class Key>
 void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::block_options& blocks,
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
