@@ -1,0 +1,86 @@
+// CUDA quantization throughput per scheme on an 8192x8192 bf16 tensor: input bytes per second from
+// CUDA events (best of 20), against a device-to-device cudaMemcpy of the same bytes in the same run.
+// Without a device it says so and exits 0 (benchmarks do not fail for want of hardware).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "../../kernels/cuda/quant.hpp"
+#include "../../kernels/device_info.hpp"
+
+namespace qp = qpolicy;
+namespace fp8 = qpolicy::fp8;
+
+namespace {
+float best_ms(const std::function<void()>& fn) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  float best = 1e30f;
+  fn();  // warm-up
+  for (int i = 0; i < 20; ++i) {
+    cudaEventRecord(a);
+    fn();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    best = std::min(best, ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best;
+}
+}  // namespace
+
+int main() {
+  const auto report = qp::cuda::query_devices();
+  if (report.count == 0) {
+    std::printf("cuda bench: skipped: %s\n", report.description.c_str());
+    return 0;
+  }
+  const std::int64_t rows = 8192, cols = 8192;
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  std::vector<std::uint16_t> host(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (auto& v : host) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
+  void *in = nullptr, *copy = nullptr;
+  std::uint8_t* q = nullptr;
+  float* s = nullptr;
+  std::uint32_t* scratch = nullptr;
+  cudaMalloc(&in, n * 2);
+  cudaMalloc(&copy, n * 2);
+  cudaMalloc(reinterpret_cast<void**>(&q), n);
+  cudaMalloc(reinterpret_cast<void**>(&s), static_cast<std::size_t>(rows) * 64 * sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&scratch), 4);
+  cudaMemcpy(in, host.data(), n * 2, cudaMemcpyHostToDevice);
+  const fp8::input_view x{in, fp8::element::bf16, rows, cols};
+  const double bytes = static_cast<double>(n * 2);
+  const float memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
+  std::printf("# %s, %lldx%lld bf16; device memcpy %.1f GB/s (read+write)\n", report.description.c_str(),
+              static_cast<long long>(rows), static_cast<long long>(cols), 2 * bytes / memcpy_ms / 1e6);
+  const qp::cpu::reference::block_options blocks{};
+  const qp::cpu::reference::group_options groups{};
+  const std::vector<std::pair<const char*, std::function<void()>>> kernels{
+      {"weight_per_tensor", [&] { qp::cuda::weight_kernel<qp::fp8_per_tensor>::run(x, q, s, scratch); }},
+      {"weight_per_channel", [&] { qp::cuda::weight_kernel<qp::fp8_per_channel>::run(x, q, s); }},
+      {"weight_block_128x128", [&] { qp::cuda::weight_kernel<qp::fp8_per_block>::run(x, blocks, q, s); }},
+      {"act_per_token", [&] { qp::cuda::activation_kernel<qp::fp8_per_token>::run(x, q, s); }},
+      {"act_per_tensor", [&] { qp::cuda::activation_kernel<qp::fp8_per_tensor_dynamic>::run(x, q, s, scratch); }},
+      {"act_group_1x128", [&] { qp::cuda::activation_kernel<qp::fp8_per_block_dynamic>::run(x, groups, q, s); }},
+  };
+  for (const auto& [name, fn] : kernels) {
+    const float ms = best_ms(fn);
+    std::printf("bench: cuda_%s %.1f GB/s vs device_memcpy %.2fx\n", name, bytes / ms / 1e6, memcpy_ms / ms);
+  }
+  cudaFree(in);
+  cudaFree(copy);
+  cudaFree(q);
+  cudaFree(s);
+  cudaFree(scratch);
+  return 0;
+}
