@@ -128,6 +128,9 @@ std::string py_type(const boost::json::value& v) {
 
 std::string py_float_repr(double d) {
   if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
+  // Numbers past the double range parse as infinity (as Python's json does): repr 'inf'.
+  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+  if (std::isnan(d)) return "nan";
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
   std::string s(buf, res.ptr);  // e.g. -1.2345e+16

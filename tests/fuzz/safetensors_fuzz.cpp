@@ -34,6 +34,8 @@ std::vector<std::string> seeds() {
       with_size(0, R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296, 16], "data_offsets": [0, 0]}})"),
       with_size(3, R"({"t": {"dtype": "U8", "shape": [-1], "data_offsets": [3, 1]}, "t": {}})"),
       with_size(0, R"({"__metadata__": {"k": 1}, "x": [1, 2, {"y": null}]})"),
+      // Found by the fuzzer: a dimension past the double range (repr of infinity).
+      with_size(0, R"({"t": {"dtype": "F16", "shape": [42968888000000000000000000000000000E0000000094967296, 16], "data_offsets": [0, 0]}})"),
       with_size(16, R"({"e": {"dtype": "I64", "shape": [0, 5], "data_offsets": [0, 0]}, "f": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})"),
   };
 }

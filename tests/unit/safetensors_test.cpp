@@ -144,6 +144,8 @@ TEST_CASE("safetensors: broken and hostile files are refused with a clear reason
              Catch::Contains("negative dimension"));
   CHECK_THAT(error_of(raw_file("overflow", R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296, 16], "data_offsets": [0, 0]}})", 0)),
              Catch::Contains("more than 2^64"));
+  CHECK_THAT(error_of(raw_file("inf", R"({"t": {"dtype": "F16", "shape": [4e400], "data_offsets": [0, 0]}})", 0)),
+             Catch::Contains("not an integer: inf"));
   CHECK_THAT(error_of(raw_file("meta", R"({"__metadata__": {"k": 1}})", 0)), Catch::Contains("__metadata__['k'] must be a string"));
   CHECK_THAT(error_of(raw_file("order", R"({"t": {"dtype": "U8", "shape": [0], "data_offsets": [3, 1]}})", 3)),
              Catch::Contains("out of order"));
