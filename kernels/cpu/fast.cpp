@@ -1,6 +1,7 @@
 #include "fast.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -58,21 +59,39 @@ void widen(const input_view& x, std::int64_t first, std::int64_t count, float* o
   }
 }
 
-// As selects (a starts at 0 and is never NaN unless propagating), so the loops vectorize.
-QP_CLONES float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
-  float a = 0.0f;
-  if (propagate_nan) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float m = abs_f32(v[i]);
-      a = (m > a || m != m) ? m : a;  // a NaN, once taken, fails every later comparison and stays
-    }
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float m = abs_f32(v[i]);
-      a = m > a ? m : a;  // a NaN m fails the comparison: ignored
+// On the bits: a magnitude's bits order like its value, and NaN bits exceed infinity's, so the max is
+// an unsigned integer max over sixteen independent lanes (max is exact and order-free, so lanes change
+// no result) with NaNs counted on the side: the loop vectorizes. When NaNs propagate, the rare NaN case
+// rescans for the first one, which is what the scalar fold returns.
+QP_CLONES float amax_range(const float* __restrict v, std::int64_t n, bool propagate_nan) {
+  constexpr int lanes = 16;
+  std::uint32_t acc[lanes] = {}, nans[lanes] = {};
+  std::uint32_t bits[lanes];
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    std::memcpy(bits, v + i, sizeof bits);
+    for (int j = 0; j < lanes; ++j) {
+      const std::uint32_t u = bits[j] & 0x7FFFFFFFu;
+      const std::uint32_t nan = u > 0x7F800000u;
+      acc[j] = (!nan && u > acc[j]) ? u : acc[j];
+      nans[j] |= nan;
     }
   }
-  return a;
+  std::uint32_t a = 0, any_nan = 0;
+  for (int j = 0; j < lanes; ++j) {
+    a = acc[j] > a ? acc[j] : a;
+    any_nan |= nans[j];
+  }
+  for (; i < n; ++i) {
+    const std::uint32_t u = bits_of(v[i]) & 0x7FFFFFFFu;
+    const bool nan = u > 0x7F800000u;
+    a = (!nan && u > a) ? u : a;
+    any_nan |= nan;
+  }
+  if (propagate_nan && any_nan)
+    for (std::int64_t k = 0; k < n; ++k)
+      if (v[k] != v[k]) return abs_f32(v[k]);
+  return float_of(a);
 }
 
 // The element loops, on restrict pointers with a local count so that GCC vectorizes them (the file is
