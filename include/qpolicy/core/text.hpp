@@ -76,13 +76,16 @@ constexpr void append_hex(std::string& out, std::uint32_t v, int digits) {
 }
 
 constexpr std::string to_decimal(long long v) {
-  if (v == 0) return "0";
-  std::string out;
+  char buf[24]{};  // filled from the end: one string construction (cheap in constant evaluation too)
+  std::size_t at = sizeof buf;
   const bool neg = v < 0;
   unsigned long long u = neg ? 0ull - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
-  while (u) { out.insert(out.begin(), static_cast<char>('0' + u % 10)); u /= 10; }
-  if (neg) out.insert(out.begin(), '-');
-  return out;
+  do {
+    buf[--at] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (neg) buf[--at] = '-';
+  return std::string(buf + at, sizeof buf - at);
 }
 
 // Printable per Python's str.isprintable for the characters a layer name can realistically hold;

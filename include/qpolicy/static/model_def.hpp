@@ -153,7 +153,13 @@ struct model_def {
     const auto& d = def_of(layer);
     const auto at = d.index_at();
     if (at == std::string_view::npos || layers[layer].index < 0) return std::string(d.name);
-    return std::string(d.name.substr(0, at)) + text::to_decimal(layers[layer].index) + std::string(d.name.substr(at + 3));
+    // Appends into one reserved string: temporaries cost thousands of steps in constant evaluation.
+    std::string out;
+    out.reserve(d.name.size() + 8);
+    out.append(d.name.substr(0, at));
+    out.append(text::to_decimal(layers[layer].index));
+    out.append(d.name.substr(at + 3));
+    return out;
   }
   /// Whether layer `layer` is called `name` (no allocation: usable in many static_asserts).
   constexpr bool is_named(std::size_t layer, std::string_view name) const {
