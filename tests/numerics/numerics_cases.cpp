@@ -519,3 +519,59 @@ TEST_CASE("the MoE vectors through qpolicy quantize on an experts checkpoint", "
     }
   }
 }
+
+#include "../../kernels/cpu/gemm_reference.hpp"
+
+TEST_CASE("FP8 GEMM references within spec §10's bound", "[numerics][gemm]") {
+  for (const auto* c : of_kind("gemm")) {
+    INFO(c->at("id").as_string());
+    const auto sa = shape(c->at("input").at("A").at("shape")), sb = shape(c->at("input").at("B").at("shape"));
+    const auto a = bf16(c->at("input").at("A")), b = bf16(c->at("input").at("B"));
+    const std::int64_t m = sa[0], k = sa[1], n = sb[0];
+    const auto av = view(a, m, k), bv = view(b, n, k);
+    std::vector<std::uint8_t> qa(a.size()), qb(b.size());
+    std::vector<float> out(static_cast<std::size_t>(m * n));
+    // The bound with float32 output: |out - ref| <= K * 2^-24 * T, T the sum of |scaled terms|.
+    auto check = [&](const char* name, auto&& magnitude_sum) {
+      const auto& want = c->at("output").at(name).as_array();
+      REQUIRE(want.size() == out.size());
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          const double ref = std::stod(std::string(want[static_cast<std::size_t>(i * n + j)].as_string()));
+          const double bound = static_cast<double>(k) * std::ldexp(1.0, -24) * magnitude_sum(i, j);
+          INFO(name << " (" << i << ", " << j << "): got " << out[static_cast<std::size_t>(i * n + j)] << ", ref " << ref);
+          CHECK(std::fabs(out[static_cast<std::size_t>(i * n + j)] - ref) <= bound);
+        }
+    };
+    float s_a = 0, s_w = 0;
+    std::vector<float> s_tok(static_cast<std::size_t>(m));
+    ref::weight_per_tensor(bv, qb.data(), &s_w);
+    ref::dynamic_per_tensor(av, qa.data(), &s_a);
+    ref::gemm_scaled(qa.data(), &s_a, false, qb.data(), &s_w, false, m, n, k, out.data());
+    check("per_tensor_x_per_tensor", [&](std::int64_t i, std::int64_t j) {
+      double t = 0;
+      for (std::int64_t x = 0; x < k; ++x)
+        t += std::fabs(fp8::decode(qa[i * k + x]) * fp8::decode(qb[j * k + x]) * double(s_a) * s_w);
+      return t;
+    });
+    ref::dynamic_per_token(av, qa.data(), s_tok.data());
+    ref::gemm_scaled(qa.data(), s_tok.data(), true, qb.data(), &s_w, false, m, n, k, out.data());
+    check("per_token_x_per_tensor", [&](std::int64_t i, std::int64_t j) {
+      double t = 0;
+      for (std::int64_t x = 0; x < k; ++x)
+        t += std::fabs(fp8::decode(qa[i * k + x]) * fp8::decode(qb[j * k + x]) * double(s_tok[i]) * s_w);
+      return t;
+    });
+    std::vector<float> sg(static_cast<std::size_t>(m * (k / 128))), sblk(static_cast<std::size_t>(((n + 127) / 128) * (k / 128)));
+    ref::per_token_group(av, {}, qa.data(), sg.data());
+    ref::block_128x128(bv, {}, qb.data(), sblk.data());
+    ref::gemm_blocked(qa.data(), sg.data(), qb.data(), sblk.data(), m, n, k, out.data());
+    check("block_1x128_x_128x128", [&](std::int64_t i, std::int64_t j) {
+      double t = 0;
+      for (std::int64_t x = 0; x < k; ++x)
+        t += std::fabs(fp8::decode(qa[i * k + x]) * fp8::decode(qb[j * k + x]) * double(sg[i * (k / 128) + x / 128]) *
+                       sblk[(j / 128) * (k / 128) + x / 128]);
+      return t;
+    });
+  }
+}
