@@ -55,3 +55,16 @@ TEST_CASE("grouped compile-time decisions equal per-layer runtime decisions", "[
   same_as_runtime<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:h\\.1[0-9]\\.c_attn_extra$", "re:h\xc3\xa9\\.9">>>>(
       "fp8_per_block", R"({"ignore": ["re:h\\.1[0-9]\\.c_attn_extra$", "re:h\u00e9\\.9"]})");
 }
+
+TEST_CASE("model definitions are validated as the model file reader validates", "[compile-time][models]") {
+  static_assert(qp::validate(edge_model).empty());
+  constexpr auto shards = qp::model(qp::linear("x.qkv_proj", "QKVParallelLinear", {96, 32}).with_shards({32, 32, 16}));
+  STATIC_REQUIRE(qp::validate(shards) == "layer 'x.qkv_proj': shard sizes add up to 80, not out_features 96");
+  constexpr auto empty_class = qp::model(qp::linear("x", "", {1, 1}));
+  STATIC_REQUIRE(qp::validate(empty_class) == "layer 'x': layer class is empty");
+  constexpr auto stray_index = qp::model(qp::linear("x.{i}", "RowParallelLinear"));
+  STATIC_REQUIRE(qp::validate(stray_index) == "layer 'x.{i}': \"{i}\" is only meaningful inside qp::repeat");
+  constexpr auto twice = qp::model(qp::repeat<2>(qp::block(qp::linear("x.{i}.{i}", "RowParallelLinear"))));
+  STATIC_REQUIRE(qp::validate(twice) == "layer 'x.{i}.{i}': \"{i}\" may appear once in a layer name");
+  CHECK_THROWS_WITH(qp::to_runtime(shards), Catch::Contains("shard sizes add up to 80"));
+}

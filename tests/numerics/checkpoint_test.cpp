@@ -268,3 +268,39 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
   // Nothing configured (a checkpoint method name resolves to None).
   refused({"-q", "fp8", "-o", out, good}, out, "nothing to quantize");
 }
+
+TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[numerics][cli][usage]") {
+  const auto in = write_checkpoint(synthetic(), "flags.safetensors");
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), exe);
+    return qpolicy::test::run_process(args);
+  };
+  const auto out = (dir() / "flags_out.safetensors").string();
+  struct bad {
+    std::vector<std::string> args;
+    int status;
+    std::string message;
+  };
+  const std::vector<bad> cases{
+      {{"quantize-tensor", "--key", "fp8_per_nothing", in, "-o", out}, 2, "--key: unknown quantization name 'fp8_per_nothing'"},
+      {{"quantize-tensor", "--key", "fp8_per_token", "--scale-layout", "diagonal", in, "-o", out}, 1, "--scale-layout must be row, col or col-tma, got 'diagonal'"},
+      {{"quantize-tensor", "--key", "fp8_per_token", "--device", "tpu", in, "-o", out}, 1, "--device must be cpu or cuda, got 'tpu'"},
+      {{"quantize-tensor", "--key", "fp8_per_token", "--threads", "0", in, "-o", out}, 1, "--threads must be an integer from 1 to 4096, got '0'"},
+      {{"quantize-tensor", "--key", "fp8_per_token", in}, 1, "quantize-tensor needs -o OUTPUT.safetensors"},
+      {{"quantize-tensor", "--key", "fp8_per_token", in, in, "-o", out}, 1, "takes one input file"},
+      {{"quantize", "-q", "fp8_per_block", in}, 1, "quantize needs -o OUTPUT.safetensors"},
+      {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an INPUT"},
+      {{"quantize", "-q", "fp8_per_block", "--threads", "x", "-o", out, in}, 1, "--threads must be an integer from 1 to 4096, got 'x'"},
+      {{"quantize", "-q", "fp8_per_block", "--device", "gpu", "-o", out, in}, 1, "--device must be cpu or cuda, got 'gpu'"},
+      {{"quantize", "-q", "fp8_per_block", "-o", out, (dir() / "missing.safetensors").string()}, 2, "cannot open"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run(c.args);
+    INFO(c.message << "\n" << r.err);
+    CHECK(r.status == c.status);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+    CHECK_FALSE(fs::exists(out));
+  }
+}
