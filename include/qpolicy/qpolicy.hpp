@@ -7,4 +7,5 @@
 #include "qpolicy/static/for_each_layer.hpp"
 #include "qpolicy/static/model_def.hpp"
 #include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/static/static_plan_runtime.hpp"
 #include "qpolicy/static/typed_config.hpp"

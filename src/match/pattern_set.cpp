@@ -42,6 +42,11 @@ void pattern_set::build_char_classes(const program& prog) {
     // Negation does not change the partition a set induces, so the raw bits suffice.
     split([&](char32_t c) { return c < 64 ? ((bits.first >> c) & 1) != 0 : ((bits.second >> (c - 64)) & 1) != 0; });
   }
+  std::uint64_t literals[2] = {0, 0};  // each ASCII literal character is a class of its own
+  for (const auto& in : prog.insts)
+    if (in.code == op::literal && in.a < 128) literals[in.a >> 6] |= std::uint64_t{1} << (in.a & 63);
+  for (char32_t c = 0; c < 128; ++c)
+    if ((literals[c >> 6] >> (c & 63)) & 1) split([c](char32_t d) { return d == c; });
   split([](char32_t c) { return c == U'\n'; });
   if (prog.uses_word_edges) split([](char32_t c) { return is_word_ascii(c); });
   classes_ = count;

@@ -1,6 +1,6 @@
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/match/pattern_set.hpp"
-#include "qpolicy/plan/planner.hpp"
+#include "qpolicy/plan/build_plan.hpp"
 
 namespace qpolicy {
 

@@ -20,15 +20,19 @@ class dfa_pattern_set {
 
   constexpr dfa_pattern_set() = default;
   constexpr explicit dfa_pattern_set(compiled_patterns compiled)
-      : compiled_(std::move(compiled)), words_((compiled_.size() + 63) / 64), closure_(compiled_.prog) {
+      : compiled_(std::move(compiled)),
+        words_((compiled_.size() + 63) / 64),
+        core_words_((compiled_.prog.insts.size() + 64) / 64),
+        closure_(compiled_.prog) {
     states_.reserve(256);  // growth would move every state (each a handful of vectors)
+    index_.assign(64, -1);
     scratch_.matched.assign(compiled_.size(), false);
     scratch_.uncertain.assign(compiled_.size(), false);
-    state s;
-    set_core(s, compiled_.prog.starts);
-    s.done.assign(words_, 0);
-    s.is_start = true;
-    intern(std::move(s));
+    next_bits_ = buffer<std::uint64_t>(core_words_);
+    next_done_ = buffer<std::uint64_t>(words_);
+    const auto& starts = compiled_.prog.starts;
+    for (std::size_t k = 0, n = starts.size(); k < n; ++k) set_bit(next_bits_.data(), starts[k]);
+    intern_next(true, false);
   }
 
   constexpr std::size_t size() const { return compiled_.size(); }
@@ -119,9 +123,10 @@ class dfa_pattern_set {
 
  private:
   struct state {
-    std::vector<std::uint32_t> core;       // pcs waiting for their epsilon closure, ascending
-    std::vector<std::uint64_t> core_bits;  // the same set as bits: the state's identity
-    std::vector<std::uint64_t> done;       // patterns already matched
+    // buffers, not vectors: cheaper to make during constant evaluation
+    buffer<std::uint32_t> core;       // pcs waiting for their epsilon closure, ascending
+    buffer<std::uint64_t> core_bits;  // the same set as bits: the state's identity
+    buffer<std::uint64_t> done;       // patterns already matched
     bool is_start = false, prev_word = false, dead = false;
     bool has_end = false;
     // Sparse edges, not a 128-wide row: every element a vector initializes costs hundreds of steps
@@ -132,46 +137,84 @@ class dfa_pattern_set {
     };
     std::vector<edge> edges;
     std::vector<std::uint64_t> end_done;
-    std::uint64_t hash = 0;  // of the identity below: most comparisons stop here
-    constexpr void rehash() {
-      std::uint64_t h = (is_start ? 0x9e3779b97f4a7c15ull : 0) ^ (prev_word ? 0x632be59bd9b4e019ull : 0);
-      for (std::size_t w = 0, n = core_bits.size(); w < n; ++w) h = (h ^ core_bits.data()[w]) * 0x100000001b3ull;
-      for (std::size_t w = 0, n = done.size(); w < n; ++w) h = (h ^ done.data()[w]) * 0x100000001b3ull;
-      hash = h;
-    }
-    constexpr bool same(const state& o) const {
-      if (hash != o.hash || is_start != o.is_start || prev_word != o.prev_word) return false;
-      for (std::size_t w = 0, n = core_bits.size(); w < n; ++w)
-        if (core_bits.data()[w] != o.core_bits.data()[w]) return false;
-      for (std::size_t w = 0, n = done.size(); w < n; ++w)
-        if (done.data()[w] != o.done.data()[w]) return false;
-      return true;
-    }
+    std::uint64_t hash = 0;  // of the identity: core_bits, done, is_start, prev_word
   };
 
   compiled_patterns compiled_;
-  std::size_t words_ = 0;
+  std::size_t words_ = 0, core_words_ = 0;
   std::vector<state> states_;
+  // Open addressing over states_ by hash (-1: empty), at most half full: a step to a state that
+  // exists already costs one probe or two, and allocates nothing.
+  std::vector<std::int32_t> index_;
+  buffer<std::uint64_t> next_bits_, next_done_;  // the state being looked up
   closure_builder closure_;
   run_result scratch_;
-  std::vector<std::uint32_t> consuming_, next_;
+  std::vector<std::uint32_t> consuming_;
   std::vector<char> last_name_;                  // the previous name match() walked
   std::vector<std::int32_t> last_states_{start_state};  // its state before each character
 
-  // Sets of pcs go through a bitset: sorted, deduplicated and comparable in a few word operations
-  // (sorting during constant evaluation costs far more).
-  constexpr void set_core(state& s, const std::vector<std::uint32_t>& pcs) const {
-    s.core_bits.assign((compiled_.prog.insts.size() + 64) / 64, 0);
-    std::uint64_t* bits = s.core_bits.data();
-    for (std::size_t k = 0, n = pcs.size(); k < n; ++k) bits[pcs[k] >> 6] |= std::uint64_t{1} << (pcs[k] & 63);
+  static constexpr void set_bit(std::uint64_t* bits, std::uint32_t k) { bits[k >> 6] |= std::uint64_t{1} << (k & 63); }
+
+  constexpr std::uint64_t hash_next(bool is_start, bool prev_word) const {
+    std::uint64_t h = (is_start ? 0x9e3779b97f4a7c15ull : 0) ^ (prev_word ? 0x632be59bd9b4e019ull : 0);
+    const std::uint64_t* b = next_bits_.data();
+    for (std::size_t w = 0; w < core_words_; ++w) h = (h ^ b[w]) * 0x100000001b3ull;
+    const std::uint64_t* d = next_done_.data();
+    for (std::size_t w = 0; w < words_; ++w) h = (h ^ d[w]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+  }
+  constexpr bool is_next(const state& s, std::uint64_t hash, bool is_start, bool prev_word) const {
+    if (s.hash != hash || s.is_start != is_start || s.prev_word != prev_word) return false;
+    const std::uint64_t *a = s.core_bits.data(), *b = next_bits_.data();
+    for (std::size_t w = 0; w < core_words_; ++w)
+      if (a[w] != b[w]) return false;
+    const std::uint64_t *c = s.done.data(), *d = next_done_.data();
+    for (std::size_t w = 0; w < words_; ++w)
+      if (c[w] != d[w]) return false;
+    return true;
+  }
+
+  // The state whose identity is next_bits_ / next_done_, made when new. Sets of pcs go through a
+  // bitset: sorted, deduplicated and comparable in a few word operations (sorting during constant
+  // evaluation costs far more); the pc list is made once per state.
+  constexpr std::int32_t intern_next(bool is_start, bool prev_word) {
+    const std::uint64_t h = hash_next(is_start, prev_word);
+    std::size_t mask = index_.size() - 1, slot = static_cast<std::size_t>(h) & mask;
+    for (std::int32_t* index = index_.data(); index[slot] >= 0; slot = (slot + 1) & mask)
+      if (is_next(states_.data()[index[slot]], h, is_start, prev_word)) return index[slot];
+    state s;
+    s.core_bits = next_bits_;
+    s.done = next_done_;
+    s.edges.reserve(4);  // most states have a few edges: no regrowth
+    s.hash = h;
+    s.is_start = is_start;
+    s.prev_word = prev_word;
     std::size_t count = 0;
-    for (std::size_t w = 0, n = s.core_bits.size(); w < n; ++w) count += static_cast<std::size_t>(__builtin_popcountll(bits[w]));
-    s.core.resize(count);  // one allocation, no growth
+    const std::uint64_t* bits = next_bits_.data();
+    for (std::size_t w = 0; w < core_words_; ++w) count += static_cast<std::size_t>(__builtin_popcountll(bits[w]));
+    s.core = buffer<std::uint32_t>(count);
     std::uint32_t* core = s.core.data();
     std::size_t k = 0;
-    for (std::size_t w = 0, n = s.core_bits.size(); w < n; ++w)
+    for (std::size_t w = 0; w < core_words_; ++w)
       for (std::uint64_t b = bits[w]; b; b &= b - 1)
         core[k++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
+    s.dead = count == 0;  // nothing left to decide: every character stays here
+    const auto id = static_cast<std::int32_t>(states_.size());
+    states_.push_back(std::move(s));
+    index_[slot] = id;
+    if (2 * states_.size() > index_.size()) rebuild_index();
+    return id;
+  }
+
+  constexpr void rebuild_index() {
+    index_.assign(2 * index_.size(), -1);
+    const std::size_t mask = index_.size() - 1;
+    std::int32_t* index = index_.data();
+    for (std::size_t i = 0, n = states_.size(); i < n; ++i) {
+      std::size_t slot = static_cast<std::size_t>(states_.data()[i].hash) & mask;
+      while (index[slot] >= 0) slot = (slot + 1) & mask;
+      index[slot] = static_cast<std::int32_t>(i);
+    }
   }
 
   constexpr std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b) const {
@@ -181,19 +224,9 @@ class dfa_pattern_set {
       if (p[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);
     return out;
   }
-  constexpr void load_done(const std::vector<std::uint64_t>& done) {
+  constexpr void load_done(const buffer<std::uint64_t>& done) {
     std::uint8_t* m = scratch_.matched.data();
     for (std::size_t k = 0, n = compiled_.size(); k < n; ++k) m[k] = (done[k >> 6] >> (k & 63)) & 1;
-  }
-
-  constexpr std::int32_t intern(state&& s) {
-    s.rehash();
-    for (std::size_t i = 0, n = states_.size(); i < n; ++i)
-      if (states_.data()[i].same(s)) return static_cast<std::int32_t>(i);
-    s.dead = s.core.empty();  // nothing left to decide: every character stays here
-    const auto id = static_cast<std::int32_t>(states_.size());
-    states_.push_back(std::move(s));
-    return id;
   }
 
   constexpr std::int32_t build_step(std::int32_t from, char c) {
@@ -208,18 +241,19 @@ class dfa_pattern_set {
     load_done(s.done);
     consuming_.clear();
     closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
-    state t;
-    next_.clear();
+    std::uint64_t* bits = next_bits_.data();
+    for (std::size_t w = 0; w < core_words_; ++w) bits[w] = 0;
     const std::uint8_t* matched = scratch_.matched.data();
     for (std::size_t k = 0, n = consuming_.size(); k < n; ++k) {
       const auto pc = consuming_[k];
       if (matched[prog.owner[pc]]) continue;
-      if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) next_.push_back(pc + 1);
+      if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) set_bit(bits, pc + 1);
     }
-    set_core(t, next_);
-    t.done = to_bits(scratch_.matched);
-    t.prev_word = prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c));
-    return intern(std::move(t));
+    std::uint64_t* done = next_done_.data();
+    for (std::size_t w = 0; w < words_; ++w) done[w] = 0;
+    for (std::size_t k = 0, n = compiled_.size(); k < n; ++k)
+      if (matched[k]) set_bit(done, static_cast<std::uint32_t>(k));
+    return intern_next(false, prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c)));
   }
 };
 

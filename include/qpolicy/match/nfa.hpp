@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "qpolicy/core/buffer.hpp"
 #include "qpolicy/match/program.hpp"
 
 namespace qpolicy::match {
@@ -47,7 +48,7 @@ class closure_builder {
   constexpr closure_builder() = default;
   // Each visit pushes at most two pcs per newly marked instruction, plus its start.
   constexpr explicit closure_builder(const program& prog)
-      : mark_(prog.insts.size(), 0), stack_(2 * prog.insts.size() + 1, 0) {}
+      : mark_(prog.insts.size()), stack_(2 * prog.insts.size() + 1) {}
 
   // The program is an argument, not a member, so the matchers that own one stay movable.
   template <class Pcs>
@@ -58,8 +59,8 @@ class closure_builder {
   }
 
  private:
-  std::vector<std::uint32_t> mark_;
-  std::vector<std::uint32_t> stack_;
+  buffer<std::uint32_t> mark_;
+  buffer<std::uint32_t> stack_;
   std::uint32_t gen_ = 0;
 
   // Raw pointers over preallocated storage: the compile-time planner builds its DFA states here, and
@@ -88,6 +89,7 @@ class closure_builder {
         case op::jmp: stack[top++] = in.a; break;
         case op::match: matched[in.a] = 1; break;
         case op::set:
+        case op::literal:
         case op::any:
         case op::any_but_nl: out.push_back(pc); break;
         default: {
@@ -103,6 +105,7 @@ class closure_builder {
 
 /// Whether consuming instruction `in` accepts `c`.
 constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
+  if (in.code == op::literal) return c == in.a ? tri::yes : tri::no;
   if (in.code == op::any) return tri::yes;
   if (in.code == op::any_but_nl) return c == U'\n' ? tri::no : tri::yes;
   return set_contains(prog.sets[in.a], c);

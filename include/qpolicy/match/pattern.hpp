@@ -113,10 +113,7 @@ struct compiled_patterns {
 namespace detail {
 constexpr void emit_literal_whole(program& prog, std::string_view name, std::uint32_t owner) {
   for (char32_t c : text::decode_utf8(name).code_points) {
-    char_set s;
-    s.add(c, c);
-    prog.sets.push_back(std::move(s));
-    prog.insts.push_back({op::set, static_cast<std::uint32_t>(prog.sets.size() - 1), 0});
+    prog.insts.push_back({op::literal, static_cast<std::uint32_t>(c), 0});
     prog.owner.push_back(owner);
   }
   prog.insts.push_back({op::at_end, 0, 0});
@@ -161,6 +158,10 @@ constexpr maybe<regex_error> compile_pattern(program& prog, std::string_view pat
 
 constexpr compiled_patterns compile_patterns(const std::vector<std::string>& patterns, glob_mode globs) {
   compiled_patterns out;
+  std::size_t chars = 0;
+  for (std::size_t k = 0; k < patterns.size(); ++k) chars += patterns[k].size();
+  out.prog.insts.reserve(3 * chars + 4 * patterns.size());  // typical size: no reallocation
+  out.prog.owner.reserve(3 * chars + 4 * patterns.size());
   for (std::size_t k = 0; k < patterns.size(); ++k)
     out.errors.push_back(compile_pattern(out.prog, patterns[k], static_cast<std::uint32_t>(k), globs));
   return out;

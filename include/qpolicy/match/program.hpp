@@ -40,6 +40,7 @@ constexpr tri set_contains(const char_set& s, char32_t c) {
 
 enum class op : std::uint8_t {
   set,          // consume one character in sets[a]
+  literal,      // consume the code point a (a one-character set without the set)
   any_but_nl,   // '.'
   any,          // '.' under DOTALL (globs)
   split,        // continue at a and at b

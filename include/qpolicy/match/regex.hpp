@@ -28,7 +28,11 @@ namespace detail {
 
 class regex_parser {
  public:
-  constexpr regex_parser(std::vector<char32_t> pattern, bool dotall) : p_(std::move(pattern)), dotall_(dotall) {}
+  // Room for every node up front: a node holds a vector, and moving nodes when the list grows is
+  // a large part of compiling a pattern during constant evaluation.
+  constexpr regex_parser(std::vector<char32_t> pattern, bool dotall) : p_(std::move(pattern)), dotall_(dotall) {
+    nodes.reserve(2 * p_.size() + 2);
+  }
 
   std::vector<node> nodes;
   std::vector<char_set> sets;
@@ -72,10 +76,13 @@ class regex_parser {
     n.set = static_cast<std::uint32_t>(sets.size() - 1);
     return add(std::move(n));
   }
+  // A one-character instruction, not a set: building sets is the costly part of compiling a pattern
+  // during constant evaluation, and most characters of most patterns are literals.
   constexpr std::uint32_t literal(char32_t c) {
-    char_set s;
-    s.add(c, c);
-    return add_set(std::move(s));
+    node n;
+    n.kind = node_kind::literal;
+    n.set = static_cast<std::uint32_t>(c);
+    return add(std::move(n));
   }
 
   constexpr std::uint32_t parse_alt(int depth) {

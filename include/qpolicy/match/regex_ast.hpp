@@ -8,12 +8,12 @@
 
 namespace qpolicy::match::detail {
 
-enum class node_kind : std::uint8_t { empty, set, any, assertion, concat, alt, repeat };
+enum class node_kind : std::uint8_t { empty, set, literal, any, assertion, concat, alt, repeat };
 
 struct node {
   node_kind kind = node_kind::empty;
   op assertion = op::at_begin;      // for assertion
-  std::uint32_t set = 0;            // for set
+  std::uint32_t set = 0;            // for set: its index; for literal: the code point
   std::uint32_t min = 0, max = 0;   // for repeat; max == unbounded for '*'/'+'
   std::vector<std::uint32_t> kids;  // concat/alt children, repeat child
 };
@@ -35,6 +35,7 @@ class emitter {
     switch (n.kind) {
       case node_kind::empty: return;
       case node_kind::set: push({op::set, set_base_ + n.set, 0}); return;
+      case node_kind::literal: push({op::literal, n.set, 0}); return;
       case node_kind::any: push({dotall_ ? op::any : op::any_but_nl, 0, 0}); return;
       case node_kind::assertion: push({n.assertion, 0, 0}); return;
       case node_kind::concat:

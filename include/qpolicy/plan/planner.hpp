@@ -2,18 +2,14 @@
 // The per-layer decision rules (spec §3.7, §4.2-§4.4, §5), written once as constexpr code over any
 // matcher with `match(name, hits)`: the runtime instantiates it with the lazy-DFA pattern_set, the
 // compile-time front end with the NFA. Every layer is decided; errors are per layer.
-#include <algorithm>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/model/model.hpp"
 #include "qpolicy/plan/plan.hpp"
-#include "qpolicy/plan/shapes.hpp"
-#include "qpolicy/plan/summary.hpp"
 
 namespace qpolicy {
 
@@ -138,7 +134,8 @@ class planner {
   // Legacy §4.4: in order, first match wins; fused path unless the name is literally listed.
   constexpr ignore_result ignore_legacy(Matcher& m, const layer_desc& layer, const std::vector<std::string>& ignore) {
     const auto* p = model_.fused_entry(layer.name);
-    const bool literally_listed = std::find(ignore.begin(), ignore.end(), layer.name) != ignore.end();
+    bool literally_listed = false;
+    for (const auto& pattern : ignore) literally_listed |= pattern == layer.name;
     if (!p || literally_listed) {
       const auto& h = hits_of(m, layer.name, 0, true);
       if (h.error) return {false, -1, h.error};
@@ -435,22 +432,5 @@ class plan_session {
   detail::planner<Matcher> planner_;
   maybe<Matcher> ignore_, targets_;
 };
-
-/// Decides every layer of `model` under `config`. Errors before any layer (the "at least one" check,
-/// a pattern qpolicy cannot run) come back as the outcome's error; layer errors live in the plan.
-template <class Matcher>
-constexpr outcome<plan> build_plan(const resolved_config& config, const model_desc& model, const plan_options& options = {}) {
-  plan_session<Matcher> session(config, model);
-  if (auto e = session.start()) return {std::nullopt, *e};
-  plan& out = session.out;
-  out.layers.reserve(model.layers.size());
-  for (const auto& layer : model.layers) out.layers.push_back(session.decide(layer));
-  session.finish();
-  if (out.configured) {
-    out.summary = summarize(out, model);
-    if (options.check_shapes) check_shapes(out, model, options);
-  }
-  return {std::move(out), std::nullopt};
-}
 
 }  // namespace qpolicy

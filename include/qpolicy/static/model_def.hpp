@@ -256,32 +256,35 @@ constexpr auto model(First first, Parts... parts) {
 /// inside repeats. Returns the first problem as "LOC: MESSAGE", or "".
 template <std::size_t D, std::size_t L, std::size_t P>
 constexpr std::string validate(const model_def<D, L, P>& m) {
+  // Messages are made only on failure, and "{i}" is looked for once per record, not per layer: both
+  // matter during constant evaluation.
+  bool has_slot[D + 1]{};
   for (std::size_t k = 0; k < D; ++k) {
     const auto& d = m.defs[k];
-    const std::string where = "layer " + text::py_repr(d.name);
+    const auto where = [&] { return "layer " + text::py_repr(d.name); };
+    has_slot[k] = d.index_at() != std::string_view::npos;
     if (d.name.empty()) return "model definition: a layer name is empty";
-    if (d.class_name.empty()) return where + ": layer class is empty";
+    if (d.class_name.empty()) return where() + ": layer class is empty";
     if (d.out_features < 0 || d.in_features < 0 || d.num_experts < 0 || d.hidden_size < 0 || d.intermediate_size < 0)
-      return where + ": sizes must be positive";
-    if (d.shard_count > 8) return where + ": at most 8 shard sizes";
+      return where() + ": sizes must be positive";
+    if (d.shard_count > 8) return where() + ": at most 8 shard sizes";
     if (const auto at = d.index_at(); at != std::string_view::npos && d.name.find("{i}", at + 3) != std::string_view::npos)
-      return where + ": \"{i}\" may appear once in a layer name";
+      return where() + ": \"{i}\" may appear once in a layer name";
     std::int64_t sum = 0;
     for (std::size_t s = 0; s < d.shard_count; ++s) {
-      if (d.shard_sizes[s] <= 0) return where + ": shard sizes must be positive";
+      if (d.shard_sizes[s] <= 0) return where() + ": shard sizes must be positive";
       sum += d.shard_sizes[s];
     }
     if (d.shard_count && sum != d.out_features)
-      return where + ": shard sizes add up to " + text::to_decimal(sum) + ", not out_features " +
+      return where() + ": shard sizes add up to " + text::to_decimal(sum) + ", not out_features " +
              text::to_decimal(d.out_features);
   }
   for (std::size_t i = 0; i < L; ++i) {
-    const auto& d = m.def_of(i);
-    const bool has_slot = d.index_at() != std::string_view::npos;
-    if (has_slot && m.layers[i].index < 0)
-      return "layer " + text::py_repr(d.name) + ": \"{i}\" is only meaningful inside qp::repeat";
-    if (!has_slot && m.layers[i].index >= 0)
-      return "layer " + text::py_repr(d.name) + " is inside qp::repeat but has no \"{i}\", so its copies share one name";
+    const bool slot = has_slot[m.layers[i].def];
+    if (slot && m.layers[i].index < 0)
+      return "layer " + text::py_repr(m.def_of(i).name) + ": \"{i}\" is only meaningful inside qp::repeat";
+    if (!slot && m.layers[i].index >= 0)
+      return "layer " + text::py_repr(m.def_of(i).name) + " is inside qp::repeat but has no \"{i}\", so its copies share one name";
   }
   return {};
 }

@@ -191,6 +191,8 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   const std::size_t width = probes.size();
   std::vector<std::int32_t> classes;              // width states per class, flat
   std::vector<std::int32_t> reached(width, 0);    // the current index's states
+  std::vector<std::int32_t> head_reached(width, 0);  // the states after all its digits but the last
+  std::int64_t head_of_reached = -1;                 // ... for this index / 10
   std::vector<std::vector<std::int32_t>> decision_of(m.defs.size());  // per record: class -> layer, -1
   std::int64_t current_index = -1;
   std::int32_t current_class = -1;
@@ -198,15 +200,24 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
     const layer_ref ref = m.layers[i];
     const bool groupable = splits[ref.def].groupable;
     if (groupable && ref.index != current_index) {
-      char digits[12]{};
-      std::size_t n = 0;
-      for (auto v = ref.index; n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
-      std::int32_t* r = reached.data();
-      for (std::size_t p = 0; p < width; ++p) {
-        std::int32_t st = probes[p].state;
-        for (std::size_t k = n; k > 0; --k) st = matchers[probes[p].matcher]->step(st, digits[k - 1]);
-        r[p] = st;
+      // Indices ascend in runs of ten that share all digits but the last: walk those once per run.
+      const probe* pr = probes.data();
+      const std::int64_t head = ref.index / 10;
+      std::int32_t* h = head_reached.data();
+      if (head != head_of_reached) {
+        char digits[12]{};
+        std::size_t n = 0;
+        for (auto v = head; v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+        for (std::size_t p = 0; p < width; ++p) {
+          std::int32_t st = pr[p].state;
+          for (std::size_t k = n; k > 0; --k) st = matchers[pr[p].matcher]->step(st, digits[k - 1]);
+          h[p] = st;
+        }
+        head_of_reached = head;
       }
+      const char last = static_cast<char>('0' + ref.index % 10);
+      std::int32_t* r = reached.data();
+      for (std::size_t p = 0; p < width; ++p) r[p] = matchers[pr[p].matcher]->step(h[p], last);
       const std::size_t known = width ? classes.size() / width : 0;
       current_class = -1;
       for (std::size_t c = 0; c < known && current_class < 0; ++c) {
@@ -269,22 +280,5 @@ struct static_plan_holder {
 template <class Policy, const auto& Model>
 inline constexpr const auto& plan_for =
     (void(detail::static_plan_holder<Policy, Model>::checked()), detail::static_plan_holder<Policy, Model>::value);
-
-/// The compile-time plan as a runtime plan (patterns, summary), for printing and comparing.
-template <class Model, std::size_t NP, std::size_t NC>
-plan to_runtime(const static_plan<Model, NP, NC>& sp) {
-  plan p;
-  p.configured = sp.configured;
-  p.layers.assign(sp.layers.begin(), sp.layers.end());
-  for (std::size_t k = 0; k < sp.pattern_count; ++k) p.patterns.emplace_back(sp.pattern(k));
-  if (p.configured) p.summary = summarize(p, to_runtime(*sp.model));
-  return p;
-}
-
-/// Layer-by-layer equality of a runtime plan and a compile-time plan (decisions, patterns, summary).
-template <class Model, std::size_t NP, std::size_t NC>
-bool operator==(const plan& runtime, const static_plan<Model, NP, NC>& compiled) {
-  return runtime.same_decisions(to_runtime(compiled));
-}
 
 }  // namespace qpolicy
