@@ -1,5 +1,7 @@
 #include "fast.hpp"
 
+#include "parallel.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -11,36 +13,10 @@ using namespace fp8;
 
 namespace {
 
-// x86-64-v4 (AVX-512), v3 (AVX2, FMA: unused, since no expression here has a multiply feeding an add)
-// and the baseline: see the element loops below.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define QP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define QP_CLONES
-#endif
-
-unsigned thread_count(const cpu_options& o, std::int64_t work_items) {
-  unsigned n = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, work_items)));
-}
-
 /// Runs fn(first, last) over [0, items) split into one contiguous range per thread.
 template <class Fn>
 void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
-  const unsigned n = thread_count(o, items);
-  if (n <= 1) {
-    fn(std::int64_t{0}, items);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(n - 1);
-  const std::int64_t chunk = (items + n - 1) / n;
-  for (unsigned t = 1; t < n; ++t) {
-    const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
-    pool.emplace_back([&fn, first, last] { fn(first, last); });
-  }
-  fn(std::int64_t{0}, std::min(items, chunk));
-  for (auto& th : pool) th.join();
+  detail::parallel_ranges(items, o.threads, std::forward<Fn>(fn));
 }
 
 QP_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
@@ -116,7 +92,7 @@ QP_CLONES void codes_times_unclamped(const float* __restrict in, std::int64_t n,
 
 /// amax over the whole tensor, rows split over threads.
 float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o) {
-  const unsigned n = thread_count(o, x.rows);
+  const unsigned n = detail::thread_count(o.threads, x.rows);
   std::vector<float> partial(n, 0.0f);
   const std::int64_t chunk = (x.rows + n - 1) / n;
   parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {

@@ -126,6 +126,13 @@ QP_HD float ue8m0(float v) {
 }
 
 /// Widening of 16-bit inputs to float32 (exact).
+/// float32 -> bf16 bits, round to nearest even; a NaN stays a quiet NaN of the same sign.
+QP_HD std::uint16_t to_bf16(float x) {
+  const std::uint32_t u = bits_of(x);
+  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<std::uint16_t>(is_nan(x) ? nan : rounded);
+}
 QP_HD float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
 QP_HD float from_fp16(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;

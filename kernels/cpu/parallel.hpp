@@ -1,0 +1,46 @@
+#pragma once
+// What the CPU fast kernels share: element loops cloned per instruction set, and work split over
+// threads (one contiguous range of work items per thread, no pool: kernels run for milliseconds or
+// more, so a thread start is noise).
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+// x86-64-v4 (AVX-512), v3 (AVX2) and the baseline, chosen at load time (an ifunc): wider vectors, the
+// same IEEE operations, so the same bits. FMA is never formed: ISO C++ mode compiles with
+// -ffp-contract=off, and the reference adds each product after rounding it.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QP_CLONES
+#endif
+
+namespace qpolicy::cpu::detail {
+
+/// Threads for `work_items` items with `threads` requested (0: the hardware's count).
+inline unsigned thread_count(unsigned threads, std::int64_t work_items) {
+  const unsigned n = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, work_items)));
+}
+
+/// Runs fn(first, last) over [0, items) split into one contiguous range per thread.
+template <class Fn>
+void parallel_ranges(std::int64_t items, unsigned threads, Fn&& fn) {
+  const unsigned n = thread_count(threads, items);
+  if (n <= 1) {
+    fn(std::int64_t{0}, items);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(n - 1);
+  const std::int64_t chunk = (items + n - 1) / n;
+  for (unsigned t = 1; t < n; ++t) {
+    const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
+    pool.emplace_back([&fn, first, last] { fn(first, last); });
+  }
+  fn(std::int64_t{0}, std::min(items, chunk));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace qpolicy::cpu::detail

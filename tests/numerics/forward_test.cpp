@@ -1,0 +1,250 @@
+// FP8 GEMMs and forward passes on the CPU: the fast GEMMs equal the reference GEMMs bit for bit; every
+// scheme's linear and MoE forward pass equals its reference path bit for bit and stays within the
+// documented error of the unquantized float32 pass on shapes from ../shared/models (scaled down).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../../kernels/cpu/forward.hpp"
+#include "../../kernels/cpu/gemm_fast.hpp"
+#include "../../kernels/cpu/gemm_reference.hpp"
+
+namespace qp = qpolicy;
+namespace fp8 = qpolicy::fp8;
+namespace cpu = qpolicy::cpu;
+
+namespace {
+
+/// Random finite e4m3fn codes (no 0x7F / 0xFF: NaN).
+std::vector<std::uint8_t> random_codes(std::size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(0, 253);
+  std::vector<std::uint8_t> v(n);
+  for (auto& c : v) {
+    int x = d(rng);
+    if (x >= 0x7F) ++x;
+    c = static_cast<std::uint8_t>(x);
+  }
+  return v;
+}
+std::vector<float> random_scales(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(1e-4f, 2e-2f);
+  std::vector<float> v(n);
+  for (auto& s : v) s = d(rng);
+  return v;
+}
+
+/// A bf16 tensor of normal values with standard deviation `sd` (and a few outliers, as real weights).
+struct bf16_tensor {
+  std::int64_t rows, cols;
+  std::vector<std::uint16_t> bits;
+  fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
+};
+bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, sd);
+  bf16_tensor t{rows, cols, std::vector<std::uint16_t>(static_cast<std::size_t>(rows * cols))};
+  for (std::size_t i = 0; i < t.bits.size(); ++i) {
+    float v = d(rng);
+    if (i % 997 == 0) v *= 8.0f;  // outliers
+    t.bits[i] = fp8::to_bf16(v);
+  }
+  return t;
+}
+
+/// ||out - ref|| / ||ref|| over bf16 outputs; NaN when any output is NaN.
+double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = fp8::from_bf16(out[i]);
+    if (std::isnan(o)) return std::nan("");
+    num += (o - ref[i]) * (o - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace
+
+TEST_CASE("fast FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
+  std::mt19937 rng(7);
+  for (std::int64_t m : {1, 5, 67})
+    for (std::int64_t n : {1, 33, 130, 256})
+      for (std::int64_t k : {128, 256, 200}) {
+        INFO("m=" << m << " n=" << n << " k=" << k);
+        const auto a = random_codes(static_cast<std::size_t>(m * k), rng), w = random_codes(static_cast<std::size_t>(n * k), rng);
+        std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+        for (bool a_rows : {false, true})
+          for (bool w_rows : {false, true}) {
+            const auto sa = random_scales(static_cast<std::size_t>(m), rng), sw = random_scales(static_cast<std::size_t>(n), rng);
+            cpu::reference::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, want.data());
+            cpu::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, got.data(), nullptr, {3});
+            REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+          }
+        if (k % 128 != 0) continue;
+        const auto sa = random_scales(static_cast<std::size_t>(m * (k / 128)), rng);
+        const auto sw = random_scales(static_cast<std::size_t>(((n + 127) / 128) * (k / 128)), rng);
+        cpu::reference::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, want.data());
+        cpu::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, got.data(), nullptr, {2});
+        REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+      }
+}
+
+TEST_CASE("the float32 GEMM baseline computes A W^T", "[gemm]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  const std::int64_t m = 9, n = 40, k = 130;
+  std::vector<float> a(m * k), w(n * k), out(m * n);
+  for (auto& v : a) v = d(rng);
+  for (auto& v : w) v = d(rng);
+  cpu::gemm_f32(a.data(), w.data(), m, n, k, out.data());
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (std::int64_t t = 0; t < k; ++t) want += double(a[i * k + t]) * w[j * k + t];
+      REQUIRE(std::fabs(out[i * n + j] - want) <= 1e-4 * (1 + std::fabs(want)));
+    }
+}
+
+namespace {
+// Error bounds of a forward pass against the unquantized float32 pass, ||out - ref|| / ||ref||. An
+// e4m3fn code carries 3 mantissa bits: rounding moves a value by at most 2^-4 of itself and by about
+// 2^-4 / sqrt(3) ~ 3.6% RMS for values spread over a binade; a GEMM output sums K such errors of
+// both operands, which are independent, so its relative RMS error is about sqrt(2) x 3.6% ~ 5%
+// when one scale covers values of similar size. Coarse scales (one per tensor, with outliers) push
+// small values into the subnormal range, so per-tensor gets more room than per-channel and blocks.
+// The bf16 output rounding adds at most 2^-9. MoE runs two GEMMs, SiLU-and-mul between them.
+// Measured on these shapes: linear 3.6-3.8% for every scheme, MoE 6.1-6.5%.
+constexpr double linear_bound_per_tensor = 0.08, linear_bound_fine = 0.065;
+constexpr double moe_bound_per_tensor = 0.11, moe_bound_fine = 0.09;
+
+struct linear_case {
+  const char* what;
+  std::int64_t out_features, in_features;  // a real layer's shape, divided by 4
+};
+// Llama-3.1-8B (qkv_proj [6144, 4096], o_proj [4096, 4096], gate_up [28672, 4096], down [4096, 14336])
+// and Qwen3-30B-A3B attention (qkv_proj [5120, 2048], o_proj [2048, 4096]), each dimension / 4.
+const linear_case linear_cases[] = {{"llama qkv_proj", 1536, 1024}, {"llama o_proj", 1024, 1024},
+                                    {"llama gate_up_proj", 7168, 1024}, {"llama down_proj", 1024, 3584},
+                                    {"qwen3 qkv_proj", 1280, 512}, {"qwen3 o_proj", 512, 1024}};
+
+template <class Scheme>
+void check_linear(double bound) {
+  std::mt19937 rng(11);
+  for (const auto& c : linear_cases) {
+    INFO(c.what << " [" << c.out_features << ", " << c.in_features << "]");
+    const auto w = random_bf16(c.out_features, c.in_features, 0.02f, rng);
+    const auto x = random_bf16(16, c.in_features, 1.0f, rng);
+    std::vector<float> bias(static_cast<std::size_t>(c.out_features));
+    for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i % 7);
+    const auto layer = cpu::quantize_linear<Scheme>(w.view(), bias.data());
+    std::vector<std::uint16_t> fast(static_cast<std::size_t>(16 * c.out_features)), slow(fast.size());
+    cpu::linear_forward<Scheme>(layer, x.view(), fast.data());
+    cpu::linear_forward<Scheme>(layer, x.view(), slow.data(), {cpu::kernel_path::reference, 1});
+    REQUIRE(fast == slow);
+    std::vector<float> ref(fast.size());
+    cpu::linear_forward_f32(w.view(), bias.data(), x.view(), ref.data());
+    const double err = relative_error(fast, ref);
+    INFO("relative error " << err << " (bound " << bound << ")");
+    CHECK(err == err);
+    CHECK(err <= bound);
+    CHECK(err > 0.005);  // it is quantized: a zero error would mean the float path ran
+  }
+}
+}  // namespace
+
+TEST_CASE("linear forward per scheme: fast = reference, error within the FP8 bound", "[forward]") {
+  SECTION("fp8_per_tensor") { check_linear<qp::fp8_per_tensor>(linear_bound_per_tensor); }
+  SECTION("fp8_per_channel") { check_linear<qp::fp8_per_channel>(linear_bound_fine); }
+  SECTION("fp8_per_block") { check_linear<qp::fp8_per_block>(linear_bound_fine); }
+}
+
+namespace {
+template <class Scheme>
+void check_moe(double bound) {
+  // Qwen3-30B-A3B's experts (E=128, H=2048, I=768, top-8) at E=16, H=512, I=192 (not a multiple of
+  // 128: the block scheme pads), top-4, 64 tokens.
+  const std::int64_t experts = 16, hidden = 512, inter = 192, top_k = 4, tokens = 64;
+  std::mt19937 rng(5);
+  const auto w13 = random_bf16(experts * 2 * inter, hidden, 0.03f, rng);
+  const auto w2 = random_bf16(experts * hidden, inter, 0.03f, rng);
+  const auto x = random_bf16(tokens, hidden, 1.0f, rng);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
+  std::vector<float> weights(ids.size());
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(experts) - 1);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float total = 0;
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      int e;
+      bool again;
+      do {  // distinct experts per token, as a top-k router gives
+        e = pick(rng);
+        again = false;
+        for (std::int64_t q = 0; q < j; ++q) again |= ids[static_cast<std::size_t>(t * top_k + q)] == e;
+      } while (again);
+      ids[static_cast<std::size_t>(t * top_k + j)] = e;
+      total += weights[static_cast<std::size_t>(t * top_k + j)] = 1.0f + static_cast<float>(j);
+    }
+    for (std::int64_t j = 0; j < top_k; ++j) weights[static_cast<std::size_t>(t * top_k + j)] /= total;
+  }
+  const cpu::routing route{ids.data(), weights.data(), top_k};
+  const auto layer = cpu::quantize_moe<Scheme>(w13.view(), w2.view(), experts);
+  std::vector<std::uint16_t> fast(static_cast<std::size_t>(tokens * hidden)), slow(fast.size());
+  cpu::moe_forward<Scheme>(layer, x.view(), route, fast.data());
+  cpu::moe_forward<Scheme>(layer, x.view(), route, slow.data(), {cpu::kernel_path::reference, 1});
+  REQUIRE(fast == slow);
+  std::vector<float> ref(fast.size());
+  cpu::moe_forward_f32(w13.view(), w2.view(), experts, x.view(), route, ref.data());
+  const double err = relative_error(fast, ref);
+  INFO("relative error " << err << " (bound " << bound << ")");
+  CHECK(err == err);
+  CHECK(err <= bound);
+  CHECK(err > 0.005);
+
+  // An expert id out of range is named.
+  ids[5] = 16;
+  try {
+    cpu::moe_forward<Scheme>(layer, x.view(), route, fast.data());
+    FAIL("no error for expert 16");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()) == "moe_forward: token 1 is routed to expert 16, but the layer has experts 0..15");
+  }
+}
+}  // namespace
+
+TEST_CASE("MoE forward per scheme: fast = reference, error within the FP8 bound", "[forward]") {
+  SECTION("fp8_per_tensor") { check_moe<qp::fp8_per_tensor>(moe_bound_per_tensor); }
+  SECTION("fp8_per_channel") { check_moe<qp::fp8_per_channel>(moe_bound_fine); }
+  SECTION("fp8_per_block") { check_moe<qp::fp8_per_block>(moe_bound_fine); }
+}
+
+TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]") {
+  using cpu::activation_quant;
+  using cpu::weight_scales;
+  CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::group_128, 4096).empty());
+  CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::group_128, 4100) ==
+        "128x128 weight blocks need in_features to be a multiple of 128 (1x128 activation groups), got 4100");
+  CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::per_token, 4096) ==
+        "128x128 weight blocks need 1x128 activation groups, not per-token activations");
+  CHECK(cpu::can_implement(weight_scales::per_channel, activation_quant::group_128, 4096) ==
+        "1x128 activation groups need 128x128 weight blocks (the block-scaled GEMM); these weights are per-channel");
+  std::mt19937 rng(1);
+  const auto w = random_bf16(256, 200, 0.02f, rng);
+  CHECK_THROWS_WITH(cpu::quantize_linear<qp::fp8_per_block>(w.view(), nullptr),
+                    "linear layer: 128x128 weight blocks need in_features to be a multiple of 128 (1x128 activation "
+                    "groups), got 200");
+  const auto layer = cpu::quantize_linear<qp::fp8_per_tensor>(w.view(), nullptr);
+  const auto x = random_bf16(4, 128, 1.0f, rng);
+  std::vector<std::uint16_t> out(4 * 256);
+  CHECK_THROWS_WITH(cpu::linear_forward<qp::fp8_per_tensor>(layer, x.view(), out.data()),
+                    "linear_forward: the input has 128 features per row, the layer takes 200");
+  CHECK_THROWS_WITH(cpu::activation_of_key(qp::key_id::mxfp8_dynamic),
+                    "activation key mxfp8 has no FP8 activation quantizer (fp8_per_token, fp8_per_tensor_dynamic, "
+                    "fp8_per_block_dynamic have one)");
+  const auto w13 = random_bf16(2 * 4 * 64, 128, 0.02f, rng), w2 = random_bf16(4 * 100, 64, 0.02f, rng);
+  CHECK_THROWS_WITH(cpu::quantize_moe<qp::fp8_per_tensor>(w13.view(), w2.view(), 4),
+                    "MoE: w2 is [400, 64], expected [E * H, I] = [512, 64]");
+}
