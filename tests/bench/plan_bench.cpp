@@ -10,21 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "best_time.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 using namespace qpolicy;
 
 namespace {
 
-double best_us(int reps, const std::function<void()>& fn) {
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
+double best_us(int reps, const std::function<void()>& fn) { return 1e6 * bench::best_seconds(reps, fn); }
 
 // The naive way: every pattern as a std::regex, tried on every layer and shard name.
 struct naive_matcher {

@@ -9,25 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include "best_time.hpp"
 #include "../../kernels/cpu/fast.hpp"
 
 namespace qp = qpolicy;
+using qpolicy::bench::best_seconds;
 namespace fp8 = qpolicy::fp8;
 namespace ref = qpolicy::cpu::reference;
-
-namespace {
-
-double best_seconds(int runs, const std::function<void()>& fn) {
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
 
 int main() {
   const std::int64_t rows = 4096, cols = 4096;
