@@ -109,6 +109,13 @@ std::vector<float> widen_all(const input_view& x) {
   return out;
 }
 
+/// x's elements as float32: the data itself when it is float32 already, else a widened copy in `keep`.
+const float* as_f32(const input_view& x, std::vector<float>& keep) {
+  if (x.type == element::f32) return static_cast<const float*>(x.data);
+  keep = widen_all(x);
+  return keep.data();
+}
+
 void check_implementable(weight_scales weights, activation_quant act, std::int64_t in_features, const char* what) {
   if (auto why = can_implement(weights, act, in_features); !why.empty())
     throw std::invalid_argument(std::string(what) + ": " + why);
@@ -163,8 +170,8 @@ void linear_forward_f32(const input_view& w, const float* bias, const input_view
   if (x.cols != w.cols)
     throw std::invalid_argument("linear_forward_f32: the input has " + std::to_string(x.cols) +
                                 " features per row, the weight " + std::to_string(w.cols));
-  const auto xf = widen_all(x), wf = widen_all(w);
-  gemm_f32(xf.data(), wf.data(), x.rows, w.rows, w.cols, out, {options.threads});
+  std::vector<float> xk, wk;
+  gemm_f32(as_f32(x, xk), as_f32(w, wk), x.rows, w.rows, w.cols, out, {options.threads});
   if (bias)
     for (std::int64_t r = 0; r < x.rows; ++r)
       for (std::int64_t j = 0; j < w.rows; ++j) out[r * w.rows + j] += bias[j];
@@ -320,11 +327,13 @@ void moe_forward(const fp8_moe& layer, const input_view& x, const routing& route
 void moe_forward_f32(const input_view& w13, const input_view& w2, std::int64_t experts, const input_view& x,
                      const routing& route, float* out, const forward_options& options) {
   const auto s = check_moe_shape(w13, w2, experts);
-  const auto w13f = widen_all(w13), w2f = widen_all(w2);
+  std::vector<float> w13k, w2k;
+  const float* w13f = as_f32(w13, w13k);
+  const float* w2f = as_f32(w2, w2k);
   run_moe(experts, s.hidden, s.inter, s.hidden, s.inter, x, route, false,
           [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o) {
-            if (which == 13) gemm_f32(in, w13f.data() + e * 2 * s.inter * s.hidden, rows, 2 * s.inter, s.hidden, o, {options.threads});
-            else gemm_f32(in, w2f.data() + e * s.hidden * s.inter, rows, s.hidden, s.inter, o, {options.threads});
+            if (which == 13) gemm_f32(in, w13f + e * 2 * s.inter * s.hidden, rows, 2 * s.inter, s.hidden, o, {options.threads});
+            else gemm_f32(in, w2f + e * s.hidden * s.inter, rows, s.hidden, s.inter, o, {options.threads});
           },
           out);
 }

@@ -49,6 +49,16 @@ struct scheme_traits<fp8_per_block> {
   static constexpr activation_quant moe_activation = activation_quant::group_128;
 };
 
+/// Whether a scheme (method tag) has an FP8 forward pass here.
+template <class Scheme>
+inline constexpr bool has_forward = false;
+template <>
+inline constexpr bool has_forward<fp8_per_tensor> = true;
+template <>
+inline constexpr bool has_forward<fp8_per_channel> = true;
+template <>
+inline constexpr bool has_forward<fp8_per_block> = true;
+
 /// The activation quantizer of an explicit activation key (fp8_per_token, fp8_per_tensor_dynamic,
 /// fp8_per_block_dynamic); throws std::invalid_argument naming any other key.
 activation_quant activation_of_key(key_id key);
@@ -97,7 +107,8 @@ void linear_forward(const fp8_linear& layer, const fp8::input_view& x, std::uint
   static_assert(sizeof(scheme_traits<Scheme>) > 0);
   linear_forward(layer, x, out, options);
 }
-/// The unquantized pass in float32: out = x W^T + bias.
+/// The unquantized pass in float32: out = x W^T + bias (float32 weights are used in place, others
+/// widened on each call).
 void linear_forward_f32(const fp8::input_view& w, const float* bias, const fp8::input_view& x, float* out,
                         const forward_options& options = {});
 
@@ -140,7 +151,7 @@ void moe_forward(const fp8_moe& layer, const fp8::input_view& x, const routing& 
   static_assert(sizeof(scheme_traits<Scheme>) > 0);
   moe_forward(layer, x, route, out, options);
 }
-/// The unquantized pass in float32 over the original experts.
+/// The unquantized pass in float32 over the original experts (float32 weights used in place).
 void moe_forward_f32(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
                      const fp8::input_view& x, const routing& route, float* out, const forward_options& options = {});
 

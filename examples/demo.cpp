@@ -1,0 +1,321 @@
+// qpolicy's main demo: a model and a quantization policy fixed at build time, every layer bound to its
+// scheme's kernels by the compiler, weights quantized online and a forward pass of every linear and
+// MoE layer, with the error against float32 and the time against a float32 pass of the same layer.
+//   qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]
+// With --config the same runs through the JSON front end: the runtime plan is compared with the
+// compile-time one, and the layers reach their kernels through the runtime dispatch.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../kernels/cpu/forward.hpp"
+#include "../kernels/device_info.hpp"
+#include "qpolicy/qpolicy.hpp"
+
+namespace qp = qpolicy;
+namespace cpu = qpolicy::cpu;
+namespace fp8 = qpolicy::fp8;
+
+// Qwen3-30B-A3B's structure (../shared/models/qwen3-30b-a3b.json) at a size two CPU cores run in
+// seconds: 4 blocks instead of 48, hidden 512 instead of 2048, 16 experts of 192 instead of 128 of 768.
+constexpr auto mini_block = qp::block(
+    qp::linear("model.layers.{i}.self_attn.qkv_proj", "QKVParallelLinear", {768, 512}).with_shards({512, 128, 128}).with_bias(false),
+    qp::linear("model.layers.{i}.self_attn.o_proj", "RowParallelLinear", {512, 512}).with_bias(false),
+    qp::linear("model.layers.{i}.mlp.gate", "ReplicatedLinear", {16, 512}).not_quantizable().with_bias(false),
+    qp::moe("model.layers.{i}.mlp.experts", "FusedMoE", 16, 512, 192));
+constexpr auto qwen3_moe_mini = qp::model(
+    "qwen3-moe-mini", qp::packed("qkv_proj", {"q_proj", "k_proj", "v_proj"}), qp::packed("gate_up_proj", {"gate_proj", "up_proj"}),
+    qp::other("model.embed_tokens", "VocabParallelEmbedding", {151936, 512}), qp::repeat<4>(mini_block),
+    qp::other("lm_head", "ParallelLMHead", {151936, 512}));
+
+// The deployment's policy (examples/demo_policy.json is the same in JSON): attention of blocks 1.. in
+// 128x128 blocks (qkv) and per channel (o_proj), experts per tensor; block 0's attention stays bf16.
+using demo_policy = qp::quant_config<qp::targets<
+    qp::target<"re:model\\.layers\\.[1-9]\\d*\\.self_attn\\.qkv_proj", qp::fp8_per_block>,
+    qp::target<"re:model\\.layers\\.[1-9]\\d*\\.self_attn\\.o_proj", qp::fp8_per_channel>,
+    qp::target<"re:.*\\.mlp\\.experts", qp::fp8_per_tensor>>>;
+
+constexpr auto& demo_plan = qp::plan_for<demo_policy, qwen3_moe_mini>;
+static_assert(demo_plan["model.layers.0.self_attn.qkv_proj"].decided == qp::method::unquantized);
+static_assert(demo_plan["model.layers.2.self_attn.o_proj"].decided == qp::method::fp8_per_channel);
+static_assert(demo_plan.count(qp::method::fp8_per_tensor) == 4);
+
+namespace {
+
+struct options {
+  std::string config_path, quantization = "online";
+  std::int64_t tokens = 64;
+  unsigned threads = 0;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "qpolicy-demo: " << message
+            << "\nusage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]\n";
+  std::exit(2);
+}
+
+std::int64_t positive(const std::string& flag, const std::string& text, std::int64_t most) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v <= 0 || v > most)
+    usage_error(flag + " takes a whole number from 1 to " + std::to_string(most) + ", got '" + text + "'");
+  return v;
+}
+
+options parse_args(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--config") o.config_path = value();
+    else if (a == "-q") o.quantization = value();
+    else if (a == "--tokens") o.tokens = positive(a, value(), 1 << 16);
+    else if (a == "--threads") o.threads = static_cast<unsigned>(positive(a, value(), 1024));
+    else if (a == "-h" || a == "--help") {
+      std::cout << "usage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]\n";
+      std::exit(0);
+    } else usage_error("unknown argument '" + a + "'");
+  }
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Synthetic bf16 data: normal values of standard deviation `sd`.
+std::vector<std::uint16_t> random_bf16(std::size_t n, float sd, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = fp8::to_bf16(d(rng));
+  return v;
+}
+
+double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = fp8::from_bf16(out[i]);
+    num += (o - ref[i]) * (o - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// bf16 data widened to float32 (the float32 baseline's weights, prepared before it is timed, as the
+/// quantized weights are).
+std::vector<float> widen(const std::vector<std::uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = fp8::from_bf16(v[i]);
+  return out;
+}
+
+/// The label of a scheme in the report.
+template <class Scheme>
+std::string label() {
+  if constexpr (std::is_same_v<Scheme, qp::not_handled>) return "bf16 (not quantizable)";
+  else if constexpr (std::is_same_v<Scheme, qp::unquantized>) return "bf16 (unquantized)";
+  else return std::string(Scheme::name);
+}
+
+/// What the demo reports per (layer suffix, scheme).
+struct kind_stats {
+  int layers = 0;
+  double flops = 0, quantized_s = 0, f32_s = 0, quantize_s = 0, worst_error = 0, error_sum = 0;
+};
+
+class runner {
+ public:
+  explicit runner(const options& o) : opts_(o) {}
+  std::map<std::pair<std::string, std::string>, kind_stats> stats;
+  bool any_nan = false;
+
+  /// One layer with its scheme as a type: quantize its synthetic weights, run it, compare with float32.
+  template <class Scheme>
+  void run(std::size_t index, const qp::layer_plan& lp) {
+    const auto desc = qp::describe_layer(qwen3_moe_mini, index, qp::layer_detail::with_sizes);
+    if (desc.kind == qp::layer_kind::other) return;  // embeddings and heads are not GEMM layers here
+    std::mt19937 rng(static_cast<unsigned>(1000 + index));
+    const std::string scheme = label<Scheme>();
+    auto& s = stats[{std::string(qp::layer_suffix(desc.name)), scheme}];
+    ++s.layers;
+    const std::int64_t t = opts_.tokens;
+    const cpu::forward_options fo{cpu::kernel_path::fast, opts_.threads};
+    double err = 0;
+    if (desc.kind == qp::layer_kind::linear) {
+      const std::int64_t n = desc.shape[0], k = desc.shape[1];
+      const auto w = random_bf16(static_cast<std::size_t>(n * k), 1.0f / std::sqrt(float(k)), rng);
+      const auto x = random_bf16(static_cast<std::size_t>(t * k), 1.0f, rng);
+      const fp8::input_view wv{w.data(), fp8::element::bf16, n, k}, xv{x.data(), fp8::element::bf16, t, k};
+      std::vector<float> ref(static_cast<std::size_t>(t * n));
+      const auto wf = widen(w);
+      auto t0 = std::chrono::steady_clock::now();
+      cpu::linear_forward_f32({wf.data(), fp8::element::f32, n, k}, nullptr, xv, ref.data(), fo);
+      s.f32_s += seconds_since(t0);
+      std::vector<std::uint16_t> out(ref.size());
+      if constexpr (cpu::has_forward<Scheme>) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_linear<Scheme>(wv, nullptr, activation<Scheme>(lp, false), fo);
+        s.quantize_s += seconds_since(t0);
+        t0 = std::chrono::steady_clock::now();
+        cpu::linear_forward<Scheme>(layer, xv, out.data(), fo);
+        s.quantized_s += seconds_since(t0);
+      } else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
+        for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
+        s.quantized_s += seconds_since(t0);
+      }
+      s.flops += 2.0 * double(t) * double(n) * double(k);
+      err = relative_error(out, ref);
+    } else {
+      const std::int64_t e = *desc.num_experts, h = *desc.hidden_size, inter = *desc.intermediate_size;
+      const std::int64_t top_k = std::min<std::int64_t>(4, e);
+      const auto w13 = random_bf16(static_cast<std::size_t>(e * 2 * inter * h), 1.0f / std::sqrt(float(h)), rng);
+      const auto w2 = random_bf16(static_cast<std::size_t>(e * h * inter), 1.0f / std::sqrt(float(inter)), rng);
+      const auto x = random_bf16(static_cast<std::size_t>(t * h), 1.0f, rng);
+      const fp8::input_view w13v{w13.data(), fp8::element::bf16, e * 2 * inter, h}, w2v{w2.data(), fp8::element::bf16, e * h, inter},
+          xv{x.data(), fp8::element::bf16, t, h};
+      // Synthetic routing: top_k distinct experts per token, softmax weights.
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(t * top_k));
+      std::vector<float> weights(ids.size());
+      std::normal_distribution<float> logit;
+      for (std::int64_t tok = 0; tok < t; ++tok) {
+        std::vector<std::pair<float, int>> scores;
+        for (int q = 0; q < e; ++q) scores.push_back({logit(rng), q});
+        std::partial_sort(scores.begin(), scores.begin() + top_k, scores.end(), std::greater<>());
+        float total = 0;
+        for (std::int64_t j = 0; j < top_k; ++j) total += std::exp(scores[static_cast<std::size_t>(j)].first);
+        for (std::int64_t j = 0; j < top_k; ++j) {
+          ids[static_cast<std::size_t>(tok * top_k + j)] = scores[static_cast<std::size_t>(j)].second;
+          weights[static_cast<std::size_t>(tok * top_k + j)] = std::exp(scores[static_cast<std::size_t>(j)].first) / total;
+        }
+      }
+      const cpu::routing route{ids.data(), weights.data(), top_k};
+      std::vector<float> ref(static_cast<std::size_t>(t * h));
+      const auto w13f = widen(w13), w2f = widen(w2);
+      auto t0 = std::chrono::steady_clock::now();
+      cpu::moe_forward_f32({w13f.data(), fp8::element::f32, e * 2 * inter, h}, {w2f.data(), fp8::element::f32, e * h, inter}, e,
+                           xv, route, ref.data(), fo);
+      s.f32_s += seconds_since(t0);
+      std::vector<std::uint16_t> out(ref.size());
+      if constexpr (cpu::has_forward<Scheme>) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_moe<Scheme>(w13v, w2v, e, activation<Scheme>(lp, true), fo);
+        s.quantize_s += seconds_since(t0);
+        t0 = std::chrono::steady_clock::now();
+        cpu::moe_forward<Scheme>(layer, xv, route, out.data(), fo);
+        s.quantized_s += seconds_since(t0);
+      } else {
+        for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
+        s.quantized_s += seconds_since(t0);
+      }
+      s.flops += 2.0 * double(t * top_k) * (2.0 * double(inter) * double(h) + double(h) * double(inter));
+      err = relative_error(out, ref);
+    }
+    any_nan |= !(err == err);
+    s.worst_error = std::max(s.worst_error, err);
+    s.error_sum += err;
+  }
+
+ private:
+  options opts_;
+
+  /// The layer's activation quantizer: the plan's explicit key, or the scheme's default.
+  template <class Scheme>
+  static cpu::activation_quant activation(const qp::layer_plan& lp, bool moe) {
+    if (lp.activation == qp::activation_kind::key) return cpu::activation_of_key(lp.activation_key);
+    if (lp.activation == qp::activation_kind::none)
+      throw std::invalid_argument("the plan gives this layer no activation quantization (activation: null); the FP8 "
+                                  "GEMMs here need FP8 activations");
+    return moe ? cpu::scheme_traits<Scheme>::moe_activation : cpu::scheme_traits<Scheme>::linear_activation;
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read config file '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto opts = parse_args(argc, argv);
+  try {
+    const auto device = qp::cuda::query_devices();
+    std::printf("qpolicy demo: %s (Qwen3-30B-A3B's structure: 4 blocks, hidden 512, 16 experts of 192, top-4), "
+                "%lld tokens per layer\n",
+                std::string(qwen3_moe_mini.name).c_str(), static_cast<long long>(opts.tokens));
+    std::printf("kernels: CPU (%s)%s\n", opts.threads ? (std::to_string(opts.threads) + " threads").c_str() : "all cores",
+                device.count > 0 ? "; a CUDA device is present, but the CUDA GEMMs are not in this build yet" : "");
+
+    const qp::plan compiled = qp::to_runtime(demo_plan);
+    std::printf("\ncompile-time plan (%zu layers, %zu decided by the rules, the rest shared by layers the "
+                "patterns cannot tell apart):\n",
+                demo_plan.size(), demo_plan.decided);
+    for (const auto& line : compiled.summary) std::printf("  %s\n", line.c_str());
+
+    runner r(opts);
+    std::size_t index = 0;
+    if (opts.config_path.empty()) {
+      qp::for_each_layer<demo_plan>([&]<class Scheme>(const qp::layer_plan& lp, Scheme) { r.run<Scheme>(index++, lp); });
+    } else {
+      qp::config_request request;
+      request.quantization = opts.quantization;
+      request.config_text = read_file(opts.config_path);
+      const auto resolved = qp::resolve(request);
+      const auto runtime = qp::make_plan(resolved.config, qp::to_runtime(qwen3_moe_mini));
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < runtime.layers.size(); ++i) differ += !(runtime.layers[i] == demo_plan.layers[i]);
+      std::printf("\nJSON plan from %s (-q %s): %s\n", opts.config_path.c_str(), opts.quantization.c_str(),
+                  runtime == demo_plan ? "identical to the compile-time plan, layer by layer"
+                                       : ("differs from the compile-time plan in " + std::to_string(differ) +
+                                          " layer(s); running the JSON plan").c_str());
+      if (!(runtime == demo_plan))
+        for (const auto& line : runtime.summary) std::printf("  %s\n", line.c_str());
+      for (const auto& w : runtime.warnings) std::printf("  warning: %s\n", w.c_str());
+      if (const auto* e = runtime.first_error()) throw std::invalid_argument("the JSON plan has a layer error: " + *e);
+      qp::for_each_layer(runtime, [&]<class Scheme>(const qp::layer_plan& lp, Scheme) { r.run<Scheme>(index++, lp); });
+    }
+
+    std::printf("\nforward pass per layer kind (%lld tokens; error = ||out - fp32|| / ||fp32||, bf16 output):\n",
+                static_cast<long long>(opts.tokens));
+    std::printf("  %-20s %-24s %6s %10s %10s %10s %12s %10s\n", "layer", "scheme", "layers", "mean err", "worst err",
+                "quantize", "GFLOPS", "vs fp32");
+    double flops = 0, quantized = 0, f32 = 0;
+    for (const auto& [key, s] : r.stats) {
+      std::printf("  %-20s %-24s %6d %9.2f%% %9.2f%% %8.1fms %12.1f %9.2fx\n", key.first.c_str(), key.second.c_str(),
+                  s.layers, 100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9,
+                  s.f32_s / s.quantized_s);
+      flops += s.flops;
+      quantized += s.quantized_s;
+      f32 += s.f32_s;
+    }
+    std::printf("  all layers: %.1f GFLOPS quantized, %.1f GFLOPS float32 (%.2fx)\n", flops / quantized / 1e9, flops / f32 / 1e9,
+                f32 / quantized);
+    if (r.any_nan) {
+      std::fprintf(stderr, "qpolicy-demo: a layer produced NaN\n");
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qpolicy-demo: %s\n", e.what());
+    return 1;
+  }
+}
