@@ -9,3 +9,4 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 ninja -C build-gpu >/dev/null
 meson test -C build-gpu --suite gpu --suite compile-time --print-errorlogs
 ./build-gpu/tests/cuda_quant_bench
+./build-gpu/tests/cuda_gemm_bench

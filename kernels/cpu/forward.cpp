@@ -11,15 +11,8 @@
 namespace qpolicy::cpu {
 
 using fp8::element;
+using fp8::name_of;
 using fp8::input_view;
-
-std::string_view name_of(activation_quant a) {
-  switch (a) {
-    case activation_quant::per_tensor: return "per-tensor";
-    case activation_quant::per_token: return "per-token";
-    default: return "1x128 groups";
-  }
-}
 
 activation_quant activation_of_key(key_id key) {
   switch (key) {
@@ -46,7 +39,7 @@ std::string can_implement(weight_scales weights, activation_quant activation, st
   }
   if (activation == activation_quant::group_128)
     return "1x128 activation groups need 128x128 weight blocks (the block-scaled GEMM); these weights are " +
-           std::string(weights == weight_scales::per_tensor ? "per-tensor" : "per-channel");
+           std::string(name_of(weights));
   return {};
 }
 

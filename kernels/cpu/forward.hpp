@@ -11,18 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "../fp8/gemm_desc.hpp"
 #include "../fp8/tensor_view.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 #include "qpolicy/static/tags.hpp"
 
 namespace qpolicy::cpu {
 
-/// How activations are quantized before a GEMM (spec §5, §7).
-enum class activation_quant : std::uint8_t { per_tensor, per_token, group_128 };
-/// How a weight's scales are laid out (spec §4, §6, §8).
-enum class weight_scales : std::uint8_t { per_tensor, per_channel, block_128x128 };
-
-std::string_view name_of(activation_quant a);
+using fp8::activation_quant;
+using fp8::weight_scales;
 
 /// What a scheme's weights are and which activation quantizer it uses by default (spec §10's table,
 /// for a device without CUTLASS FP8: fp8_per_tensor linear layers quantize activations per tensor).

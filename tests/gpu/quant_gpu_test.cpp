@@ -12,10 +12,12 @@
 #include "../../kernels/cpu/reference.hpp"
 #include "../../kernels/cuda/quant.hpp"
 #include "../../kernels/device_info.hpp"
+#include "device_buffer.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
 namespace ref = qpolicy::cpu::reference;
+using qpolicy::test::device_buffer;
 
 namespace {
 
@@ -28,20 +30,6 @@ void expect(bool ok, const char* what, int round, std::size_t index) {
 
 bool same_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F); }
 bool same_float(float a, float b) { return fp8::bits_of(a) == fp8::bits_of(b) || (std::isnan(a) && std::isnan(b)); }
-
-template <class T>
-struct device_buffer {
-  T* ptr = nullptr;
-  explicit device_buffer(std::size_t n) {
-    if (cudaMalloc(&ptr, sizeof(T) * (n ? n : 1)) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
-  }
-  ~device_buffer() { cudaFree(ptr); }
-  std::vector<T> get(std::size_t n) const {
-    std::vector<T> out(n);
-    if (cudaMemcpy(out.data(), ptr, sizeof(T) * n, cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("cudaMemcpy failed");
-    return out;
-  }
-};
 
 std::vector<std::uint16_t> random_bf16(std::mt19937& rng, std::size_t n) {
   std::normal_distribution<float> normal(0.0f, 1.0f);

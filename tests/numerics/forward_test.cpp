@@ -13,30 +13,16 @@
 #include "../../kernels/cpu/forward.hpp"
 #include "../../kernels/cpu/gemm_fast.hpp"
 #include "../../kernels/cpu/gemm_reference.hpp"
+#include "random_operands.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
+using qpolicy::test::random_codes;
+using qpolicy::test::random_scales;
 namespace cpu = qpolicy::cpu;
 
 namespace {
 
-/// Random finite e4m3fn codes (no 0x7F / 0xFF: NaN).
-std::vector<std::uint8_t> random_codes(std::size_t n, std::mt19937& rng) {
-  std::uniform_int_distribution<int> d(0, 253);
-  std::vector<std::uint8_t> v(n);
-  for (auto& c : v) {
-    int x = d(rng);
-    if (x >= 0x7F) ++x;
-    c = static_cast<std::uint8_t>(x);
-  }
-  return v;
-}
-std::vector<float> random_scales(std::size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(1e-4f, 2e-2f);
-  std::vector<float> v(n);
-  for (auto& s : v) s = d(rng);
-  return v;
-}
 
 /// A bf16 tensor of normal values with standard deviation `sd` (and a few outliers, as real weights).
 struct bf16_tensor {
@@ -247,4 +233,44 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
   const auto w13 = random_bf16(2 * 4 * 64, 128, 0.02f, rng), w2 = random_bf16(4 * 100, 64, 0.02f, rng);
   CHECK_THROWS_WITH(cpu::quantize_moe<qp::fp8_per_tensor>(w13.view(), w2.view(), 4),
                     "MoE: w2 is [400, 64], expected [E * H, I] = [512, 64]");
+}
+
+#include "../../kernels/cuda/gemm.hpp"
+
+TEST_CASE("CUDA GEMM problems are checked before launch, with the broken constraint named", "[gemm]") {
+  namespace cuda = qpolicy::cuda;
+  using fp8::activation_quant;
+  using fp8::weight_scales;
+  alignas(16) static std::uint8_t a[16], w[16];
+  alignas(16) static float sa[16], sw[16];
+  alignas(16) static std::uint16_t out[16];
+  const cuda::gemm_operands op{a, sa, w, sw, 0, nullptr, out};
+  const cuda::gemm_problem tensor{64, 256, 512, activation_quant::per_tensor, weight_scales::per_tensor, false};
+  CHECK(cuda::gemm_check(tensor, op).empty());
+  CHECK(cuda::cublaslt_can_implement(tensor, op, 90).empty());
+  CHECK(cuda::cublaslt_can_implement(tensor, op, 80) ==
+        "cuBLASLt FP8 matmuls need compute capability 8.9 or newer, this device is sm_80");
+  CHECK(cuda::cublaslt_can_implement({64, 256, 520, activation_quant::per_tensor, weight_scales::per_tensor, false}, op, 90) ==
+        "cuBLASLt's FP8 TN layout needs K % 16 == 0 (16-byte rows), got K=520");
+  CHECK(cuda::cublaslt_can_implement({64, 100, 512, activation_quant::per_tensor, weight_scales::per_tensor, false}, op, 90) ==
+        "cuBLASLt needs N % 8 == 0 (16-byte rows of the bf16 output), got N=100");
+  CHECK(cuda::gemm_check({64, 256, 512, activation_quant::per_token, weight_scales::block_128x128, false}, op) ==
+        "128x128 weight blocks go with 1x128 activation groups and only with them; got 128x128 blocks weights and "
+        "per-token activations");
+  const cuda::gemm_problem blocks{6, 256, 640, activation_quant::group_128, weight_scales::block_128x128, false};
+  cuda::gemm_operands bop = op;
+  bop.w_scale_stride = 5;  // K/128 = 5: the plain grid
+  CHECK(cuda::gemm_check(blocks, bop).empty());
+  CHECK(cuda::cublaslt_can_implement(blocks, bop, 90) ==
+        "cuBLASLt's 1x128 activation scales need M % 4 == 0 (16-byte scale columns), got M=6");
+  CHECK(cuda::cublaslt_can_implement({8, 256, 640, activation_quant::group_128, weight_scales::block_128x128, false}, bop, 90) ==
+        "cuBLASLt reads 128x128 weight scales with a row stride of 8 (K/128 rounded up to 4), got 5");
+  CHECK(cuda::cublaslt_can_implement({8, 256, 640, activation_quant::group_128, weight_scales::block_128x128, false}, bop, 100) ==
+        "cuBLASLt's 128-wide block scaling (VEC128_32F / BLK128x128_32F) is a Hopper (sm_90) mode; this device is sm_100");
+  CHECK(cuda::gemm_check({8, 256, 200, activation_quant::group_128, weight_scales::block_128x128, false}, bop) ==
+        "block-scaled GEMMs need K to be a multiple of 128, got K=200");
+  CHECK(cuda::gemm_check({0, 256, 512, activation_quant::per_tensor, weight_scales::per_tensor, false}, op) ==
+        "GEMM sizes must be positive, got M=0 N=256 K=512");
+  CHECK(cuda::gemm_check({8, 256, 512, activation_quant::per_tensor, weight_scales::per_tensor, true}, op) ==
+        "the problem has a bias but no bias pointer was given");
 }

@@ -1,0 +1,86 @@
+// GPU FP8 GEMM throughput on DeepGEMM's shapes (M = 4096): per-tensor and 1x128 x 128x128
+// block-scaled GEMMs through qpolicy's runner, against cuBLASLt's bf16 GEMM of the same shape in the
+// same run. Prints a line per figure; says why and exits 0 when there is no device.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "../../kernels/cuda/gemm.hpp"
+#include "../../kernels/device_info.hpp"
+#include "../gpu/device_buffer.hpp"
+
+namespace fp8 = qpolicy::fp8;
+namespace cuda = qpolicy::cuda;
+using qpolicy::test::device_buffer;
+
+namespace {
+/// Best time of `runs` timed launches (after a warm-up), in seconds, by CUDA events.
+double best_gpu_seconds(int runs, const std::function<void()>& fn) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  fn();
+  cudaDeviceSynchronize();
+  float best = 1e30f;
+  for (int i = 0; i < runs; ++i) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    best = ms < best ? ms : best;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best / 1e3;
+}
+}  // namespace
+
+int main() {
+  const auto report = cuda::query_devices();
+  if (report.count == 0) {
+    std::printf("cuda gemm bench: skipped: %s\n", report.description.c_str());
+    return 0;
+  }
+  std::printf("# %s, M=4096, DeepGEMM's (N, K)\n", report.description.c_str());
+  const std::int64_t m = 4096;
+  const std::int64_t shapes[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
+  cuda::gemm_runner runner;
+  std::mt19937 rng(1);
+  for (const auto& s : shapes) {
+    const std::int64_t n = s[0], k = s[1];
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>((m > n ? m : n) * k));
+    for (auto& c : codes) c = static_cast<std::uint8_t>(rng() % 0x7E);
+    std::vector<std::uint16_t> halves(codes.size());
+    for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = fp8::to_bf16(fp8::decode(codes[i]));
+    device_buffer<std::uint8_t> a(codes), w(codes);
+    device_buffer<std::uint16_t> ah(halves), wh(halves), out(static_cast<std::size_t>(m * n));
+    const std::int64_t stride = fp8::cublaslt_block_scale_stride(k);
+    device_buffer<float> sa(std::vector<float>(static_cast<std::size_t>(m * (k / 128)), 0.01f));
+    device_buffer<float> sw(std::vector<float>(static_cast<std::size_t>(((n + 127) / 128) * stride), 0.01f));
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    const double t_bf16 = best_gpu_seconds(10, [&] { runner.run_bf16(ah.ptr, wh.ptr, out.ptr, m, n, k); });
+    cuda::gemm_backend used_tensor{}, used_block{};
+    const double t_tensor = best_gpu_seconds(10, [&] {
+      used_tensor = runner.run({m, n, k, fp8::activation_quant::per_tensor, fp8::weight_scales::per_tensor, false},
+                               {a.ptr, sa.ptr, w.ptr, sw.ptr, 0, nullptr, out.ptr});
+    });
+    const double t_block = best_gpu_seconds(10, [&] {
+      used_block = runner.run({m, n, k, fp8::activation_quant::group_128, fp8::weight_scales::block_128x128, false},
+                              {a.ptr, sa.ptr, w.ptr, sw.ptr, stride, nullptr, out.ptr});
+    });
+    const auto tf = [&](double t) { return flops / t / 1e12; };
+    const auto via = [](cuda::gemm_backend b) { return b == cuda::gemm_backend::cublaslt ? "cublaslt" : "fallback"; };
+    std::printf("bench: gpu_gemm_bf16_cublaslt_%lldx%lldx%lld %.1f TFLOPS\n", static_cast<long long>(m), static_cast<long long>(n),
+                static_cast<long long>(k), tf(t_bf16));
+    std::printf("bench: gpu_gemm_fp8_per_tensor_%s_%lldx%lldx%lld %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_tensor),
+                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), tf(t_tensor), t_bf16 / t_tensor);
+    std::printf("bench: gpu_gemm_fp8_block_%s_%lldx%lldx%lld %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_block),
+                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), tf(t_block), t_bf16 / t_block);
+  }
+  return 0;
+}
