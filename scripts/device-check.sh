@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# For a session lent a GPU: build with CUDA, run the gpu suite (CUDA kernels against the CPU reference,
+# For a session lent a GPU: build with CUDA, run the gpu suite (quantization kernels, GEMMs and forward
+# passes against the CPU ones,
 # the nvcc plan test) and the CUDA benchmark; print what docs/perf.md should record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,4 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 ninja -C build-gpu >/dev/null
 meson test -C build-gpu --suite gpu --suite compile-time --print-errorlogs
 ./build-gpu/tests/cuda_quant_bench
-./build-gpu/tests/cuda_gemm_bench
+./build-gpu/tests/cuda_gemm_bench  # GEMM TFLOPS vs cuBLASLt bf16, MoE loop

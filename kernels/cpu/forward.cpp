@@ -170,6 +170,31 @@ void linear_forward_f32(const input_view& w, const float* bias, const input_view
       for (std::int64_t j = 0; j < w.rows; ++j) out[r * w.rows + j] += bias[j];
 }
 
+routing_plan plan_routing(const routing& route, std::int64_t tokens, std::int64_t experts) {
+  if (route.top_k <= 0 || !route.ids || !route.weights)
+    throw std::invalid_argument("moe_forward: routing needs top_k > 0, expert ids and weights");
+  const std::int64_t slots = tokens * route.top_k;
+  routing_plan p;
+  p.first.assign(static_cast<std::size_t>(experts) + 1, 0);
+  for (std::int64_t s = 0; s < slots; ++s) {
+    const auto e = route.ids[s];
+    if (e < 0 || e >= experts)
+      throw std::invalid_argument("moe_forward: token " + std::to_string(s / route.top_k) + " is routed to expert " +
+                                  std::to_string(e) + ", but the layer has experts 0.." + std::to_string(experts - 1));
+    ++p.first[static_cast<std::size_t>(e) + 1];
+  }
+  for (std::int64_t e = 0; e < experts; ++e) p.first[static_cast<std::size_t>(e) + 1] += p.first[static_cast<std::size_t>(e)];
+  std::vector<std::int64_t> next(p.first.begin(), p.first.end() - 1);
+  p.token_of_row.resize(static_cast<std::size_t>(slots));
+  p.row_of_slot.resize(static_cast<std::size_t>(slots));
+  for (std::int64_t s = 0; s < slots; ++s) {
+    const auto row = next[static_cast<std::size_t>(route.ids[s])]++;
+    p.token_of_row[static_cast<std::size_t>(row)] = s / route.top_k;
+    p.row_of_slot[static_cast<std::size_t>(s)] = row;
+  }
+  return p;
+}
+
 namespace {
 
 struct moe_shape {
@@ -198,30 +223,17 @@ void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std:
   if (x.cols != hidden)
     throw std::invalid_argument("moe_forward: the input has " + std::to_string(x.cols) + " features per token, the experts take " +
                                 std::to_string(hidden));
-  if (route.top_k <= 0 || !route.ids || !route.weights)
-    throw std::invalid_argument("moe_forward: routing needs top_k > 0, expert ids and weights");
-  const std::int64_t tokens = x.rows, slots = tokens * route.top_k;
-  std::vector<std::int64_t> count(static_cast<std::size_t>(experts) + 1, 0);
-  for (std::int64_t s = 0; s < slots; ++s) {
-    const auto e = route.ids[s];
-    if (e < 0 || e >= experts)
-      throw std::invalid_argument("moe_forward: token " + std::to_string(s / route.top_k) + " is routed to expert " +
-                                  std::to_string(e) + ", but the layer has experts 0.." + std::to_string(experts - 1));
-    ++count[static_cast<std::size_t>(e) + 1];
-  }
-  for (std::int64_t e = 0; e < experts; ++e) count[static_cast<std::size_t>(e) + 1] += count[static_cast<std::size_t>(e)];
-  std::vector<std::int64_t> order(static_cast<std::size_t>(slots)), next(count.begin(), count.end() - 1);
-  for (std::int64_t s = 0; s < slots; ++s) order[static_cast<std::size_t>(next[static_cast<std::size_t>(route.ids[s])]++)] = s;
-
+  const std::int64_t tokens = x.rows;
+  const auto plan = plan_routing(route, tokens, experts);
   auto keep = [&](float v) { return round_intermediates ? round_bf16(v) : v; };
-  std::vector<float> y(static_cast<std::size_t>(slots * hidden));
+  std::vector<float> y(static_cast<std::size_t>(tokens * route.top_k * hidden));  // per row (slot grouped per expert)
   std::vector<float> xin, h13, act, y2;
   for (std::int64_t e = 0; e < experts; ++e) {
-    const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
+    const std::int64_t first = plan.first[static_cast<std::size_t>(e)], rows = plan.first[static_cast<std::size_t>(e) + 1] - first;
     if (rows == 0) continue;
     xin.assign(static_cast<std::size_t>(rows * hp), 0.0f);  // columns past H stay zero (padded blocks)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t t = order[static_cast<std::size_t>(first + r)] / route.top_k;
+      const std::int64_t t = plan.token_of_row[static_cast<std::size_t>(first + r)];
       for (std::int64_t c = 0; c < hidden; ++c) xin[static_cast<std::size_t>(r * hp + c)] = x.at(t, c);
     }
     h13.assign(static_cast<std::size_t>(rows * 2 * ip), 0.0f);
@@ -235,16 +247,17 @@ void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std:
       }
     y2.assign(static_cast<std::size_t>(rows * hp), 0.0f);
     matmul(e, 2, act.data(), rows, y2.data());
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t s = order[static_cast<std::size_t>(first + r)];
-      for (std::int64_t c = 0; c < hidden; ++c) y[static_cast<std::size_t>(s * hidden + c)] = keep(y2[static_cast<std::size_t>(r * hp + c)]);
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < hidden; ++c)
+        y[static_cast<std::size_t>((first + r) * hidden + c)] = keep(y2[static_cast<std::size_t>(r * hp + c)]);
   }
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t c = 0; c < hidden; ++c) {
       float v = 0.0f;
-      for (std::int64_t j = 0; j < route.top_k; ++j)
-        v += route.weights[t * route.top_k + j] * y[static_cast<std::size_t>((t * route.top_k + j) * hidden + c)];
+      for (std::int64_t j = 0; j < route.top_k; ++j) {
+        const std::int64_t row = plan.row_of_slot[static_cast<std::size_t>(t * route.top_k + j)];
+        v += route.weights[t * route.top_k + j] * y[static_cast<std::size_t>(row * hidden + c)];
+      }
       sum[t * hidden + c] = v;
     }
 }

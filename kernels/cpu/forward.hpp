@@ -137,6 +137,14 @@ struct routing {
   std::int64_t top_k = 0;
 };
 
+/// Tokens grouped per expert: slot s = t * top_k + j goes to row row_of_slot[s]; expert e's rows are
+/// [first[e], first[e + 1]), in token order (a per-tensor activation scale covers an expert's rows).
+struct routing_plan {
+  std::vector<std::int64_t> first, token_of_row, row_of_slot;
+};
+/// Plans the routing of `tokens` tokens; throws std::invalid_argument naming an expert id out of range.
+routing_plan plan_routing(const routing& route, std::int64_t tokens, std::int64_t experts);
+
 /// out[T, H] (bf16 bits): for each token, the sum over its experts (in top-k order) of weight *
 /// w2(silu(gate) * up). Tokens are grouped per expert in token order (a per-tensor activation scale
 /// covers an expert's whole group). Throws std::invalid_argument for an expert id out of range.

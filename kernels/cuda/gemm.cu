@@ -6,17 +6,14 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "cuda_check.hpp"
 #include "gemm.hpp"
 
 namespace qpolicy::cuda {
 
 namespace {
 
-void check(cudaError_t err, const char* call, const launch_options& o) {
-  if (err != cudaSuccess)
-    throw cuda_error(std::string(call) + " failed" + (o.layer.empty() ? std::string() : " for layer " + o.layer) + ": " +
-                     cudaGetErrorString(err));
-}
+using detail::check;
 void check(cublasStatus_t st, const char* call, const launch_options& o) {
   if (st != CUBLAS_STATUS_SUCCESS)
     throw cuda_error(std::string(call) + " failed" + (o.layer.empty() ? std::string() : " for layer " + o.layer) + ": " +

@@ -2,6 +2,7 @@
 // indices throughout (tensors over 2^31 elements); 16-byte loads where the input allows.
 #include <cuda_runtime.h>
 
+#include "cuda_check.hpp"
 #include "quant.hpp"
 
 namespace qpolicy::cuda {
@@ -12,14 +13,9 @@ namespace {
 
 constexpr int threads_per_block = 256;
 
-void check(cudaError_t err, const char* call, const launch_options& o) {
-  if (err != cudaSuccess)
-    throw cuda_error(std::string(call) + " failed" + (o.layer.empty() ? std::string() : " for layer " + o.layer) + ": " +
-                     cudaGetErrorString(err));
-}
-void check_launch(const char* kernel, const launch_options& o) { check(cudaGetLastError(), kernel, o); }
-
-cudaStream_t stream_of(const launch_options& o) { return static_cast<cudaStream_t>(o.stream); }
+using detail::check;
+using detail::check_launch;
+using detail::stream_of;
 
 /// Reads element i; 64-bit index.
 __device__ __forceinline__ float load(const input_view& x, std::int64_t i) { return x.at(i); }

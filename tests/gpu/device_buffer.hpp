@@ -1,9 +1,13 @@
 #pragma once
-// Device memory for the GPU tests and benchmarks: allocated, filled from and read back to host vectors.
+// For the GPU tests and benchmarks: device memory (allocated, filled from and read back to host
+// vectors) and the device check every GPU test starts with.
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <stdexcept>
 #include <vector>
+
+#include "../../kernels/device_info.hpp"
 
 namespace qpolicy::test {
 
@@ -27,5 +31,17 @@ struct device_buffer {
     return out;
   }
 };
+
+/// Prints the device, or why there is none ("SKIP: no <what> run: ..."); false when there is none
+/// (the test then exits 77, meson's "skipped").
+inline bool have_device(const char* what) {
+  const auto report = qpolicy::cuda::query_devices();
+  if (report.count == 0) {
+    std::printf("SKIP: no %s run: %s\n", what, report.description.c_str());
+    return false;
+  }
+  std::printf("CUDA device: %s\n", report.description.c_str());
+  return true;
+}
 
 }  // namespace qpolicy::test

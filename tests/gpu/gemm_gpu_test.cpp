@@ -125,12 +125,7 @@ void run_case(cuda::gemm_runner& runner, std::int64_t m, std::int64_t n, std::in
 }  // namespace
 
 int main() {
-  const auto report = qp::cuda::query_devices();
-  if (report.count == 0) {
-    std::printf("SKIP: no GPU GEMM tests run: %s\n", report.description.c_str());
-    return 77;
-  }
-  std::printf("CUDA device: %s\n", report.description.c_str());
+  if (!qpolicy::test::have_device("GPU GEMM tests")) return 77;
   int device = 0, major = 0, minor = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);

@@ -58,12 +58,7 @@ void compare(const std::vector<std::uint8_t>& qg, const std::vector<std::uint8_t
 }  // namespace
 
 int main() {
-  const auto report = qp::cuda::query_devices();
-  if (report.count == 0) {
-    std::printf("SKIP: no GPU kernel tests run: %s\n", report.description.c_str());
-    return 77;
-  }
-  std::printf("CUDA device: %s\n", report.description.c_str());
+  if (!qpolicy::test::have_device("GPU kernel tests")) return 77;
   std::mt19937 rng(11);
   for (int round = 0; round < 40; ++round) {
     const std::int64_t rows = 1 + rng() % 300, cols = round % 2 ? 128 * (1 + rng() % 6) : 1 + rng() % 700;

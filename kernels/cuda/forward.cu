@@ -1,0 +1,258 @@
+// Forward passes on the GPU: activation quantization, GEMMs through the gemm_runner, and the small
+// kernels of a MoE layer (gather, SiLU-and-mul, weighted combine). Thin __global__ functions over the
+// shared arithmetic; the MoE routing is planned on the host as in the CPU pass.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "forward.hpp"
+
+namespace qpolicy::cuda {
+
+namespace {
+
+using detail::check;
+using detail::stream_of;
+
+void copy_up(device_memory& d, const void* host, std::size_t bytes, const launch_options& o = {}) {
+  d = device_memory(bytes);
+  if (bytes) check(cudaMemcpy(d.get(), host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)", o);
+}
+
+/// A row-major [rows, k_blocks] block-scale grid with `stride` scales per row (cuBLASLt's padding).
+std::vector<float> restride(const float* s, std::int64_t rows, std::int64_t k_blocks, std::int64_t stride) {
+  std::vector<float> out(static_cast<std::size_t>(rows * stride), 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t g = 0; g < k_blocks; ++g) out[static_cast<std::size_t>(r * stride + g)] = s[r * k_blocks + g];
+  return out;
+}
+
+/// Quantizes x[rows, k] (bf16, device) into ctx.codes / ctx.scales with quantizer `act`.
+void quantize_activation(forward_context& ctx, fp8::activation_quant act, const std::uint16_t* x, std::int64_t rows,
+                         std::int64_t k) {
+  const fp8::input_view xv{x, fp8::element::bf16, rows, k};
+  ctx.codes.reserve(static_cast<std::size_t>(rows * k));
+  switch (act) {
+    case fp8::activation_quant::per_tensor:
+      ctx.scales.reserve(sizeof(float));
+      ctx.amax.reserve(sizeof(std::uint32_t));
+      activation_kernel<fp8_per_tensor_dynamic>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
+                                                     ctx.amax.as<std::uint32_t>(), ctx.launch);
+      break;
+    case fp8::activation_quant::per_token:
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows));
+      activation_kernel<fp8_per_token>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), ctx.launch);
+      break;
+    case fp8::activation_quant::group_128:
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows * (k / 128)));
+      activation_kernel<fp8_per_block_dynamic>::run(xv, {128, false, fp8::scale_layout::column_major},
+                                                    ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), ctx.launch);
+      break;
+  }
+}
+
+void check_implementable(fp8::weight_scales w, fp8::activation_quant a, std::int64_t k, const char* what) {
+  if (auto why = cpu::can_implement(w, a, k); !why.empty()) throw std::invalid_argument(std::string(what) + ": " + why);
+}
+
+__global__ void gather_rows(const std::uint16_t* x, std::int64_t hidden, std::int64_t padded, const std::int64_t* token_of_row,
+                            std::int64_t rows, std::uint16_t* out) {
+  const std::int64_t r = blockIdx.y;
+  if (r >= rows) return;
+  const std::int64_t t = token_of_row[r];
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < padded;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[r * padded + c] = c < hidden ? x[t * hidden + c] : std::uint16_t{0};
+}
+
+// act[r, i] = bf16(silu(gate) * up), gate at [0, I), up at [Ip, Ip + I) of the bf16 w13 output;
+// columns past I are zero (padded blocks).
+__global__ void silu_and_mul(const std::uint16_t* h13, std::int64_t rows, std::int64_t inter, std::int64_t padded,
+                             std::uint16_t* act) {
+  const std::int64_t r = blockIdx.y;
+  if (r >= rows) return;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < padded;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint16_t v = 0;
+    if (i < inter) {
+      const float g = fp8::from_bf16(h13[r * 2 * padded + i]), u = fp8::from_bf16(h13[r * 2 * padded + padded + i]);
+      v = fp8::to_bf16(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u));
+    }
+    act[r * padded + i] = v;
+  }
+}
+
+// out[t, c] = bf16(sum over j in top-k order of weight[t, j] * y[row of slot (t, j), c]).
+__global__ void combine(const std::uint16_t* y, std::int64_t padded, const std::int64_t* row_of_slot, const float* weights,
+                        std::int64_t top_k, std::int64_t tokens, std::int64_t hidden, std::uint16_t* out) {
+  const std::int64_t t = blockIdx.y;
+  if (t >= tokens) return;
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < hidden;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float v = 0.0f;
+    for (std::int64_t j = 0; j < top_k; ++j)
+      v = __fadd_rn(v, __fmul_rn(weights[t * top_k + j], fp8::from_bf16(y[row_of_slot[t * top_k + j] * padded + c])));
+    out[t * hidden + c] = fp8::to_bf16(v);
+  }
+}
+
+dim3 row_grid(std::int64_t cols, std::int64_t rows) {
+  return dim3(static_cast<unsigned>((cols + 255) / 256 < 64 ? (cols + 255) / 256 : 64), static_cast<unsigned>(rows));
+}
+
+}  // namespace
+
+device_memory::device_memory(std::size_t bytes) : bytes_(bytes) {
+  check(cudaMalloc(&ptr_, bytes ? bytes : 1), "cudaMalloc", {});
+}
+device_memory::device_memory(device_memory&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+device_memory& device_memory::operator=(device_memory&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+device_memory::~device_memory() {
+  if (ptr_) cudaFree(ptr_);
+}
+void device_memory::reserve(std::size_t bytes) {
+  if (bytes > bytes_ || !ptr_) *this = device_memory(bytes);
+}
+
+device_linear upload(const cpu::fp8_linear& l) {
+  device_linear d;
+  d.weights = l.weights;
+  d.activation = l.activation;
+  d.out_features = l.out_features;
+  d.in_features = l.in_features;
+  copy_up(d.codes, l.codes.data(), l.codes.size());
+  if (l.weights == fp8::weight_scales::block_128x128) {
+    d.w_scale_stride = fp8::cublaslt_block_scale_stride(l.in_features);
+    const auto s = restride(l.scales.data(), (l.out_features + 127) / 128, l.in_features / 128, d.w_scale_stride);
+    copy_up(d.scales, s.data(), s.size() * sizeof(float));
+  } else {
+    copy_up(d.scales, l.scales.data(), l.scales.size() * sizeof(float));
+  }
+  if (!l.bias.empty()) {
+    std::vector<std::uint16_t> b(l.bias.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = fp8::to_bf16(l.bias[i]);
+    copy_up(d.bias, b.data(), b.size() * sizeof(std::uint16_t));
+  }
+  return d;
+}
+
+gemm_backend linear_forward(forward_context& ctx, const device_linear& layer, const std::uint16_t* x, std::int64_t rows,
+                            std::uint16_t* out) {
+  check_implementable(layer.weights, layer.activation, layer.in_features, "linear_forward");
+  quantize_activation(ctx, layer.activation, x, rows, layer.in_features);
+  const bool bias = layer.bias.get() != nullptr;
+  return ctx.runner.run({rows, layer.out_features, layer.in_features, layer.activation, layer.weights, bias},
+                        {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), layer.codes.as<std::uint8_t>(),
+                         layer.scales.as<float>(), layer.w_scale_stride, bias ? layer.bias.as<std::uint16_t>() : nullptr, out},
+                        ctx.launch, ctx.prefer);
+}
+
+device_moe upload(const cpu::fp8_moe& m) {
+  device_moe d;
+  d.weights = m.weights;
+  d.activation = m.activation;
+  d.experts = m.experts;
+  d.hidden = m.hidden;
+  d.intermediate = m.intermediate;
+  d.hidden_padded = m.hidden_padded;
+  d.intermediate_padded = m.intermediate_padded;
+  const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded;
+  copy_up(d.w13, m.w13.data(), m.w13.size());
+  copy_up(d.w2, m.w2.data(), m.w2.size());
+  switch (m.weights) {
+    case fp8::weight_scales::per_tensor:
+      d.s13_step = d.s2_step = 1;
+      copy_up(d.s13, m.s13.data(), m.s13.size() * sizeof(float));
+      copy_up(d.s2, m.s2.data(), m.s2.size() * sizeof(float));
+      break;
+    case fp8::weight_scales::per_channel:
+      d.s13_step = 2 * ip;
+      d.s2_step = hp;
+      copy_up(d.s13, m.s13.data(), m.s13.size() * sizeof(float));
+      copy_up(d.s2, m.s2.data(), m.s2.size() * sizeof(float));
+      break;
+    case fp8::weight_scales::block_128x128: {
+      d.s13_stride = fp8::cublaslt_block_scale_stride(hp);
+      d.s2_stride = fp8::cublaslt_block_scale_stride(ip);
+      d.s13_step = (2 * ip / 128) * d.s13_stride;
+      d.s2_step = (hp / 128) * d.s2_stride;
+      // Each expert's grid restrided on its own: E grids of [2Ip/128, Hp/128] and [Hp/128, Ip/128].
+      const auto s13 = restride(m.s13.data(), m.experts * (2 * ip / 128), hp / 128, d.s13_stride);
+      const auto s2 = restride(m.s2.data(), m.experts * (hp / 128), ip / 128, d.s2_stride);
+      copy_up(d.s13, s13.data(), s13.size() * sizeof(float));
+      copy_up(d.s2, s2.data(), s2.size() * sizeof(float));
+      break;
+    }
+  }
+  return d;
+}
+
+void moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t* x, std::int64_t tokens,
+                 const cpu::routing& route, std::uint16_t* out) {
+  const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded, experts = m.experts;
+  check_implementable(m.weights, m.activation, hp, "moe_forward w13");
+  check_implementable(m.weights, m.activation, ip, "moe_forward w2");
+  const auto plan = cpu::plan_routing(route, tokens, experts);  // on the host, as on the CPU
+  const std::int64_t slots = tokens * route.top_k;
+  const auto& count = plan.first;
+  const auto& token_of_row = plan.token_of_row;
+  const auto& row_of_slot = plan.row_of_slot;
+  const auto& o = ctx.launch;
+  const auto stream = stream_of(o);
+  device_memory rows_dev, slots_dev, weights_dev;
+  copy_up(rows_dev, token_of_row.data(), token_of_row.size() * sizeof(std::int64_t), o);
+  copy_up(slots_dev, row_of_slot.data(), row_of_slot.size() * sizeof(std::int64_t), o);
+  copy_up(weights_dev, route.weights, static_cast<std::size_t>(slots) * sizeof(float), o);
+  ctx.gathered.reserve(static_cast<std::size_t>(slots * hp) * 2);
+  ctx.h13.reserve(static_cast<std::size_t>(slots * 2 * ip) * 2);
+  ctx.act.reserve(static_cast<std::size_t>(slots * ip) * 2);
+  ctx.y2.reserve(static_cast<std::size_t>(slots * hp) * 2);
+  auto* xin = ctx.gathered.as<std::uint16_t>();
+  auto* h13 = ctx.h13.as<std::uint16_t>();
+  auto* act = ctx.act.as<std::uint16_t>();
+  auto* y2 = ctx.y2.as<std::uint16_t>();
+  gather_rows<<<row_grid(hp, slots), 256, 0, stream>>>(x, m.hidden, hp, rows_dev.as<std::int64_t>(), slots, xin);
+  check(cudaGetLastError(), "gather_rows", o);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
+    if (rows == 0) continue;
+    quantize_activation(ctx, m.activation, xin + first * hp, rows, hp);
+    ctx.runner.run({rows, 2 * ip, hp, m.activation, m.weights, false},
+                   {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), m.w13.as<std::uint8_t>() + e * 2 * ip * hp,
+                    m.s13.as<float>() + e * m.s13_step, m.s13_stride, nullptr, h13 + first * 2 * ip},
+                   o, ctx.prefer);
+  }
+  silu_and_mul<<<row_grid(ip, slots), 256, 0, stream>>>(h13, slots, m.intermediate, ip, act);
+  check(cudaGetLastError(), "silu_and_mul", o);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
+    if (rows == 0) continue;
+    quantize_activation(ctx, m.activation, act + first * ip, rows, ip);
+    ctx.runner.run({rows, hp, ip, m.activation, m.weights, false},
+                   {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), m.w2.as<std::uint8_t>() + e * hp * ip,
+                    m.s2.as<float>() + e * m.s2_step, m.s2_stride, nullptr, y2 + first * hp},
+                   o, ctx.prefer);
+  }
+  combine<<<row_grid(m.hidden, tokens), 256, 0, stream>>>(y2, hp, slots_dev.as<std::int64_t>(), weights_dev.as<float>(),
+                                                          route.top_k, tokens, m.hidden, out);
+  check(cudaGetLastError(), "combine", o);
+  // The routing buffers above are freed at return: wait for the kernels that read them.
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", o);
+}
+
+}  // namespace qpolicy::cuda
