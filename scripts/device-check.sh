@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For a session lent a GPU: build with CUDA, run the gpu suite (quantization kernels, GEMMs and forward
-# passes against the CPU ones,
-# the nvcc plan test) and the CUDA benchmark; print what docs/perf.md should record.
+# passes against the CPU ones) and the compile-time suite (the nvcc plan test), then the CUDA
+# benchmarks; prints what docs/perf.md should record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
