@@ -6,6 +6,7 @@
 #include "fast.hpp"
 #include "gemm_fast.hpp"
 #include "gemm_reference.hpp"
+#include "parallel.hpp"
 #include "reference.hpp"
 
 namespace qpolicy::cpu {
@@ -215,41 +216,56 @@ moe_shape check_moe_shape(const input_view& w13, const input_view& w2, std::int6
 }
 
 /// The MoE pass shared by the quantized and the float32 versions: routing, per-expert w13, SiLU-and-mul,
-/// w2, and the weighted sum per token. `matmul(e, which, x, rows, out)` multiplies by expert e's w13
-/// (which == 13: [rows, hp] -> [rows, 2 ip]) or w2 ([rows, ip] -> [rows, hp]).
+/// w2, and the weighted sum per token. `matmul(e, which, x, rows, out, threads)` multiplies by expert
+/// e's w13 (which == 13: [rows, hp] -> [rows, 2 ip]) or w2 ([rows, ip] -> [rows, hp]). Experts run in
+/// parallel (each single-threaded) when there are several: an expert gets few tokens, and starting
+/// threads inside each small GEMM would cost more than the GEMM.
 template <class Matmul>
 void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std::int64_t hp, std::int64_t ip,
-             const input_view& x, const routing& route, bool round_intermediates, Matmul&& matmul, float* sum) {
+             const input_view& x, const routing& route, bool round_intermediates, unsigned threads, Matmul&& matmul,
+             float* sum) {
   if (x.cols != hidden)
     throw std::invalid_argument("moe_forward: the input has " + std::to_string(x.cols) + " features per token, the experts take " +
                                 std::to_string(hidden));
-  const std::int64_t tokens = x.rows;
+  const std::int64_t tokens = x.rows, slots = tokens * route.top_k;
   const auto plan = plan_routing(route, tokens, experts);
   auto keep = [&](float v) { return round_intermediates ? round_bf16(v) : v; };
-  std::vector<float> y(static_cast<std::size_t>(tokens * route.top_k * hidden));  // per row (slot grouped per expert)
-  std::vector<float> xin, h13, act, y2;
-  for (std::int64_t e = 0; e < experts; ++e) {
+  std::vector<float> y(static_cast<std::size_t>(slots * hidden));  // per row (slots grouped per expert)
+  auto run_expert = [&](std::int64_t e, unsigned inner_threads) {
     const std::int64_t first = plan.first[static_cast<std::size_t>(e)], rows = plan.first[static_cast<std::size_t>(e) + 1] - first;
-    if (rows == 0) continue;
-    xin.assign(static_cast<std::size_t>(rows * hp), 0.0f);  // columns past H stay zero (padded blocks)
+    if (rows == 0) return;
+    std::vector<float> xin(static_cast<std::size_t>(rows * hp), 0.0f);  // columns past H stay zero (padded blocks)
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t t = plan.token_of_row[static_cast<std::size_t>(first + r)];
       for (std::int64_t c = 0; c < hidden; ++c) xin[static_cast<std::size_t>(r * hp + c)] = x.at(t, c);
     }
-    h13.assign(static_cast<std::size_t>(rows * 2 * ip), 0.0f);
-    matmul(e, 13, xin.data(), rows, h13.data());
-    act.assign(static_cast<std::size_t>(rows * ip), 0.0f);
+    std::vector<float> h13(static_cast<std::size_t>(rows * 2 * ip), 0.0f);
+    matmul(e, 13, xin.data(), rows, h13.data(), inner_threads);
+    std::vector<float> act(static_cast<std::size_t>(rows * ip), 0.0f);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t i = 0; i < inter; ++i) {
         const float g = keep(h13[static_cast<std::size_t>(r * 2 * ip + i)]);
         const float u = keep(h13[static_cast<std::size_t>(r * 2 * ip + ip + i)]);
         act[static_cast<std::size_t>(r * ip + i)] = keep(g / (1.0f + std::exp(-g)) * u);
       }
-    y2.assign(static_cast<std::size_t>(rows * hp), 0.0f);
-    matmul(e, 2, act.data(), rows, y2.data());
+    std::vector<float> y2(static_cast<std::size_t>(rows * hp), 0.0f);
+    matmul(e, 2, act.data(), rows, y2.data(), inner_threads);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < hidden; ++c)
         y[static_cast<std::size_t>((first + r) * hidden + c)] = keep(y2[static_cast<std::size_t>(r * hp + c)]);
+  };
+  std::int64_t busy = 0;
+  for (std::int64_t e = 0; e < experts; ++e) busy += plan.first[static_cast<std::size_t>(e) + 1] > plan.first[static_cast<std::size_t>(e)];
+  if (detail::thread_count(threads, busy) <= 1) {
+    for (std::int64_t e = 0; e < experts; ++e) run_expert(e, threads);
+  } else {
+    // Threads take contiguous ranges of rows; an expert belongs to the range holding its first row.
+    detail::parallel_ranges(slots, threads, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t e = 0; e < experts; ++e) {
+        const std::int64_t first = plan.first[static_cast<std::size_t>(e)];
+        if (first >= lo && first < hi) run_expert(e, 1);
+      }
+    });
   }
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t c = 0; c < hidden; ++c) {
@@ -318,13 +334,15 @@ void moe_forward(const fp8_moe& layer, const input_view& x, const routing& route
   const std::int64_t s13_step = blocked ? (2 * ip / 128) * (hp / 128) : layer.weights == weight_scales::per_channel ? 2 * ip : 1;
   const std::int64_t s2_step = blocked ? (hp / 128) * (ip / 128) : layer.weights == weight_scales::per_channel ? hp : 1;
   std::vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
-  run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true,
-          [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o) {
+  run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true, options.threads,
+          [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
+            forward_options inner = options;
+            inner.threads = threads;
             const weight_ref w = which == 13 ? weight_ref{layer.weights, layer.w13.data() + e * 2 * ip * hp,
                                                           layer.s13.data() + e * s13_step, 2 * ip, hp, nullptr}
                                              : weight_ref{layer.weights, layer.w2.data() + e * hp * ip,
                                                           layer.s2.data() + e * s2_step, hp, ip, nullptr};
-            quantized_matmul(in, rows, w, layer.activation, o, options);
+            quantized_matmul(in, rows, w, layer.activation, o, inner);
           },
           sum.data());
   for (std::size_t i = 0; i < sum.size(); ++i) out[i] = fp8::to_bf16(sum[i]);
@@ -336,10 +354,10 @@ void moe_forward_f32(const input_view& w13, const input_view& w2, std::int64_t e
   std::vector<float> w13k, w2k;
   const float* w13f = as_f32(w13, w13k);
   const float* w2f = as_f32(w2, w2k);
-  run_moe(experts, s.hidden, s.inter, s.hidden, s.inter, x, route, false,
-          [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o) {
-            if (which == 13) gemm_f32(in, w13f + e * 2 * s.inter * s.hidden, rows, 2 * s.inter, s.hidden, o, {options.threads});
-            else gemm_f32(in, w2f + e * s.hidden * s.inter, rows, s.hidden, s.inter, o, {options.threads});
+  run_moe(experts, s.hidden, s.inter, s.hidden, s.inter, x, route, false, options.threads,
+          [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
+            if (which == 13) gemm_f32(in, w13f + e * 2 * s.inter * s.hidden, rows, 2 * s.inter, s.hidden, o, {threads});
+            else gemm_f32(in, w2f + e * s.hidden * s.inter, rows, s.hidden, s.inter, o, {threads});
           },
           out);
 }
