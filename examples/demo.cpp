@@ -1,7 +1,7 @@
 // qpolicy's main demo: a model and a quantization policy fixed at build time, every layer bound to its
 // scheme's kernels by the compiler, weights quantized online and a forward pass of every linear and
 // MoE layer, with the error against float32 and the time against a float32 pass of the same layer.
-//   qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]
+//   qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N] [--device auto|cpu|cuda]
 // With --config the same runs through the JSON front end: the runtime plan is compared with the
 // compile-time one, and the layers reach their kernels through the runtime dispatch.
 #include <chrono>
@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "../kernels/cpu/forward.hpp"
+#include "../kernels/cuda/forward.hpp"
 #include "../kernels/device_info.hpp"
 #include "qpolicy/qpolicy.hpp"
 
 namespace qp = qpolicy;
 namespace cpu = qpolicy::cpu;
+namespace cuda = qpolicy::cuda;
 namespace fp8 = qpolicy::fp8;
 
 // Qwen3-30B-A3B's structure (../shared/models/qwen3-30b-a3b.json) at a size two CPU cores run in
@@ -51,14 +53,14 @@ static_assert(demo_plan.count(qp::method::fp8_per_tensor) == 4);
 namespace {
 
 struct options {
-  std::string config_path, quantization = "online";
+  std::string config_path, quantization = "online", device = "auto";
   std::int64_t tokens = 64;
   unsigned threads = 0;
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "qpolicy-demo: " << message
-            << "\nusage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]\n";
+            << "\nusage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N] [--device auto|cpu|cuda]\n";
   std::exit(2);
 }
 
@@ -87,8 +89,13 @@ options parse_args(int argc, char** argv) {
     else if (a == "-q") o.quantization = value();
     else if (a == "--tokens") o.tokens = positive(a, value(), 1 << 16);
     else if (a == "--threads") o.threads = static_cast<unsigned>(positive(a, value(), 1024));
+    else if (a == "--device") {
+      o.device = value();
+      if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+        usage_error("--device takes auto, cpu or cuda, got '" + o.device + "'");
+    }
     else if (a == "-h" || a == "--help") {
-      std::cout << "usage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N]\n";
+      std::cout << "usage: qpolicy-demo [--config FILE.json [-q NAME]] [--tokens N] [--threads N] [--device auto|cpu|cuda]\n";
       std::exit(0);
     } else usage_error("unknown argument '" + a + "'");
   }
@@ -136,12 +143,16 @@ std::string label() {
 /// What the demo reports per (layer suffix, scheme).
 struct kind_stats {
   int layers = 0;
-  double flops = 0, quantized_s = 0, f32_s = 0, quantize_s = 0, worst_error = 0, error_sum = 0;
+  double flops = 0, quantized_s = 0, f32_s = 0, baseline_s = 0, quantize_s = 0, worst_error = 0, error_sum = 0;
 };
 
 class runner {
  public:
-  explicit runner(const options& o) : opts_(o) {}
+  // With a GPU the quantized layers run there (the float32 reference stays on the CPU) and the speed is
+  // compared with cuBLASLt's bf16 GEMM of the same FLOPs on the same GPU.
+  runner(const options& o, bool gpu) : opts_(o) {
+    if (gpu) ctx_ = std::make_unique<cuda::forward_context>();
+  }
   std::map<std::pair<std::string, std::string>, kind_stats> stats;
   bool any_nan = false;
 
@@ -172,9 +183,19 @@ class runner {
         t0 = std::chrono::steady_clock::now();
         const auto layer = cpu::quantize_linear<Scheme>(wv, nullptr, activation<Scheme>(lp, false), fo);
         s.quantize_s += seconds_since(t0);
-        t0 = std::chrono::steady_clock::now();
-        cpu::linear_forward<Scheme>(layer, xv, out.data(), fo);
-        s.quantized_s += seconds_since(t0);
+        if (ctx_) {
+          const auto dl = cuda::upload(layer);
+          const auto dx = cuda::to_device(x.data(), x.size() * 2);
+          cuda::device_memory dout(out.size() * 2);
+          s.quantized_s += gpu_seconds(
+              [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
+          cuda::to_host(dout, out.data(), out.size() * 2);
+          s.baseline_s += gpu_bf16_seconds(t, n, k);
+        } else {
+          t0 = std::chrono::steady_clock::now();
+          cpu::linear_forward<Scheme>(layer, xv, out.data(), fo);
+          s.quantized_s += seconds_since(t0);
+        }
       } else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
@@ -216,9 +237,19 @@ class runner {
         t0 = std::chrono::steady_clock::now();
         const auto layer = cpu::quantize_moe<Scheme>(w13v, w2v, e, activation<Scheme>(lp, true), fo);
         s.quantize_s += seconds_since(t0);
-        t0 = std::chrono::steady_clock::now();
-        cpu::moe_forward<Scheme>(layer, xv, route, out.data(), fo);
-        s.quantized_s += seconds_since(t0);
+        if (ctx_) {
+          const auto dm = cuda::upload(layer);
+          const auto dx = cuda::to_device(x.data(), x.size() * 2);
+          cuda::device_memory dout(out.size() * 2);
+          s.quantized_s += gpu_seconds(
+              [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
+          cuda::to_host(dout, out.data(), out.size() * 2);
+          s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
+        } else {
+          t0 = std::chrono::steady_clock::now();
+          cpu::moe_forward<Scheme>(layer, xv, route, out.data(), fo);
+          s.quantized_s += seconds_since(t0);
+        }
       } else {
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
@@ -233,6 +264,24 @@ class runner {
 
  private:
   options opts_;
+  std::unique_ptr<cuda::forward_context> ctx_;
+
+  /// Seconds of one run of `fn` on the GPU, after a warm-up run.
+  template <class Fn>
+  static double gpu_seconds(Fn&& fn) {
+    fn();
+    cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    cuda::synchronize();
+    return seconds_since(t0);
+  }
+  /// cuBLASLt's bf16 GEMM [rows, k] x [n, k]^T on the GPU: the baseline of the GPU speed column.
+  double gpu_bf16_seconds(std::int64_t rows, std::int64_t n, std::int64_t k) {
+    cuda::device_memory a(static_cast<std::size_t>(rows * k) * 2), w(static_cast<std::size_t>(n * k) * 2),
+        out(static_cast<std::size_t>(rows * n) * 2);
+    return gpu_seconds([&] { ctx_->runner.run_bf16(a.as<std::uint16_t>(), w.as<std::uint16_t>(), out.as<std::uint16_t>(), rows, n, k); });
+  }
 
   /// The layer's activation quantizer: the plan's explicit key, or the scheme's default.
   template <class Scheme>
@@ -259,11 +308,20 @@ int main(int argc, char** argv) {
   const auto opts = parse_args(argc, argv);
   try {
     const auto device = qp::cuda::query_devices();
+    const bool usable_gpu = device.count > 0 && device.built_with_cuda;
+    if (opts.device == "cuda" && !usable_gpu) {
+      std::fprintf(stderr, "qpolicy-demo: --device cuda: %s\n", device.description.c_str());
+      return 2;
+    }
+    const bool gpu = opts.device == "cuda" || (opts.device == "auto" && usable_gpu);
     std::printf("qpolicy demo: %s (Qwen3-30B-A3B's structure: 4 blocks, hidden 512, 16 experts of 192, top-4), "
                 "%lld tokens per layer\n",
                 std::string(qwen3_moe_mini.name).c_str(), static_cast<long long>(opts.tokens));
-    std::printf("kernels: CPU (%s)%s\n", opts.threads ? (std::to_string(opts.threads) + " threads").c_str() : "all cores",
-                device.count > 0 ? "; a CUDA device is present: the demo still runs on the CPU (the GPU passes are checked by the gpu suite)" : "");
+    if (gpu)
+      std::printf("kernels: CUDA on %s for the quantized layers (float32 reference and bf16 layers on the CPU)\n",
+                  device.description.c_str());
+    else
+      std::printf("kernels: CPU (%s)\n", opts.threads ? (std::to_string(opts.threads) + " threads").c_str() : "all cores");
 
     const qp::plan compiled = qp::to_runtime(demo_plan);
     std::printf("\ncompile-time plan (%zu layers, %zu decided by the rules, the rest shared by layers the "
@@ -271,7 +329,7 @@ int main(int argc, char** argv) {
                 demo_plan.size(), demo_plan.decided);
     for (const auto& line : compiled.summary) std::printf("  %s\n", line.c_str());
 
-    runner r(opts);
+    runner r(opts, gpu);
     std::size_t index = 0;
     if (opts.config_path.empty()) {
       qp::for_each_layer<demo_plan>([&]<class Scheme>(const qp::layer_plan& lp, Scheme) { r.run<Scheme>(index++, lp); });
@@ -296,19 +354,30 @@ int main(int argc, char** argv) {
 
     std::printf("\nforward pass per layer kind (%lld tokens; error = ||out - fp32|| / ||fp32||, bf16 output):\n",
                 static_cast<long long>(opts.tokens));
-    std::printf("  %-20s %-24s %6s %10s %10s %10s %12s %10s\n", "layer", "scheme", "layers", "mean err", "worst err",
-                "quantize", "GFLOPS", "vs fp32");
-    double flops = 0, quantized = 0, f32 = 0;
+    // CPU: speed against the float32 pass of the same layer. GPU: against cuBLASLt's bf16 GEMM of the
+    // same FLOPs, for the layers that ran there.
+    std::printf("  %-20s %-24s %6s %10s %10s %10s %12s %12s\n", "layer", "scheme", "layers", "mean err", "worst err",
+                "quantize", "GFLOPS", gpu ? "vs bf16 GPU" : "vs fp32");
+    double flops = 0, quantized = 0, baseline = 0;
     for (const auto& [key, s] : r.stats) {
-      std::printf("  %-20s %-24s %6d %9.2f%% %9.2f%% %8.1fms %12.1f %9.2fx\n", key.first.c_str(), key.second.c_str(),
-                  s.layers, 100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9,
-                  s.f32_s / s.quantized_s);
-      flops += s.flops;
-      quantized += s.quantized_s;
-      f32 += s.f32_s;
+      const double base = gpu ? s.baseline_s : s.f32_s;
+      std::string ratio = "-";
+      if (base > 0) ratio = std::to_string(base / s.quantized_s).substr(0, 4) + "x";
+      std::printf("  %-20s %-24s %6d %9.2f%% %9.2f%% %8.1fms %12.1f %12s\n", key.first.c_str(), key.second.c_str(), s.layers,
+                  100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9,
+                  ratio.c_str());
+      if (base > 0) {
+        flops += s.flops;
+        quantized += s.quantized_s;
+        baseline += base;
+      }
     }
-    std::printf("  all layers: %.1f GFLOPS quantized, %.1f GFLOPS float32 (%.2fx)\n", flops / quantized / 1e9, flops / f32 / 1e9,
-                f32 / quantized);
+    if (gpu)
+      std::printf("  quantized layers on the GPU: %.1f GFLOPS, %.2fx cuBLASLt bf16 of the same FLOPs\n", flops / quantized / 1e9,
+                  baseline / quantized);
+    else
+      std::printf("  all layers: %.1f GFLOPS quantized, %.1f GFLOPS float32 (%.2fx)\n", flops / quantized / 1e9,
+                  flops / baseline / 1e9, baseline / quantized);
     if (r.any_nan) {
       std::fprintf(stderr, "qpolicy-demo: a layer produced NaN\n");
       return 1;

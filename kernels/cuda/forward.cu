@@ -129,6 +129,16 @@ void device_memory::reserve(std::size_t bytes) {
   if (bytes > bytes_ || !ptr_) *this = device_memory(bytes);
 }
 
+device_memory to_device(const void* host, std::size_t bytes) {
+  device_memory d;
+  copy_up(d, host, bytes);
+  return d;
+}
+void to_host(const device_memory& from, void* host, std::size_t bytes) {
+  if (bytes) check(cudaMemcpy(host, from.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to the host)", {});
+}
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", {}); }
+
 device_linear upload(const cpu::fp8_linear& l) {
   device_linear d;
   d.weights = l.weights;

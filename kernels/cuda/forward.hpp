@@ -33,6 +33,13 @@ class device_memory {
   std::size_t bytes_ = 0;
 };
 
+/// A copy of `bytes` host bytes in new device memory.
+device_memory to_device(const void* host, std::size_t bytes);
+/// Copies `bytes` from device memory to the host.
+void to_host(const device_memory& from, void* host, std::size_t bytes);
+/// Waits for the device's work so far.
+void synchronize();
+
 /// What forward passes reuse between calls: the GEMM runner and scratch buffers.
 struct forward_context {
   gemm_runner runner;

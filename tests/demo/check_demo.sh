@@ -30,4 +30,6 @@ check "a bad JSON policy is refused with vLLM's message" 1 "qpolicy-demo:" "$dem
 check "an unknown flag" 2 "qpolicy-demo: unknown argument '--bogus'" "$demo" --bogus
 check "a bad token count" 2 "--tokens takes a whole number from 1 to 65536, got 'many'" "$demo" --tokens many
 check "a missing config file" 1 "cannot read config file '$work/none.json'" "$demo" --config "$work/none.json"
+check "a bad device name" 2 "--device takes auto, cpu or cuda, got 'tpu'" "$demo" --device tpu
+check "the CPU when asked" 0 "kernels: CPU" "$demo" --device cpu --tokens 8
 exit $fail
