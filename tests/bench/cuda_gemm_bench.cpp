@@ -3,11 +3,13 @@
 // same run; and a Qwen3-30B-A3B MoE layer (128 experts, top-8) run as the per-expert loop of GEMMs,
 // against the bf16 GEMM of the same FLOPs. Prints a line per figure; says why and exits 0 when there
 // is no device.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../../kernels/cuda/forward.hpp"
@@ -41,6 +43,54 @@ double best_gpu_seconds(int runs, const std::function<void()>& fn) {
   cudaEventDestroy(stop);
   return best / 1e3;
 }
+/// cuBLASLt called directly for out = A W^T on FP8 codes with the given scale modes: what qpolicy's runner
+/// must match (it adds checks, a cached heuristic and descriptor updates around the same call).
+struct direct_cublaslt {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  void* workspace = nullptr;
+  bool ok = false;
+  direct_cublaslt(std::int64_t m, std::int64_t n, std::int64_t k, std::int32_t w_mode, std::int32_t a_mode, const float* w_scale,
+                  const float* a_scale) {
+    cublasLtCreate(&handle);
+    cudaMalloc(&workspace, 32u << 20);
+    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &w_mode, sizeof w_mode);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &a_mode, sizeof a_mode);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, n, k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, m, k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, m, n);
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasLtMatmulPreferenceCreate(&pref);
+    const std::size_t ws = 32u << 20;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    ok = cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS && found > 0;
+    algo = r.algo;
+    cublasLtMatmulPreferenceDestroy(pref);
+  }
+  void run(const void* w, const void* a, void* out) {
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasLtMatmul(handle, desc, &alpha, w, la, a, lb, &beta, out, ld, out, ld, &algo, workspace, 32u << 20, nullptr);
+  }
+  ~direct_cublaslt() {
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(desc);
+    cudaFree(workspace);
+    cublasLtDestroy(handle);
+  }
+};
+
 }  // namespace
 
 int main() {
@@ -76,14 +126,26 @@ int main() {
       used_block = runner.run({m, n, k, fp8::activation_quant::group_128, fp8::weight_scales::block_128x128, false},
                               {a.ptr, sa.ptr, w.ptr, sw.ptr, stride, nullptr, out.ptr});
     });
+    direct_cublaslt direct_tensor(m, n, k, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, sw.ptr, sa.ptr);
+    direct_cublaslt direct_block(m, n, k, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, sw.ptr,
+                                 sa.ptr);
+    const double t_direct_tensor =
+        direct_tensor.ok ? best_gpu_seconds(10, [&] { direct_tensor.run(w.ptr, a.ptr, out.ptr); }) : 0.0;
+    const double t_direct_block = direct_block.ok ? best_gpu_seconds(10, [&] { direct_block.run(w.ptr, a.ptr, out.ptr); }) : 0.0;
     const auto tf = [&](double t) { return flops / t / 1e12; };
     const auto via = [](cuda::gemm_backend b) { return b == cuda::gemm_backend::cublaslt ? "cublaslt" : "fallback"; };
-    std::printf("bench: gpu_gemm_bf16_cublaslt_%lldx%lldx%lld %.1f TFLOPS\n", static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k), tf(t_bf16));
-    std::printf("bench: gpu_gemm_fp8_per_tensor_%s_%lldx%lldx%lld %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_tensor),
-                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), tf(t_tensor), t_bf16 / t_tensor);
-    std::printf("bench: gpu_gemm_fp8_block_%s_%lldx%lldx%lld %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_block),
-                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), tf(t_block), t_bf16 / t_block);
+    const auto shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    std::printf("bench: gpu_gemm_bf16_cublaslt_%s %.1f TFLOPS\n", shape.c_str(), tf(t_bf16));
+    std::printf("bench: gpu_gemm_fp8_per_tensor_%s_%s %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_tensor), shape.c_str(),
+                tf(t_tensor), t_bf16 / t_tensor);
+    if (t_direct_tensor > 0)
+      std::printf("bench: gpu_gemm_fp8_per_tensor_%s_overhead %.1f TFLOPS vs cublaslt_fp8_direct %.2fx\n", shape.c_str(), tf(t_tensor),
+                  t_direct_tensor / t_tensor);
+    std::printf("bench: gpu_gemm_fp8_block_%s_%s %.1f TFLOPS vs cublaslt_bf16 %.2fx\n", via(used_block), shape.c_str(), tf(t_block),
+                t_bf16 / t_block);
+    if (t_direct_block > 0)
+      std::printf("bench: gpu_gemm_fp8_block_%s_overhead %.1f TFLOPS vs cublaslt_fp8_direct %.2fx\n", shape.c_str(), tf(t_block),
+                  t_direct_block / t_block);
   }
   // MoE: 4096 tokens, E=128, H=2048, I=768, top-8, fp8_per_block, the loop baseline.
   {
