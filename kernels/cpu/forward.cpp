@@ -315,11 +315,21 @@ fp8_moe quantize_moe(weight_scales weights, activation_quant activation, const i
       activation_kernel<fp8_per_token>::run(w13, m.w13.data(), m.s13.data(), co);
       weight_kernel<fp8_per_channel>::run(w2, m.w2.data(), m.s2.data(), co);
       break;
-    case weight_scales::block_128x128:
+    case weight_scales::block_128x128: {
+      // Spec §9: each expert's matrices zero-padded to 128, then blocked by the fast kernel
+      // (bit-identical to reference::moe_per_block).
       m.s13.resize(static_cast<std::size_t>(experts * (2 * ip / 128) * (hp / 128)));
       m.s2.resize(static_cast<std::size_t>(experts * (hp / 128) * (ip / 128)));
-      reference::moe_per_block(w13, w2, experts, {}, m.w13.data(), m.s13.data(), m.w2.data(), m.s2.data());
+      std::vector<float> pad13(static_cast<std::size_t>(2 * ip * hp)), pad2(static_cast<std::size_t>(hp * ip));
+      for (std::int64_t e = 0; e < experts; ++e) {
+        reference::moe_pad_expert(w13, w2, e, s.inter, s.hidden, pad13.data(), pad2.data());
+        weight_kernel<fp8_per_block>::run({pad13.data(), element::f32, 2 * ip, hp}, {}, m.w13.data() + e * 2 * ip * hp,
+                                          m.s13.data() + e * (2 * ip / 128) * (hp / 128), co);
+        weight_kernel<fp8_per_block>::run({pad2.data(), element::f32, hp, ip}, {}, m.w2.data() + e * hp * ip,
+                                          m.s2.data() + e * (hp / 128) * (ip / 128), co);
+      }
       break;
+    }
   }
   return m;
 }

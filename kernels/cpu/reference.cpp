@@ -1,5 +1,6 @@
 #include "reference.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace qpolicy::cpu::reference {
@@ -100,22 +101,28 @@ void moe_per_tensor(const input_view& w13, const input_view& w2, std::int64_t ex
   }
 }
 
+void moe_pad_expert(const input_view& w13, const input_view& w2, std::int64_t e, std::int64_t inter, std::int64_t hidden,
+                    float* pad13, float* pad2) {
+  const std::int64_t hp = (hidden + 127) / 128 * 128, ip = (inter + 127) / 128 * 128;
+  std::fill(pad13, pad13 + 2 * ip * hp, 0.0f);
+  std::fill(pad2, pad2 + hp * ip, 0.0f);
+  const input_view x13 = w13.rows_from(e * 2 * inter, 2 * inter), x2 = w2.rows_from(e * hidden, hidden);
+  for (std::int64_t r = 0; r < inter; ++r)
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      pad13[r * hp + c] = x13.at(r, c);                 // gate
+      pad13[(ip + r) * hp + c] = x13.at(inter + r, c);  // up
+    }
+  for (std::int64_t r = 0; r < hidden; ++r)
+    for (std::int64_t c = 0; c < inter; ++c) pad2[r * ip + c] = x2.at(r, c);
+}
+
 void moe_per_block(const input_view& w13, const input_view& w2, std::int64_t experts, const block_options& o,
                    std::uint8_t* q13, float* s13, std::uint8_t* q2, float* s2) {
   const std::int64_t hidden = w13.cols, inter = w13.rows / experts / 2;
   const std::int64_t hp = (hidden + 127) / 128 * 128, ip = (inter + 127) / 128 * 128;
   std::vector<float> pad13(static_cast<std::size_t>(2 * ip * hp)), pad2(static_cast<std::size_t>(hp * ip));
   for (std::int64_t e = 0; e < experts; ++e) {
-    std::fill(pad13.begin(), pad13.end(), 0.0f);
-    std::fill(pad2.begin(), pad2.end(), 0.0f);
-    const input_view x13 = w13.rows_from(e * 2 * inter, 2 * inter), x2 = w2.rows_from(e * hidden, hidden);
-    for (std::int64_t r = 0; r < inter; ++r)
-      for (std::int64_t c = 0; c < hidden; ++c) {
-        pad13[static_cast<std::size_t>(r * hp + c)] = x13.at(r, c);                   // gate
-        pad13[static_cast<std::size_t>((ip + r) * hp + c)] = x13.at(inter + r, c);    // up
-      }
-    for (std::int64_t r = 0; r < hidden; ++r)
-      for (std::int64_t c = 0; c < inter; ++c) pad2[static_cast<std::size_t>(r * ip + c)] = x2.at(r, c);
+    moe_pad_expert(w13, w2, e, inter, hidden, pad13.data(), pad2.data());
     block_128x128({pad13.data(), element::f32, 2 * ip, hp}, o, q13 + e * 2 * ip * hp, s13 + e * (2 * ip / 128) * (hp / 128));
     block_128x128({pad2.data(), element::f32, hp, ip}, o, q2 + e * hp * ip, s2 + e * (hp / 128) * (ip / 128));
   }

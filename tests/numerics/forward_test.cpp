@@ -8,11 +8,13 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../../kernels/cpu/forward.hpp"
 #include "../../kernels/cpu/gemm_fast.hpp"
 #include "../../kernels/cpu/gemm_reference.hpp"
+#include "../../kernels/cpu/reference.hpp"
 #include "random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -178,6 +180,15 @@ void check_moe(double bound) {
   }
   const cpu::routing route{ids.data(), weights.data(), top_k};
   const auto layer = cpu::quantize_moe<Scheme>(w13.view(), w2.view(), experts);
+  if constexpr (std::is_same_v<Scheme, qp::fp8_per_block>) {  // the fast padded blocking = the reference's
+    std::vector<std::uint8_t> q13(layer.w13.size()), q2(layer.w2.size());
+    std::vector<float> s13(layer.s13.size()), s2(layer.s2.size());
+    cpu::reference::moe_per_block(w13.view(), w2.view(), experts, {}, q13.data(), s13.data(), q2.data(), s2.data());
+    REQUIRE(q13 == layer.w13);
+    REQUIRE(q2 == layer.w2);
+    REQUIRE(std::memcmp(s13.data(), layer.s13.data(), s13.size() * sizeof(float)) == 0);
+    REQUIRE(std::memcmp(s2.data(), layer.s2.data(), s2.size() * sizeof(float)) == 0);
+  }
   std::vector<std::uint16_t> fast(static_cast<std::size_t>(tokens * hidden)), slow(fast.size());
   cpu::moe_forward<Scheme>(layer, x.view(), route, fast.data());
   cpu::moe_forward<Scheme>(layer, x.view(), route, slow.data(), {cpu::kernel_path::reference, 1});
