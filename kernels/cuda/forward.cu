@@ -238,26 +238,23 @@ void moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t*
   auto* y2 = ctx.y2.as<std::uint16_t>();
   gather_rows<<<row_grid(hp, slots), 256, 0, stream>>>(x, m.hidden, hp, rows_dev.as<std::int64_t>(), slots, xin);
   check(cudaGetLastError(), "gather_rows", o);
-  for (std::int64_t e = 0; e < experts; ++e) {
-    const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
-    if (rows == 0) continue;
-    quantize_activation(ctx, m.activation, xin + first * hp, rows, hp);
-    ctx.runner.run({rows, 2 * ip, hp, m.activation, m.weights, false},
-                   {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), m.w13.as<std::uint8_t>() + e * 2 * ip * hp,
-                    m.s13.as<float>() + e * m.s13_step, m.s13_stride, nullptr, h13 + first * 2 * ip},
-                   o, ctx.prefer);
-  }
+  // One GEMM per expert over its rows: in [rows, k] (bf16) -> out [rows, n] with expert e's matrix.
+  auto per_expert = [&](const std::uint16_t* in, std::int64_t k, const device_memory& w, const device_memory& scales,
+                        std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
+      if (rows == 0) continue;
+      quantize_activation(ctx, m.activation, in + first * k, rows, k);
+      ctx.runner.run({rows, n, k, m.activation, m.weights, false},
+                     {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w.as<std::uint8_t>() + e * n * k,
+                      scales.as<float>() + e * scale_step, scale_stride, nullptr, result + first * n},
+                     o, ctx.prefer);
+    }
+  };
+  per_expert(xin, hp, m.w13, m.s13, m.s13_step, m.s13_stride, 2 * ip, h13);
   silu_and_mul<<<row_grid(ip, slots), 256, 0, stream>>>(h13, slots, m.intermediate, ip, act);
   check(cudaGetLastError(), "silu_and_mul", o);
-  for (std::int64_t e = 0; e < experts; ++e) {
-    const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
-    if (rows == 0) continue;
-    quantize_activation(ctx, m.activation, act + first * ip, rows, ip);
-    ctx.runner.run({rows, hp, ip, m.activation, m.weights, false},
-                   {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), m.w2.as<std::uint8_t>() + e * hp * ip,
-                    m.s2.as<float>() + e * m.s2_step, m.s2_stride, nullptr, y2 + first * hp},
-                   o, ctx.prefer);
-  }
+  per_expert(act, ip, m.w2, m.s2, m.s2_step, m.s2_stride, hp, y2);
   combine<<<row_grid(m.hidden, tokens), 256, 0, stream>>>(y2, hp, slots_dev.as<std::int64_t>(), weights_dev.as<float>(),
                                                           route.top_k, tokens, m.hidden, out);
   check(cudaGetLastError(), "combine", o);

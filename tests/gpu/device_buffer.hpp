@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../../kernels/device_info.hpp"
@@ -31,6 +32,12 @@ struct device_buffer {
     return out;
   }
 };
+
+/// Failures of a GPU test: counted, the first 30 printed.
+inline int failures = 0;
+inline void fail(const std::string& what) {
+  if (++failures <= 30) std::printf("FAIL: %s\n", what.c_str());
+}
 
 /// Prints the device, or why there is none ("SKIP: no <what> run: ..."); false when there is none
 /// (the test then exits 77, meson's "skipped").

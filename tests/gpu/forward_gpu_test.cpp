@@ -17,13 +17,10 @@ namespace fp8 = qpolicy::fp8;
 namespace cpu = qpolicy::cpu;
 namespace cuda = qpolicy::cuda;
 using qpolicy::test::device_buffer;
+using qpolicy::test::fail;
+using qpolicy::test::failures;
 
 namespace {
-
-int failures = 0;
-void fail(const std::string& what) {
-  if (++failures <= 30) std::printf("FAIL: %s\n", what.c_str());
-}
 
 std::vector<std::uint16_t> random_bf16(std::size_t n, float sd, std::mt19937& rng) {
   std::normal_distribution<float> d(0.0f, sd);

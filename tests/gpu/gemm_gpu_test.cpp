@@ -21,13 +21,10 @@ using qpolicy::test::random_codes;
 using qpolicy::test::random_scales;
 namespace cuda = qpolicy::cuda;
 using qpolicy::test::device_buffer;
+using qpolicy::test::fail;
+using qpolicy::test::failures;
 
 namespace {
-
-int failures = 0;
-void fail(const std::string& what) {
-  if (++failures <= 30) std::printf("FAIL: %s\n", what.c_str());
-}
 
 
 struct pairing {
