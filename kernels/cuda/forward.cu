@@ -1,14 +1,17 @@
 // Forward passes on the GPU: activation quantization, GEMMs through the gemm_runner, and the small
-// kernels of a MoE layer (gather, SiLU-and-mul, weighted combine). Thin __global__ functions over the
+// kernels of a MoE layer (gather, SiLU-and-mul, weighted combine) around its expert GEMMs (one grouped
+// launch per projection, or the per-expert loop). Thin __global__ functions over the
 // shared arithmetic; the MoE routing is planned on the host as in the CPU pass.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuda_check.hpp"
 #include "forward.hpp"
+#include "grouped_gemm.hpp"
 
 namespace qpolicy::cuda {
 
@@ -212,22 +215,104 @@ device_moe upload(const cpu::fp8_moe& m) {
   return d;
 }
 
-void moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t* x, std::int64_t tokens,
-                 const cpu::routing& route, std::uint16_t* out) {
+namespace {
+
+/// Host arrays packed into one upload, each section 16-byte aligned.
+class upload_pack {
+ public:
+  /// Appends `count` elements; returns the section's byte offset.
+  template <class T>
+  std::size_t add(const T* data, std::size_t count) {
+    const std::size_t at = (bytes_.size() + 15) / 16 * 16;
+    bytes_.resize(at + count * sizeof(T));
+    if (count) std::memcpy(bytes_.data() + at, data, count * sizeof(T));
+    return at;
+  }
+  /// Copies the pack into `d` (grown as needed) in stream order.
+  void upload(device_memory& d, const launch_options& o) const {
+    d.reserve(bytes_.size());
+    if (!bytes_.empty())
+      check(cudaMemcpyAsync(d.get(), bytes_.data(), bytes_.size(), cudaMemcpyHostToDevice, stream_of(o)), "cudaMemcpyAsync (routing)", o);
+  }
+
+ private:
+  std::vector<unsigned char> bytes_;
+};
+
+template <class T>
+const T* at(const device_memory& d, std::size_t offset) {
+  return reinterpret_cast<const T*>(static_cast<const unsigned char*>(d.get()) + offset);
+}
+
+/// The grouped GEMM of one MoE projection: weights `w` with scales (step per expert, block row stride).
+fp8::grouped::problem grouped_problem(const device_moe& m, const std::uint8_t* a, const float* a_scale, const device_memory& w,
+                                      const device_memory& scales, std::int64_t step, std::int64_t stride, std::int64_t n,
+                                      std::int64_t k, std::uint16_t* out) {
+  return {a, w.as<std::uint8_t>(), a_scale, scales.as<float>(), step, stride, out, n, k, m.activation, m.weights};
+}
+
+/// Quantizes all `rows` rows of in[rows, k] for the grouped GEMM: per-token and 1x128 groups row by
+/// row (the same codes as per expert), per-tensor one scale per expert segment.
+void quantize_grouped(forward_context& ctx, fp8::activation_quant act, const std::uint16_t* in, std::int64_t rows, std::int64_t k,
+                      const std::int64_t* offsets, std::int64_t experts) {
+  const fp8::input_view xv{in, fp8::element::bf16, rows, k};
+  ctx.codes.reserve(static_cast<std::size_t>(rows * k));
+  switch (act) {
+    case fp8::activation_quant::per_tensor:
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(experts));
+      ctx.amax.reserve(sizeof(std::uint32_t) * static_cast<std::size_t>(experts));
+      quantize_segments_per_tensor(xv, offsets, experts, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
+                                   ctx.amax.as<std::uint32_t>(), ctx.launch);
+      break;
+    case fp8::activation_quant::per_token:
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows));
+      activation_kernel<fp8_per_token>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), ctx.launch);
+      break;
+    case fp8::activation_quant::group_128:
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows * (k / 128)));
+      activation_kernel<fp8_per_block_dynamic>::run(xv, {128, false, fp8::scale_layout::row_major}, ctx.codes.as<std::uint8_t>(),
+                                                    ctx.scales.as<float>(), ctx.launch);
+      break;
+  }
+}
+
+/// Why the grouped kernel cannot run this layer now, or empty.
+std::string grouped_refusal(const forward_context& ctx, const device_moe& m) {
+  if (ctx.moe == moe_kernel::loop) return "the context asks for the per-expert loop";
+  if (ctx.prefer == gemm_backend::fallback) return "the bit-exact fallback GEMM runs per expert";
+  const int sm = current_sm();
+  const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded;
+  fp8::grouped::problem p{nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr, 2 * ip, hp, m.activation, m.weights};
+  if (auto why = grouped_can_implement(p, sm); !why.empty()) return "w13: " + why;
+  p.n = hp;
+  p.k = ip;
+  if (auto why = grouped_can_implement(p, sm); !why.empty()) return "w2: " + why;
+  return {};
+}
+
+}  // namespace
+
+moe_kernel moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t* x, std::int64_t tokens,
+                       const cpu::routing& route, std::uint16_t* out) {
   const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded, experts = m.experts;
   check_implementable(m.weights, m.activation, hp, "moe_forward w13");
   check_implementable(m.weights, m.activation, ip, "moe_forward w2");
   const auto plan = cpu::plan_routing(route, tokens, experts);  // on the host, as on the CPU
   const std::int64_t slots = tokens * route.top_k;
   const auto& count = plan.first;
-  const auto& token_of_row = plan.token_of_row;
-  const auto& row_of_slot = plan.row_of_slot;
   const auto& o = ctx.launch;
   const auto stream = stream_of(o);
-  device_memory rows_dev, slots_dev, weights_dev;
-  copy_up(rows_dev, token_of_row.data(), token_of_row.size() * sizeof(std::int64_t), o);
-  copy_up(slots_dev, row_of_slot.data(), row_of_slot.size() * sizeof(std::int64_t), o);
-  copy_up(weights_dev, route.weights, static_cast<std::size_t>(slots) * sizeof(float), o);
+  ctx.moe_loop_reason = grouped_refusal(ctx, m);
+  const bool grouped = ctx.moe_loop_reason.empty();
+  const auto tiles = grouped ? fp8::grouped::make_tiles(count.data(), experts) : std::vector<fp8::grouped::tile>{};
+  upload_pack pack;
+  const std::size_t rows_at = pack.add(plan.token_of_row.data(), plan.token_of_row.size());
+  const std::size_t slots_at = pack.add(plan.row_of_slot.data(), plan.row_of_slot.size());
+  const std::size_t weights_at = pack.add(route.weights, static_cast<std::size_t>(slots));
+  const std::size_t offsets_at = pack.add(count.data(), count.size());
+  const std::size_t tiles_at = pack.add(tiles.data(), tiles.size());
+  pack.upload(ctx.routing, o);
+  const auto* offsets = at<std::int64_t>(ctx.routing, offsets_at);
   ctx.gathered.reserve(static_cast<std::size_t>(slots * hp) * 2);
   ctx.h13.reserve(static_cast<std::size_t>(slots * 2 * ip) * 2);
   ctx.act.reserve(static_cast<std::size_t>(slots * ip) * 2);
@@ -236,11 +321,19 @@ void moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t*
   auto* h13 = ctx.h13.as<std::uint16_t>();
   auto* act = ctx.act.as<std::uint16_t>();
   auto* y2 = ctx.y2.as<std::uint16_t>();
-  gather_rows<<<row_grid(hp, slots), 256, 0, stream>>>(x, m.hidden, hp, rows_dev.as<std::int64_t>(), slots, xin);
+  gather_rows<<<row_grid(hp, slots), 256, 0, stream>>>(x, m.hidden, hp, at<std::int64_t>(ctx.routing, rows_at), slots, xin);
   check(cudaGetLastError(), "gather_rows", o);
-  // One GEMM per expert over its rows: in [rows, k] (bf16) -> out [rows, n] with expert e's matrix.
-  auto per_expert = [&](const std::uint16_t* in, std::int64_t k, const device_memory& w, const device_memory& scales,
-                        std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
+  // in [slots, k] (bf16) -> result [slots, n] with each expert's matrix on its rows.
+  auto project = [&](const std::uint16_t* in, std::int64_t k, const device_memory& w, const device_memory& scales,
+                     std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
+    if (grouped) {
+      if (slots == 0) return;
+      quantize_grouped(ctx, m.activation, in, slots, k, offsets, experts);
+      grouped_gemm(grouped_problem(m, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w, scales, scale_step, scale_stride, n,
+                                   k, result),
+                   at<fp8::grouped::tile>(ctx.routing, tiles_at), static_cast<std::int64_t>(tiles.size()), o);
+      return;
+    }
     for (std::int64_t e = 0; e < experts; ++e) {
       const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
       if (rows == 0) continue;
@@ -251,15 +344,14 @@ void moe_forward(forward_context& ctx, const device_moe& m, const std::uint16_t*
                      o, ctx.prefer);
     }
   };
-  per_expert(xin, hp, m.w13, m.s13, m.s13_step, m.s13_stride, 2 * ip, h13);
+  project(xin, hp, m.w13, m.s13, m.s13_step, m.s13_stride, 2 * ip, h13);
   silu_and_mul<<<row_grid(ip, slots), 256, 0, stream>>>(h13, slots, m.intermediate, ip, act);
   check(cudaGetLastError(), "silu_and_mul", o);
-  per_expert(act, ip, m.w2, m.s2, m.s2_step, m.s2_stride, hp, y2);
-  combine<<<row_grid(m.hidden, tokens), 256, 0, stream>>>(y2, hp, slots_dev.as<std::int64_t>(), weights_dev.as<float>(),
-                                                          route.top_k, tokens, m.hidden, out);
+  project(act, ip, m.w2, m.s2, m.s2_step, m.s2_stride, hp, y2);
+  combine<<<row_grid(m.hidden, tokens), 256, 0, stream>>>(y2, hp, at<std::int64_t>(ctx.routing, slots_at),
+                                                          at<float>(ctx.routing, weights_at), route.top_k, tokens, m.hidden, out);
   check(cudaGetLastError(), "combine", o);
-  // The routing buffers above are freed at return: wait for the kernels that read them.
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", o);
+  return grouped ? moe_kernel::grouped : moe_kernel::loop;
 }
 
 }  // namespace qpolicy::cuda

@@ -2,11 +2,13 @@
 // Forward passes on the GPU, the same steps as kernels/cpu/forward.hpp: a linear layer quantizes its
 // activations with the CUDA quantization kernels and runs its FP8 GEMM through the gemm_runner
 // (cuBLASLt, or the bit-exact fallback); a MoE layer gathers tokens per expert and runs w13,
-// SiLU-and-mul and w2 per expert (the loop of GEMM calls, the baseline a grouped kernel is measured
-// against), then sums each token's experts with its routing weights. Layers are uploaded from their
+// SiLU-and-mul and w2 for all experts with one grouped GEMM launch each (grouped_gemm.hpp), or per
+// expert through the gemm_runner (the loop, the baseline the grouped kernel is measured against), then
+// sums each token's experts with its routing weights. Layers are uploaded from their
 // CPU-quantized form (the codes and scales are bit-identical on both backends). Plain header.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "../cpu/forward.hpp"
 #include "gemm.hpp"
@@ -40,12 +42,19 @@ void to_host(const device_memory& from, void* host, std::size_t bytes);
 /// Waits for the device's work so far.
 void synchronize();
 
+/// How a MoE layer runs its expert GEMMs: all experts in one grouped launch, or one GEMM per expert.
+enum class moe_kernel : std::uint8_t { grouped, loop };
+
 /// What forward passes reuse between calls: the GEMM runner and scratch buffers.
 struct forward_context {
   gemm_runner runner;
-  device_memory codes, scales, amax, h13, act, y2, gathered;
+  device_memory codes, scales, amax, h13, act, y2, gathered, routing;
   launch_options launch;
   gemm_backend prefer = gemm_backend::cublaslt;  // fallback: the kernel that equals the CPU reference
+  /// grouped runs when the device and shapes allow it and `prefer` is cublaslt (the grouped kernel sums
+  /// in its own order; the bit-exact fallback runs per expert).
+  moe_kernel moe = moe_kernel::grouped;
+  std::string moe_loop_reason;  // why the last MoE pass ran the loop (empty when it ran grouped)
 };
 
 /// A linear layer on the device.
@@ -72,9 +81,10 @@ struct device_moe {
 };
 device_moe upload(const cpu::fp8_moe& layer);
 
-/// out[T, H] (bf16, device) for x[T, H] (bf16, device) routed by `route` (host arrays), expert by
-/// expert. Throws std::invalid_argument for an expert id out of range, as the CPU pass does.
-void moe_forward(forward_context& ctx, const device_moe& layer, const std::uint16_t* x, std::int64_t tokens,
+/// out[T, H] (bf16, device) for x[T, H] (bf16, device) routed by `route` (host arrays). Returns
+/// which kernel ran the expert GEMMs. Throws std::invalid_argument for an expert id out of range, as
+/// the CPU pass does.
+moe_kernel moe_forward(forward_context& ctx, const device_moe& layer, const std::uint16_t* x, std::int64_t tokens,
                  const cpu::routing& route, std::uint16_t* out);
 
 }  // namespace qpolicy::cuda

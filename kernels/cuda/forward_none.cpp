@@ -22,8 +22,8 @@ gemm_backend linear_forward(forward_context&, const device_linear&, const std::u
   no_cuda();
 }
 device_moe upload(const cpu::fp8_moe&) { no_cuda(); }
-void moe_forward(forward_context&, const device_moe&, const std::uint16_t*, std::int64_t, const cpu::routing&,
-                 std::uint16_t*) {
+moe_kernel moe_forward(forward_context&, const device_moe&, const std::uint16_t*, std::int64_t, const cpu::routing&,
+                       std::uint16_t*) {
   no_cuda();
 }
 

@@ -40,36 +40,50 @@ __device__ float block_amax(float v) {
   return v;
 }
 
+/// Elements [first, last) of x: the whole tensor, or segment blockIdx.y's rows when `offsets` (device,
+/// [segments + 1] row offsets) is given.
+struct element_range {
+  std::int64_t first, last;
+};
+__device__ __forceinline__ element_range range_of(const input_view& x, const std::int64_t* offsets) {
+  if (!offsets) return {0, x.size()};
+  return {offsets[blockIdx.y] * x.cols, offsets[blockIdx.y + 1] * x.cols};
+}
+
 /// Pass 1 of per-tensor paths: atomic max over the magnitudes' bits (non-negative floats order as
-/// their bits; a NaN's bits exceed every number's, so amaxT keeps it).
+/// their bits; a NaN's bits exceed every number's, so amaxT keeps it); one per segment.
 template <bool Propagate>
-__global__ void amax_kernel(input_view x, std::uint32_t* out) {
+__global__ void amax_kernel(input_view x, const std::int64_t* offsets, std::uint32_t* out) {
+  const element_range r = range_of(x, offsets);
   float a = 0.0f;
-  const std::int64_t n = x.size();
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+  for (std::int64_t i = r.first + blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < r.last;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const float v = abs_f32(load(x, i));
     a = Propagate ? max_nan(a, v) : max_num(a, v);
   }
   a = block_amax<Propagate>(a);
-  if (threadIdx.x == 0) atomicMax(out, bits_of(is_nan(a) ? float_of(0x7FC00000u) : a));
+  if (threadIdx.x == 0) atomicMax(out + blockIdx.y, bits_of(is_nan(a) ? float_of(0x7FC00000u) : a));
 }
 
 /// Pass 2: codes of x * (1/s), s = amax / 448, clampS, sat; 8 elements per step with 16-byte loads of
-/// bf16 when aligned.
-__global__ void reciprocal_kernel(input_view x, const std::uint32_t* amax_bits, std::uint8_t* q, float* scale) {
-  const float s = float_of(*amax_bits) / max_e4m3;
+/// bf16 when aligned; one scale per segment.
+__global__ void reciprocal_kernel(input_view x, const std::int64_t* offsets, const std::uint32_t* amax_bits, std::uint8_t* q,
+                                  float* scale) {
+  const element_range r = range_of(x, offsets);
+  const float s = float_of(amax_bits[blockIdx.y]) / max_e4m3;
   const float inv = 1.0f / s;
-  const std::int64_t n = x.size();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (first == 0) *scale = s;
-  const bool vector = x.type == element::bf16 && (reinterpret_cast<std::uintptr_t>(x.data) % 16) == 0 &&
-                      (reinterpret_cast<std::uintptr_t>(q) % 8) == 0;
+  if (first == 0) scale[blockIdx.y] = s;
+  const std::int64_t n = r.last - r.first;
+  const auto* in_bf16 = static_cast<const std::uint16_t*>(x.data) + r.first;
+  const bool vector = x.type == element::bf16 && (reinterpret_cast<std::uintptr_t>(in_bf16) % 16) == 0 &&
+                      (reinterpret_cast<std::uintptr_t>(q + r.first) % 8) == 0;
+  std::int64_t scalar_from = 0;
   if (vector) {
     const std::int64_t packs = n / 8;
-    const auto* in = static_cast<const uint4*>(x.data);
-    auto* out = reinterpret_cast<uint2*>(q);
+    const auto* in = reinterpret_cast<const uint4*>(in_bf16);
+    auto* out = reinterpret_cast<uint2*>(q + r.first);
     for (std::int64_t p = first; p < packs; p += stride) {
       const uint4 v = in[p];
       const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -83,10 +97,9 @@ __global__ void reciprocal_kernel(input_view x, const std::uint32_t* amax_bits, 
       }
       out[p] = make_uint2(lo, hi);
     }
-    for (std::int64_t i = packs * 8 + first; i < n; i += stride) q[i] = sat(clamp_s(load(x, i) * inv));
-    return;
+    scalar_from = packs * 8;
   }
-  for (std::int64_t i = first; i < n; i += stride) q[i] = sat(clamp_s(load(x, i) * inv));
+  for (std::int64_t i = r.first + scalar_from + first; i < r.last; i += stride) q[i] = sat(clamp_s(load(x, i) * inv));
 }
 
 /// One block per row: per-token (floor MIN_SF, true division, clampS, sat) or per-channel (torch max,
@@ -165,16 +178,18 @@ int grid_for(std::int64_t n) {
   return static_cast<int>(max(static_cast<std::int64_t>(1), min(wanted, static_cast<std::int64_t>(sms > 0 ? sms * 8 : 1024))));
 }
 
-void per_tensor(const input_view& x, bool propagate, std::uint8_t* q, float* scale, std::uint32_t* scratch,
-                const launch_options& o) {
-  if (x.size() == 0) return;
+/// Per-tensor quantization of x, or of each of `segments` row segments on its own when `offsets` is given.
+void per_tensor(const input_view& x, bool propagate, const std::int64_t* offsets, std::int64_t segments, std::uint8_t* q,
+                float* scale, std::uint32_t* scratch, const launch_options& o) {
+  if (x.size() == 0 || segments == 0) return;
+  if (segments > 65535) throw std::invalid_argument("per-tensor quantization takes at most 65535 segments, got " + std::to_string(segments));
   const auto stream = stream_of(o);
-  check(cudaMemsetAsync(scratch, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync", o);
-  const int grid = grid_for(x.size());
-  if (propagate) amax_kernel<true><<<grid, threads_per_block, 0, stream>>>(x, scratch);
-  else amax_kernel<false><<<grid, threads_per_block, 0, stream>>>(x, scratch);
+  check(cudaMemsetAsync(scratch, 0, sizeof(std::uint32_t) * static_cast<std::size_t>(segments), stream), "cudaMemsetAsync", o);
+  const dim3 grid(static_cast<unsigned>(grid_for(x.size() / segments)), static_cast<unsigned>(segments));
+  if (propagate) amax_kernel<true><<<grid, threads_per_block, 0, stream>>>(x, offsets, scratch);
+  else amax_kernel<false><<<grid, threads_per_block, 0, stream>>>(x, offsets, scratch);
   check_launch("amax_kernel", o);
-  reciprocal_kernel<<<grid, threads_per_block, 0, stream>>>(x, scratch, q, scale);
+  reciprocal_kernel<<<grid, threads_per_block, 0, stream>>>(x, offsets, scratch, q, scale);
   check_launch("reciprocal_kernel", o);
 }
 
@@ -184,7 +199,7 @@ bool kernels_built() { return true; }
 
 void weight_kernel<fp8_per_tensor>::run(const input_view& w, std::uint8_t* q, float* scale, std::uint32_t* scratch,
                                         const launch_options& o) {
-  per_tensor(w, true, q, scale, scratch, o);
+  per_tensor(w, true, nullptr, 1, q, scale, scratch, o);
 }
 
 void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const launch_options& o) {
@@ -209,7 +224,12 @@ void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q,
 
 void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view& x, std::uint8_t* q, float* scale,
                                                     std::uint32_t* scratch, const launch_options& o) {
-  per_tensor(x, false, q, scale, scratch, o);
+  per_tensor(x, false, nullptr, 1, q, scale, scratch, o);
+}
+
+void quantize_segments_per_tensor(const input_view& x, const std::int64_t* offsets, std::int64_t segments, std::uint8_t* q,
+                                  float* scales, std::uint32_t* scratch, const launch_options& o) {
+  per_tensor(x, false, offsets, segments, q, scales, scratch, o);
 }
 
 void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cpu::reference::group_options& opt,

@@ -69,6 +69,13 @@ struct activation_kernel<fp8_per_block_dynamic> {
                   const launch_options& = {});
 };
 
+/// Per-tensor dynamic quantization of each row segment of x on its own (a MoE layer's experts):
+/// segment s is rows [offsets[s], offsets[s + 1]) (device array of segments + 1), and gets the codes
+/// and scale scales[s] that activation_kernel<fp8_per_tensor_dynamic> gives it alone. An empty
+/// segment's scale is left unspecified. `amax_scratch`: `segments` device uint32 the kernels overwrite.
+void quantize_segments_per_tensor(const fp8::input_view& x, const std::int64_t* offsets, std::int64_t segments,
+                                  std::uint8_t* q, float* scales, std::uint32_t* amax_scratch, const launch_options& = {});
+
 /// The quant keys with a kernel: X(tag) for each (instantiations and dispatch lists use it).
 #define QPOLICY_FP8_KEYS(X) \
   X(fp8_per_tensor_static) X(fp8_per_tensor_dynamic) X(fp8_per_token) X(fp8_per_channel_static) \

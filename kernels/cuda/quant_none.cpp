@@ -26,6 +26,10 @@ void activation_kernel<fp8_per_tensor_dynamic>::run(const fp8::input_view&, std:
                                                     const launch_options& o) { not_built(o); }
 void activation_kernel<fp8_per_block_dynamic>::run(const fp8::input_view&, const cpu::reference::group_options&,
                                                    std::uint8_t*, float*, const launch_options& o) { not_built(o); }
+void quantize_segments_per_tensor(const fp8::input_view&, const std::int64_t*, std::int64_t, std::uint8_t*, float*,
+                                  std::uint32_t*, const launch_options& o) {
+  not_built(o);
+}
 
 template <class Key>
 void quantize_host_tensor(const fp8::input_view&, const cpu::reference::block_options&,

@@ -1,0 +1,192 @@
+// The grouped FP8 GEMM's tile arithmetic (fp8/grouped_tile.hpp), run on the CPU: an emulated CTA
+// stages tiles with the kernel's chunk map, gathers each lane's fragments with the kernel's loaders,
+// multiplies them by an mma.sync m16n8k32 written from PTX's element tables (independently of the
+// loaders' register formulas), folds block scales and stores outputs with the kernel's functions.
+// The results must meet spec §10's bound against float64 on shapes that exercise every edge: experts
+// without rows, partial row tiles, N and K that are not tile multiples.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "grouped_case.hpp"
+
+namespace fp8 = qpolicy::fp8;
+namespace g = qpolicy::fp8::grouped;
+using qpolicy::test::grouped_case;
+
+namespace {
+
+/// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 over the fragments of a warp's 32 lanes, from PTX's
+/// tables: element i of A (byte i % 4 of register i / 4) sits at row group + 8 when 4 <= i < 8 or
+/// i >= 12, column 4 thread + (i & 3) + 16 when i >= 8; element i of B at row 4 thread + (i & 3) + 16
+/// when i >= 4, column group; accumulator i at row group + 8 when i >= 2, column 2 thread + (i & 1).
+/// Every element must come from exactly one lane.
+void emulate_mma(const std::uint32_t (&a)[32][4], const std::uint32_t (&b)[32][2], std::array<float*, 32> c) {
+  double A[16][32], B[32][8];
+  int seen_a[16][32] = {}, seen_b[32][8] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane >> 2, thread = lane & 3;
+    for (int i = 0; i < 16; ++i) {
+      const int row = (i < 4 || (i >= 8 && i < 12)) ? group : group + 8;
+      const int col = 4 * thread + (i & 3) + (i >= 8 ? 16 : 0);
+      A[row][col] = fp8::decode(static_cast<std::uint8_t>(a[lane][i / 4] >> (8 * (i % 4))));
+      ++seen_a[row][col];
+    }
+    for (int i = 0; i < 8; ++i) {
+      const int row = 4 * thread + (i & 3) + (i >= 4 ? 16 : 0);
+      B[row][group] = fp8::decode(static_cast<std::uint8_t>(b[lane][i / 4] >> (8 * (i % 4))));
+      ++seen_b[row][group];
+    }
+  }
+  bool once = true;
+  for (auto& r : seen_a)
+    for (int v : r) once = once && v == 1;
+  for (auto& r : seen_b)
+    for (int v : r) once = once && v == 1;
+  REQUIRE(once);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane >> 2, thread = lane & 3;
+    for (int i = 0; i < 4; ++i) {
+      const int row = group + (i >= 2 ? 8 : 0), col = 2 * thread + (i & 1);
+      double d = 0;
+      for (int k = 0; k < 32; ++k) d += A[row][k] * B[k][col];
+      c[lane][i] += static_cast<float>(d);
+    }
+  }
+}
+
+/// Every CTA of the grouped GEMM, emulated lane by lane.
+template <class Scaling>
+void emulate_grouped(const g::problem& p, const std::vector<g::tile>& tiles) {
+  constexpr bool blocked = std::is_same_v<Scaling, g::block_scales>;
+  constexpr int warps = g::threads / 32;
+  std::vector<std::uint8_t> stage(g::stage_bytes);
+  std::vector<std::array<std::array<float, g::accumulators>, 32>> acc(warps), partial(warps);
+  const std::int64_t k_tiles = (p.k + g::tile_k - 1) / g::tile_k;
+  for (const g::tile& t : tiles)
+    for (std::int64_t n0 = 0; n0 < p.n; n0 += g::tile_n) {
+      for (auto& w : acc)
+        for (auto& l : w) l.fill(0.0f);
+      for (std::int64_t kt = 0; kt < k_tiles; ++kt) {
+        std::fill(stage.begin(), stage.end(), std::uint8_t{0xAA});  // any byte the map misses shows up
+        std::vector<int> written(g::stage_bytes, 0);
+        for (int c = 0; c < g::chunks; ++c) {
+          const g::chunk ch = g::chunk_of(c);
+          const g::chunk_source src = g::source_of(ch, p, t, n0, kt);
+          std::uint8_t* dst = stage.data() + ch.smem_offset();
+          if (src.valid) std::memcpy(dst, (ch.weight ? p.w : p.a) + src.offset, 16);
+          else std::memset(dst, 0, 16);
+          for (int i = 0; i < 16; ++i) ++written[static_cast<std::size_t>(ch.smem_offset() + i)];
+        }
+        bool exact = true;  // each staged byte of a row written once, the padding never
+        for (int row = 0; row < g::tile_m + g::tile_n; ++row)
+          for (int col = 0; col < g::smem_row; ++col)
+            exact = exact && written[static_cast<std::size_t>(row * g::smem_row + col)] == (col < g::tile_k ? 1 : 0);
+        REQUIRE(exact);
+        for (int warp = 0; warp < warps; ++warp) {
+          const int wm = warp / g::warps_n, wn = warp % g::warps_n;
+          auto& sums = blocked ? partial[warp] : acc[warp];
+          if (blocked)
+            for (auto& l : sums) l.fill(0.0f);
+          for (int ks = 0; ks < g::k_steps; ++ks)
+            for (int mf = 0; mf < g::m_frags; ++mf)
+              for (int nf = 0; nf < g::n_frags; ++nf) {
+                std::uint32_t a[32][4], b[32][2];
+                std::array<float*, 32> c{};
+                for (int lane = 0; lane < 32; ++lane) {
+                  g::load_a(stage.data(), wm, mf, ks, lane, a[lane]);
+                  g::load_b(stage.data(), wn, nf, ks, lane, b[lane]);
+                  c[lane] = &sums[lane][g::acc_index(mf, nf, 0)];
+                }
+                emulate_mma(a, b, c);
+              }
+          if (blocked)
+            for (int lane = 0; lane < 32; ++lane) {
+              float row_scales[g::m_frags][2];
+              g::chunk_row_scales(p, t, wm, lane, kt, row_scales);
+              float (&pl)[g::accumulators] = *reinterpret_cast<float(*)[g::accumulators]>(partial[warp][lane].data());
+              float (&al)[g::accumulators] = *reinterpret_cast<float(*)[g::accumulators]>(acc[warp][lane].data());
+              g::fold_chunk(pl, row_scales, g::w_scale_of(p, t.expert, n0, kt), al);
+            }
+        }
+      }
+      for (int warp = 0; warp < warps; ++warp)
+        for (int lane = 0; lane < 32; ++lane) {
+          const float (&al)[g::accumulators] = *reinterpret_cast<const float(*)[g::accumulators]>(acc[warp][lane].data());
+          g::store_outputs<Scaling>(p, t, n0, warp / g::warps_n, warp % g::warps_n, lane, al);
+        }
+    }
+}
+
+void check_case(const grouped_case& c) {
+  INFO(c.name());
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(c.rows * c.n), 0xFFFF);  // NaN until written
+  const auto p = c.problem(c.a.data(), c.w.data(), c.a_scale.data(), c.w_scale.data(), out.data());
+  REQUIRE(g::can_implement(c.n, c.k, c.activation, c.weights).empty());
+  const auto tiles = g::make_tiles(c.offsets.data(), c.experts);
+  if (c.weights == fp8::weight_scales::block_128x128) emulate_grouped<g::block_scales>(p, tiles);
+  else emulate_grouped<g::outer_scales>(p, tiles);
+  CHECK(qpolicy::test::check_grouped_bound(c, out) == "");
+}
+
+}  // namespace
+
+TEST_CASE("grouped GEMM tiles: one per 128 rows of each expert, none for an expert without rows", "[grouped]") {
+  const std::int64_t offsets[] = {0, 0, 1, 129, 129, 385};
+  const auto tiles = g::make_tiles(offsets, 5);
+  REQUIRE(tiles.size() == 4);
+  const g::tile want[] = {{1, 0, 1}, {2, 1, 129}, {4, 129, 257}, {4, 257, 385}};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(tiles[static_cast<std::size_t>(i)].expert == want[i].expert);
+    CHECK(tiles[static_cast<std::size_t>(i)].row_begin == want[i].row_begin);
+    CHECK(tiles[static_cast<std::size_t>(i)].row_end == want[i].row_end);
+  }
+  const std::int64_t bad[] = {0, 5, 3};
+  CHECK_THROWS_WITH(g::make_tiles(bad, 2), "expert 1's rows end before they begin");
+  const std::int64_t huge[] = {0, std::int64_t{1} << 31};
+  CHECK_THROWS_WITH(g::make_tiles(huge, 1), "the grouped GEMM takes at most 2^31 - 1 rows, got 2147483648");
+}
+
+TEST_CASE("grouped GEMM refuses what its kernel cannot run, saying why", "[grouped]") {
+  using fp8::activation_quant;
+  using fp8::weight_scales;
+  CHECK(g::can_implement(384, 200, activation_quant::per_tensor, weight_scales::per_tensor) ==
+        "the grouped FP8 GEMM needs K to be a positive multiple of 16 (16-byte row copies), got 200");
+  CHECK(g::can_implement(385, 256, activation_quant::per_token, weight_scales::per_channel) ==
+        "the grouped FP8 GEMM needs N to be positive and even (bf16 pairs), got 385");
+  CHECK(g::can_implement(384, 256, activation_quant::per_token, weight_scales::block_128x128) ==
+        "the grouped FP8 GEMM pairs 1x128 activation groups with 128x128 weight blocks only, not per-token activations "
+        "with 128x128 blocks weights");
+  CHECK(g::can_implement(384, 208, activation_quant::group_128, weight_scales::block_128x128) ==
+        "128x128 weight blocks need K to be a multiple of 128, got 208");
+  CHECK(g::can_implement(384, 208, activation_quant::per_tensor, weight_scales::per_channel).empty());
+}
+
+TEST_CASE("grouped GEMM, emulated on the CPU, meets spec §10's bound for every scaling", "[grouped]") {
+  std::mt19937 rng(17);
+  using fp8::activation_quant;
+  using fp8::weight_scales;
+  // Experts without rows, a single row, a full tile and one more, K and N past a tile's edge.
+  const std::vector<std::int64_t> rows = {0, 1, 129, 7, 0, 140};
+  check_case(qpolicy::test::make_grouped_case(rows, 200, 208, activation_quant::per_tensor, weight_scales::per_tensor, rng));
+  check_case(qpolicy::test::make_grouped_case(rows, 136, 144, activation_quant::per_token, weight_scales::per_channel, rng));
+  check_case(qpolicy::test::make_grouped_case(rows, 130, 32, activation_quant::per_tensor, weight_scales::per_channel, rng));
+  check_case(qpolicy::test::make_grouped_case(rows, 136, 16, activation_quant::per_token, weight_scales::per_tensor, rng));
+  check_case(qpolicy::test::make_grouped_case(rows, 200, 384, activation_quant::group_128, weight_scales::block_128x128, rng));
+  check_case(qpolicy::test::make_grouped_case({3, 0, 256}, 384, 640, activation_quant::group_128, weight_scales::block_128x128, rng));
+}
+
+TEST_CASE("the bound check catches a wrong output", "[grouped]") {
+  std::mt19937 rng(3);
+  const auto c = qpolicy::test::make_grouped_case({5, 2}, 16, 128, fp8::activation_quant::per_token,
+                                                  fp8::weight_scales::per_channel, rng);
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(c.rows * c.n));
+  const auto p = c.problem(c.a.data(), c.w.data(), c.a_scale.data(), c.w_scale.data(), out.data());
+  emulate_grouped<g::outer_scales>(p, g::make_tiles(c.offsets.data(), c.experts));
+  REQUIRE(qpolicy::test::check_grouped_bound(c, out) == "");
+  out[17] = fp8::to_bf16(fp8::from_bf16(out[17]) * 1.03f + 1e-3f);
+  CHECK(qpolicy::test::check_grouped_bound(c, out) != "");
+}
