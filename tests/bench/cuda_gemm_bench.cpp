@@ -1,7 +1,7 @@
 // GPU FP8 GEMM throughput on DeepGEMM's shapes (M = 4096): per-tensor and 1x128 x 128x128
 // block-scaled GEMMs through qpolicy's runner, against cuBLASLt's bf16 GEMM of the same shape in the
-// same run; and a Qwen3-30B-A3B MoE layer (128 experts, top-8) run as the per-expert loop of GEMMs,
-// against the bf16 GEMM of the same FLOPs. Prints a line per figure; says why and exits 0 when there
+// same run; and a Qwen3-30B-A3B MoE layer (128 experts, top-8) run by the grouped kernel and by the
+// per-expert loop of GEMMs, against each other and the bf16 GEMM of the same FLOPs. Prints a line per figure; says why and exits 0 when there
 // is no device.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -147,7 +147,8 @@ int main() {
       std::printf("bench: gpu_gemm_fp8_block_%s_overhead %.1f TFLOPS vs cublaslt_fp8_direct %.2fx\n", shape.c_str(), tf(t_block),
                   t_direct_block / t_block);
   }
-  // MoE: 4096 tokens, E=128, H=2048, I=768, top-8, fp8_per_block, the loop baseline.
+  // MoE: 4096 tokens, E=128, H=2048, I=768, top-8 (Qwen3-30B-A3B's layer): the grouped kernel against the
+  // per-expert loop, for both schemes, and against cuBLASLt bf16 of the same FLOPs.
   {
     const std::int64_t tokens = 4096, experts = 128, hidden = 2048, inter = 768, top_k = 8;
     std::normal_distribution<float> normal(0.0f, 0.03f);
@@ -160,20 +161,36 @@ int main() {
     std::vector<float> weights(ids.size(), 1.0f / top_k);
     for (std::int64_t t = 0; t < tokens; ++t)
       for (std::int64_t j = 0; j < top_k; ++j) ids[static_cast<std::size_t>(t * top_k + j)] = static_cast<std::int32_t>((t * 7 + j * 16) % experts);
-    const auto layer = qpolicy::cpu::quantize_moe<qpolicy::fp8_per_block>({w13.data(), fp8::element::bf16, experts * 2 * inter, hidden},
-                                                                           {w2.data(), fp8::element::bf16, experts * hidden, inter}, experts);
-    const auto dev = cuda::upload(layer);
-    cuda::forward_context ctx;
-    device_buffer<std::uint16_t> dx(x), dout(x.size());
     const qpolicy::cpu::routing route{ids.data(), weights.data(), top_k};
-    const double t_loop = best_gpu_seconds(5, [&] { cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr); });
     const double flops = 2.0 * double(tokens * top_k) * 3.0 * double(hidden) * double(inter);
     const std::int64_t rows = tokens * top_k;
     device_buffer<std::uint16_t> ah(static_cast<std::size_t>(rows * hidden)), wh(static_cast<std::size_t>(3 * inter * hidden)),
         oh(static_cast<std::size_t>(rows * 3 * inter));
     const double t_dense = best_gpu_seconds(5, [&] { runner.run_bf16(ah.ptr, wh.ptr, oh.ptr, rows, 3 * inter, hidden); });
-    std::printf("bench: gpu_moe_fp8_block_loop_128x2048x768_top8_4096tok %.1f TFLOPS vs dense_bf16_same_flops %.2fx\n",
-                flops / t_loop / 1e12, t_dense / t_loop);
+    device_buffer<std::uint16_t> dx(x), dout(x.size());
+    cuda::forward_context ctx;
+    auto time_layer = [&](const qpolicy::cpu::fp8_moe& layer, const char* scheme) {
+      const auto dev = cuda::upload(layer);
+      ctx.moe = cuda::moe_kernel::loop;
+      const double t_loop = best_gpu_seconds(5, [&] { cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr); });
+      ctx.moe = cuda::moe_kernel::grouped;
+      cuda::moe_kernel ran{};
+      const double t_grouped = best_gpu_seconds(5, [&] { ran = cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr); });
+      std::printf("bench: gpu_moe_%s_loop_128x2048x768_top8_4096tok %.1f TFLOPS vs dense_bf16_same_flops %.2fx\n", scheme,
+                  flops / t_loop / 1e12, t_dense / t_loop);
+      if (ran != cuda::moe_kernel::grouped) {
+        std::printf("# grouped kernel not run: %s\n", ctx.moe_loop_reason.c_str());
+        return;
+      }
+      std::printf("bench: gpu_moe_%s_grouped_128x2048x768_top8_4096tok %.1f TFLOPS vs loop %.2fx\n", scheme, flops / t_grouped / 1e12,
+                  t_loop / t_grouped);
+      std::printf("bench: gpu_moe_%s_grouped_vs_dense_bf16 %.1f TFLOPS vs dense_bf16_same_flops %.2fx\n", scheme,
+                  flops / t_grouped / 1e12, t_dense / t_grouped);
+    };
+    const qpolicy::fp8::input_view w13v{w13.data(), fp8::element::bf16, experts * 2 * inter, hidden};
+    const qpolicy::fp8::input_view w2v{w2.data(), fp8::element::bf16, experts * hidden, inter};
+    time_layer(qpolicy::cpu::quantize_moe<qpolicy::fp8_per_block>(w13v, w2v, experts), "fp8_block");
+    time_layer(qpolicy::cpu::quantize_moe<qpolicy::fp8_per_tensor>(w13v, w2v, experts), "fp8_per_tensor");
   }
   return 0;
 }

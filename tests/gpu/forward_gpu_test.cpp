@@ -1,7 +1,7 @@
 // GPU suite: the CUDA forward passes against the CPU ones. With the fallback GEMM a linear layer must
 // give the CPU's bits; a MoE layer too, up to SiLU's expf (the GPU's and glibc's may differ by an
-// ulp, which can move a bf16 rounding). With cuBLASLt (another summation order) the outputs stay
-// within 2% of the CPU's. Every scheme, on the CPU tests' shapes. Exits 77 without a device.
+// ulp, which can move a bf16 rounding). With cuBLASLt or the grouped MoE kernel (other summation
+// orders) the outputs stay within 2% of the CPU's. Every scheme, on the CPU tests' shapes. Exits 77 without a device.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../kernels/cuda/forward.hpp"
+#include "../../kernels/cuda/grouped_gemm.hpp"
 #include "../../kernels/device_info.hpp"
 #include "device_buffer.hpp"
 
@@ -80,13 +81,23 @@ void check_moe(cuda::forward_context& ctx, const char* scheme, std::mt19937& rng
   cpu::moe_forward<Scheme>(layer, {x.data(), fp8::element::bf16, tokens, hidden}, route, want.data());
   const auto dev = cuda::upload(layer);
   device_buffer<std::uint16_t> dx(x), dout(want.size());
-  for (auto prefer : {cuda::gemm_backend::fallback, cuda::gemm_backend::cublaslt}) {
-    ctx.prefer = prefer;
-    cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr);
+  struct run {
+    cuda::gemm_backend prefer;
+    cuda::moe_kernel moe;
+    const char* what;
+    double bound;
+  };
+  const run runs[] = {{cuda::gemm_backend::fallback, cuda::moe_kernel::loop, "loop, fallback GEMMs", 5e-3},
+                      {cuda::gemm_backend::cublaslt, cuda::moe_kernel::loop, "loop, cuBLASLt where it can", 0.02},
+                      {cuda::gemm_backend::cublaslt, cuda::moe_kernel::grouped, "grouped kernel", 0.02}};
+  for (const run& r : runs) {
+    ctx.prefer = r.prefer;
+    ctx.moe = r.moe;
+    const auto ran = cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr);
     const double d = relative_difference(dout.get(want.size()), want);
-    const bool fallback = prefer == cuda::gemm_backend::fallback;
-    std::printf("  %s (%s): %.2e from the CPU pass\n", name.c_str(), fallback ? "fallback" : "cuBLASLt where it can", d);
-    if (!(d <= (fallback ? 5e-3 : 0.02))) fail(name + ": " + std::to_string(d) + " from the CPU pass");
+    std::printf("  %s (%s): %.2e from the CPU pass\n", name.c_str(), r.what, d);
+    if (ran != r.moe && cuda::current_sm() >= 89) fail(name + ": asked for " + r.what + ", ran the loop: " + ctx.moe_loop_reason);
+    if (!(d <= r.bound)) fail(name + " (" + r.what + "): " + std::to_string(d) + " from the CPU pass");
   }
 }
 
