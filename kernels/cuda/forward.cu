@@ -167,6 +167,7 @@ device_linear upload(const cpu::fp8_linear& l) {
 gemm_backend linear_forward(forward_context& ctx, const device_linear& layer, const std::uint16_t* x, std::int64_t rows,
                             std::uint16_t* out) {
   check_implementable(layer.weights, layer.activation, layer.in_features, "linear_forward");
+  if (rows == 0) return ctx.prefer;  // nothing to compute, as on the CPU
   quantize_activation(ctx, layer.activation, x, rows, layer.in_features);
   const bool bias = layer.bias.get() != nullptr;
   return ctx.runner.run({rows, layer.out_features, layer.in_features, layer.activation, layer.weights, bias},
@@ -299,6 +300,7 @@ moe_kernel moe_forward(forward_context& ctx, const device_moe& m, const std::uin
   check_implementable(m.weights, m.activation, ip, "moe_forward w2");
   const auto plan = cpu::plan_routing(route, tokens, experts);  // on the host, as on the CPU
   const std::int64_t slots = tokens * route.top_k;
+  if (tokens == 0) return ctx.moe == moe_kernel::grouped ? moe_kernel::grouped : moe_kernel::loop;  // no rows: no launches
   const auto& count = plan.first;
   const auto& o = ctx.launch;
   const auto stream = stream_of(o);

@@ -3,6 +3,7 @@
 // ulp, which can move a bf16 rounding). With cuBLASLt or the grouped MoE kernel (other summation
 // orders) the outputs stay within 2% of the CPU's. Every scheme, on the CPU tests' shapes. Exits 77 without a device.
 #include <cmath>
+#include <exception>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -61,6 +62,11 @@ void check_linear(cuda::forward_context& ctx, const char* scheme, std::int64_t n
   const double d = relative_difference(dout.get(want.size()), want);
   std::printf("  %s: %s, %.2e from the CPU pass\n", name.c_str(), used == cuda::gemm_backend::cublaslt ? "cuBLASLt" : "fallback", d);
   if (!(d <= 0.02)) fail(name + ": " + std::to_string(d) + " from the CPU pass");
+  try {
+    cuda::linear_forward(ctx, dev, dx.ptr, 0, dout.ptr);  // no rows: nothing to do, as on the CPU
+  } catch (const std::exception& e) {
+    fail(name + ": 0 rows threw: " + e.what());
+  }
 }
 
 template <class Scheme>
@@ -98,6 +104,11 @@ void check_moe(cuda::forward_context& ctx, const char* scheme, std::mt19937& rng
     std::printf("  %s (%s): %.2e from the CPU pass\n", name.c_str(), r.what, d);
     if (ran != r.moe && cuda::current_sm() >= 89) fail(name + ": asked for " + r.what + ", ran the loop: " + ctx.moe_loop_reason);
     if (!(d <= r.bound)) fail(name + " (" + r.what + "): " + std::to_string(d) + " from the CPU pass");
+    try {
+      cuda::moe_forward(ctx, dev, dx.ptr, 0, route, dout.ptr);  // no tokens: nothing to do, as on the CPU
+    } catch (const std::exception& e) {
+      fail(name + " (" + r.what + "): 0 tokens threw: " + e.what());
+    }
   }
 }
 
