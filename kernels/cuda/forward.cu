@@ -33,17 +33,25 @@ std::vector<float> restride(const float* s, std::int64_t rows, std::int64_t k_bl
   return out;
 }
 
-/// Quantizes x[rows, k] (bf16, device) into ctx.codes / ctx.scales with quantizer `act`.
+/// Quantizes x[rows, k] (bf16, device) into ctx.codes / ctx.scales with quantizer `act`; 1x128 group
+/// scales in `groups` layout (cuBLASLt reads them column-major, the grouped kernel row-major). With
+/// `segments` (device row offsets, a MoE layer's experts) a per-tensor quantizer gives each segment
+/// its own scale; the row-wise quantizers need no segments.
 void quantize_activation(forward_context& ctx, fp8::activation_quant act, const std::uint16_t* x, std::int64_t rows,
-                         std::int64_t k) {
+                         std::int64_t k, fp8::scale_layout groups = fp8::scale_layout::column_major,
+                         const std::int64_t* segment_offsets = nullptr, std::int64_t segments = 1) {
   const fp8::input_view xv{x, fp8::element::bf16, rows, k};
   ctx.codes.reserve(static_cast<std::size_t>(rows * k));
   switch (act) {
     case fp8::activation_quant::per_tensor:
-      ctx.scales.reserve(sizeof(float));
-      ctx.amax.reserve(sizeof(std::uint32_t));
-      activation_kernel<fp8_per_tensor_dynamic>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
-                                                     ctx.amax.as<std::uint32_t>(), ctx.launch);
+      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(segments));
+      ctx.amax.reserve(sizeof(std::uint32_t) * static_cast<std::size_t>(segments));
+      if (segment_offsets)
+        quantize_segments_per_tensor(xv, segment_offsets, segments, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
+                                     ctx.amax.as<std::uint32_t>(), ctx.launch);
+      else
+        activation_kernel<fp8_per_tensor_dynamic>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
+                                                       ctx.amax.as<std::uint32_t>(), ctx.launch);
       break;
     case fp8::activation_quant::per_token:
       ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows));
@@ -51,8 +59,8 @@ void quantize_activation(forward_context& ctx, fp8::activation_quant act, const 
       break;
     case fp8::activation_quant::group_128:
       ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows * (k / 128)));
-      activation_kernel<fp8_per_block_dynamic>::run(xv, {128, false, fp8::scale_layout::column_major},
-                                                    ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), ctx.launch);
+      activation_kernel<fp8_per_block_dynamic>::run(xv, {128, false, groups}, ctx.codes.as<std::uint8_t>(),
+                                                    ctx.scales.as<float>(), ctx.launch);
       break;
   }
 }
@@ -252,31 +260,6 @@ fp8::grouped::problem grouped_problem(const device_moe& m, const std::uint8_t* a
   return {a, w.as<std::uint8_t>(), a_scale, scales.as<float>(), step, stride, out, n, k, m.activation, m.weights};
 }
 
-/// Quantizes all `rows` rows of in[rows, k] for the grouped GEMM: per-token and 1x128 groups row by
-/// row (the same codes as per expert), per-tensor one scale per expert segment.
-void quantize_grouped(forward_context& ctx, fp8::activation_quant act, const std::uint16_t* in, std::int64_t rows, std::int64_t k,
-                      const std::int64_t* offsets, std::int64_t experts) {
-  const fp8::input_view xv{in, fp8::element::bf16, rows, k};
-  ctx.codes.reserve(static_cast<std::size_t>(rows * k));
-  switch (act) {
-    case fp8::activation_quant::per_tensor:
-      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(experts));
-      ctx.amax.reserve(sizeof(std::uint32_t) * static_cast<std::size_t>(experts));
-      quantize_segments_per_tensor(xv, offsets, experts, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(),
-                                   ctx.amax.as<std::uint32_t>(), ctx.launch);
-      break;
-    case fp8::activation_quant::per_token:
-      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows));
-      activation_kernel<fp8_per_token>::run(xv, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), ctx.launch);
-      break;
-    case fp8::activation_quant::group_128:
-      ctx.scales.reserve(sizeof(float) * static_cast<std::size_t>(rows * (k / 128)));
-      activation_kernel<fp8_per_block_dynamic>::run(xv, {128, false, fp8::scale_layout::row_major}, ctx.codes.as<std::uint8_t>(),
-                                                    ctx.scales.as<float>(), ctx.launch);
-      break;
-  }
-}
-
 /// Why the grouped kernel cannot run this layer now, or empty.
 std::string grouped_refusal(const forward_context& ctx, const device_moe& m) {
   if (ctx.moe == moe_kernel::loop) return "the context asks for the per-expert loop";
@@ -330,7 +313,7 @@ moe_kernel moe_forward(forward_context& ctx, const device_moe& m, const std::uin
                      std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
     if (grouped) {
       if (slots == 0) return;
-      quantize_grouped(ctx, m.activation, in, slots, k, offsets, experts);
+      quantize_activation(ctx, m.activation, in, slots, k, fp8::scale_layout::row_major, offsets, experts);
       grouped_gemm(grouped_problem(m, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w, scales, scale_step, scale_stride, n,
                                    k, result),
                    at<fp8::grouped::tile>(ctx.routing, tiles_at), static_cast<std::int64_t>(tiles.size()), o);

@@ -79,13 +79,7 @@ int main() {
   std::mt19937 rng(23);
   using fp8::activation_quant;
   using fp8::weight_scales;
-  const std::vector<std::int64_t> rows = {0, 1, 129, 7, 0, 140};
-  check_grouped(qpolicy::test::make_grouped_case(rows, 200, 208, activation_quant::per_tensor, weight_scales::per_tensor, rng));
-  check_grouped(qpolicy::test::make_grouped_case(rows, 136, 144, activation_quant::per_token, weight_scales::per_channel, rng));
-  check_grouped(qpolicy::test::make_grouped_case(rows, 130, 32, activation_quant::per_tensor, weight_scales::per_channel, rng));
-  check_grouped(qpolicy::test::make_grouped_case(rows, 136, 16, activation_quant::per_token, weight_scales::per_tensor, rng));
-  check_grouped(qpolicy::test::make_grouped_case(rows, 200, 384, activation_quant::group_128, weight_scales::block_128x128, rng));
-  check_grouped(qpolicy::test::make_grouped_case({3, 0, 256}, 384, 640, activation_quant::group_128, weight_scales::block_128x128, rng));
+  for (const auto& c : qpolicy::test::grouped_edge_cases(rng)) check_grouped(c);
   // MoE-sized: 64 experts with 0..95 rows each, w13-like N = 2 x 192 over K = 512.
   std::vector<std::int64_t> moe_rows(64);
   for (auto& r : moe_rows) r = static_cast<std::int64_t>(rng() % 96);

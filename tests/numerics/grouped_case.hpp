@@ -74,6 +74,20 @@ inline grouped_case make_grouped_case(const std::vector<std::int64_t>& rows_per_
   return c;
 }
 
+/// The edge cases both the CPU emulation and the GPU run: experts without rows, with one row, a full
+/// tile and one more; N and K past a tile's edge; K down to one mma step; every scaling.
+inline std::vector<grouped_case> grouped_edge_cases(std::mt19937& rng) {
+  using fp8::activation_quant;
+  using fp8::weight_scales;
+  const std::vector<std::int64_t> rows = {0, 1, 129, 7, 0, 140};
+  return {make_grouped_case(rows, 200, 208, activation_quant::per_tensor, weight_scales::per_tensor, rng),
+          make_grouped_case(rows, 136, 144, activation_quant::per_token, weight_scales::per_channel, rng),
+          make_grouped_case(rows, 130, 32, activation_quant::per_tensor, weight_scales::per_channel, rng),
+          make_grouped_case(rows, 136, 16, activation_quant::per_token, weight_scales::per_tensor, rng),
+          make_grouped_case(rows, 200, 384, activation_quant::group_128, weight_scales::block_128x128, rng),
+          make_grouped_case({3, 0, 256}, 384, 640, activation_quant::group_128, weight_scales::block_128x128, rng)};
+}
+
 /// Empty when every output of `out` (bf16 [rows, n]) meets spec §10's bound |out - ref| <= ulp_bf16(ref)
 /// + K 2^-24 T against the float64 reference, else the first output that misses it.
 inline std::string check_grouped_bound(const grouped_case& c, const std::vector<std::uint16_t>& out) {

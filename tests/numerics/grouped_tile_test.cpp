@@ -167,16 +167,7 @@ TEST_CASE("grouped GEMM refuses what its kernel cannot run, saying why", "[group
 
 TEST_CASE("grouped GEMM, emulated on the CPU, meets spec §10's bound for every scaling", "[grouped]") {
   std::mt19937 rng(17);
-  using fp8::activation_quant;
-  using fp8::weight_scales;
-  // Experts without rows, a single row, a full tile and one more, K and N past a tile's edge.
-  const std::vector<std::int64_t> rows = {0, 1, 129, 7, 0, 140};
-  check_case(qpolicy::test::make_grouped_case(rows, 200, 208, activation_quant::per_tensor, weight_scales::per_tensor, rng));
-  check_case(qpolicy::test::make_grouped_case(rows, 136, 144, activation_quant::per_token, weight_scales::per_channel, rng));
-  check_case(qpolicy::test::make_grouped_case(rows, 130, 32, activation_quant::per_tensor, weight_scales::per_channel, rng));
-  check_case(qpolicy::test::make_grouped_case(rows, 136, 16, activation_quant::per_token, weight_scales::per_tensor, rng));
-  check_case(qpolicy::test::make_grouped_case(rows, 200, 384, activation_quant::group_128, weight_scales::block_128x128, rng));
-  check_case(qpolicy::test::make_grouped_case({3, 0, 256}, 384, 640, activation_quant::group_128, weight_scales::block_128x128, rng));
+  for (const auto& c : qpolicy::test::grouped_edge_cases(rng)) check_case(c);
 }
 
 TEST_CASE("the bound check catches a wrong output", "[grouped]") {
