@@ -283,7 +283,7 @@ moe_kernel moe_forward(forward_context& ctx, const device_moe& m, const std::uin
   check_implementable(m.weights, m.activation, ip, "moe_forward w2");
   const auto plan = cpu::plan_routing(route, tokens, experts);  // on the host, as on the CPU
   const std::int64_t slots = tokens * route.top_k;
-  if (tokens == 0) return ctx.moe == moe_kernel::grouped ? moe_kernel::grouped : moe_kernel::loop;  // no rows: no launches
+  if (tokens == 0) return ctx.moe;  // no rows: no launches
   const auto& count = plan.first;
   const auto& o = ctx.launch;
   const auto stream = stream_of(o);
@@ -312,7 +312,6 @@ moe_kernel moe_forward(forward_context& ctx, const device_moe& m, const std::uin
   auto project = [&](const std::uint16_t* in, std::int64_t k, const device_memory& w, const device_memory& scales,
                      std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
     if (grouped) {
-      if (slots == 0) return;
       quantize_activation(ctx, m.activation, in, slots, k, fp8::scale_layout::row_major, offsets, experts);
       grouped_gemm(grouped_problem(m, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w, scales, scale_step, scale_stride, n,
                                    k, result),
