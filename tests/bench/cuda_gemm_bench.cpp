@@ -16,33 +16,14 @@
 #include "../../kernels/cuda/gemm.hpp"
 #include "../../kernels/device_info.hpp"
 #include "../gpu/device_buffer.hpp"
+#include "best_gpu_time.hpp"
 
 namespace fp8 = qpolicy::fp8;
 namespace cuda = qpolicy::cuda;
+using qpolicy::bench::best_gpu_seconds;
 using qpolicy::test::device_buffer;
 
 namespace {
-/// Best time of `runs` timed launches (after a warm-up), in seconds, by CUDA events.
-double best_gpu_seconds(int runs, const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  fn();
-  cudaDeviceSynchronize();
-  float best = 1e30f;
-  for (int i = 0; i < runs; ++i) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = ms < best ? ms : best;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best / 1e3;
-}
 /// cuBLASLt called directly for out = A W^T on FP8 codes with the given scale modes: what qpolicy's runner
 /// must match (it adds checks, a cached heuristic and descriptor updates around the same call).
 struct direct_cublaslt {

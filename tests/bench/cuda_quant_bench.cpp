@@ -10,30 +10,14 @@
 
 #include "../../kernels/cuda/quant.hpp"
 #include "../../kernels/device_info.hpp"
+#include "best_gpu_time.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
 
 namespace {
-float best_ms(const std::function<void()>& fn) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  float best = 1e30f;
-  fn();  // warm-up
-  for (int i = 0; i < 20; ++i) {
-    cudaEventRecord(a);
-    fn();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    best = std::min(best, ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return best;
-}
+/// Best of 20 event-timed runs, in milliseconds.
+double best_ms(const std::function<void()>& fn) { return qpolicy::bench::best_gpu_seconds(20, fn) * 1e3; }
 }  // namespace
 
 int main() {
@@ -60,7 +44,7 @@ int main() {
   cudaMemcpy(in, host.data(), n * 2, cudaMemcpyHostToDevice);
   const fp8::input_view x{in, fp8::element::bf16, rows, cols};
   const double bytes = static_cast<double>(n * 2);
-  const float memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
+  const double memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
   std::printf("# %s, %lldx%lld bf16; device memcpy %.1f GB/s (read+write)\n", report.description.c_str(),
               static_cast<long long>(rows), static_cast<long long>(cols), 2 * bytes / memcpy_ms / 1e6);
   const qp::cpu::reference::block_options blocks{};
@@ -74,7 +58,7 @@ int main() {
       {"act_group_1x128", [&] { qp::cuda::activation_kernel<qp::fp8_per_block_dynamic>::run(x, groups, q, s); }},
   };
   for (const auto& [name, fn] : kernels) {
-    const float ms = best_ms(fn);
+    const double ms = best_ms(fn);
     std::printf("bench: cuda_%s %.1f GB/s vs device_memcpy %.2fx\n", name, bytes / ms / 1e6, memcpy_ms / ms);
   }
   cudaFree(in);
