@@ -79,8 +79,9 @@ QP_HD float clamp_t(float v) {
 
 /// How a conversion treats magnitudes past the e4m3fn range, infinities and NaN.
 enum class overflow : std::uint8_t {
-  saturate,  // CUDA __NV_SATFINITE: +-448; NaN -> 0x7F without its sign
-  to_nan,    // torch .to(float8_e4m3fn): NaN, keeping the sign
+  saturate,            // CUDA __NV_SATFINITE: +-448; NaN -> 0x7F without its sign
+  saturate_keep_nan,   // torch .to(float8_e4m3fn), PyTorch >= 2.12: +-448; NaN keeps its sign
+  to_nan,              // torch before 2.12, ml_dtypes' float8_e4m3fn: NaN, keeping the sign
 };
 
 /// float32 -> e4m3fn, round to nearest, ties to even; the sign is kept on zero. Written as selects
@@ -97,16 +98,21 @@ QP_HD std::uint8_t encode(float x) {
   const std::uint32_t subnormal = bits_of(float_of(a) + 16384.0f) - 0x46800000u;
   std::uint32_t code = a < 0x3C800000u ? subnormal : normal;
   // Above 464 (464 ties down to 448), infinity, NaN.
-  const std::uint32_t too_big = Mode == overflow::saturate ? 0x7Eu : 0x7Fu;
+  const std::uint32_t too_big = Mode == overflow::to_nan ? 0x7Fu : 0x7Eu;
   code = a > 0x43E80000u ? too_big : code;
+  if (Mode == overflow::saturate_keep_nan) code = a > 0x7F800000u ? 0x7Fu : code;  // NaN stays NaN
   code |= sign;
   if (Mode == overflow::saturate) code = a > 0x7F800000u ? 0x7Fu : code;  // NaN drops its sign
   return static_cast<std::uint8_t>(code);
 }
 
-/// The two conversions of the spec (§2).
+/// The two conversions of the spec (§2): CUDA's saturating cast, and torch's (PyTorch >= 2.12, which
+/// vLLM pins) that saturates finite overflow and infinities too but keeps a NaN's sign.
 QP_HD std::uint8_t sat(float x) { return encode<overflow::saturate>(x); }
-QP_HD std::uint8_t tcvt(float x) { return encode<overflow::to_nan>(x); }
+QP_HD std::uint8_t tcvt(float x) { return encode<overflow::saturate_keep_nan>(x); }
+/// torch's cast before 2.12 (overflow and infinities to NaN), which ml_dtypes' float8_e4m3fn still
+/// implements: kept for the ml_dtypes witness and the vectors' `torch_before_2_12` column only.
+QP_HD std::uint8_t tcvt_before_2_12(float x) { return encode<overflow::to_nan>(x); }
 
 /// e4m3fn -> float32 (exact).
 QP_HD float decode(std::uint8_t q) {
