@@ -26,12 +26,25 @@ QP_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, flo
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
 }
 
-/// Widens elements [first, first + count) into `out`.
+/// Widens elements [first, first + count) into `out`. 16-bit data at an odd address (safetensors
+/// promises no alignment) goes through an aligned staging buffer, so the vector loops load aligned.
 void widen(const input_view& x, std::int64_t first, std::int64_t count, float* out) {
-  switch (x.type) {
-    case element::bf16: widen_bf16(static_cast<const std::uint16_t*>(x.data) + first, count, out); break;
-    case element::f16: widen_f16(static_cast<const std::uint16_t*>(x.data) + first, count, out); break;
-    default: std::copy_n(static_cast<const float*>(x.data) + first, count, out);
+  const char* bytes = static_cast<const char*>(x.data);
+  if (x.type == element::f32) {
+    std::memcpy(out, bytes + first * 4, static_cast<std::size_t>(count) * 4);
+    return;
+  }
+  const auto run = x.type == element::bf16 ? widen_bf16 : widen_f16;
+  const char* p = bytes + first * 2;
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(std::uint16_t) == 0) {
+    run(reinterpret_cast<const std::uint16_t*>(p), count, out);
+    return;
+  }
+  std::uint16_t staged[512];
+  for (std::int64_t i = 0; i < count; i += 512) {
+    const std::int64_t n = std::min<std::int64_t>(512, count - i);
+    std::memcpy(staged, p + i * 2, static_cast<std::size_t>(n) * 2);
+    run(staged, n, out + i);
   }
 }
 

@@ -2,6 +2,7 @@
 // What the quantization kernels read and write: a 2-D row-major input of bf16, fp16 or fp32 elements
 // (an expert's matrix, a layer's weight, a batch of activations) and the outputs they fill.
 #include <cstdint>
+#include <cstring>
 
 #include "numerics.hpp"
 
@@ -16,12 +17,18 @@ struct input_view {
   element type = element::bf16;
   std::int64_t rows = 0, cols = 0;
 
+  /// Loads through memcpy: file data may sit at any byte offset (safetensors promises no alignment),
+  /// and a memcpy of 2 or 4 bytes compiles to one plain load.
   QP_HD float at(std::int64_t i) const {
-    switch (type) {
-      case element::bf16: return from_bf16(static_cast<const std::uint16_t*>(data)[i]);
-      case element::f16: return from_fp16(static_cast<const std::uint16_t*>(data)[i]);
-      default: return static_cast<const float*>(data)[i];
+    const char* p = static_cast<const char*>(data);
+    if (type == element::f32) {
+      float v;
+      std::memcpy(&v, p + i * 4, 4);
+      return v;
     }
+    std::uint16_t h;
+    std::memcpy(&h, p + i * 2, 2);
+    return type == element::bf16 ? from_bf16(h) : from_fp16(h);
   }
   QP_HD float at(std::int64_t r, std::int64_t c) const { return at(r * cols + c); }
   QP_HD std::int64_t size() const { return rows * cols; }

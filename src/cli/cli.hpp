@@ -1,9 +1,14 @@
 #pragma once
-// Internal to the `qpolicy` executable: the errors every command maps to exit statuses, and the
-// commands that live in their own files.
+// Internal to the `qpolicy` executable: the parsed command line, the usage error (exit 1), and the
+// commands that live in their own files. Parsing reads no file, so it can be fuzzed alone.
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
 
 namespace qpolicy::cli {
 
@@ -11,12 +16,55 @@ namespace qpolicy::cli {
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-/// A file that cannot be read or written (exit 1).
-struct io_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+
+/// The usage text of every command.
+extern const char* const usage_text;
+
+/// Walks one command's arguments: values of flags, each single-valued flag at most once.
+class arg_reader {
+ public:
+  arg_reader(const std::vector<std::string>& args, std::string command) : args_(args), command_(std::move(command)) {}
+  bool done() const { return i_ >= args_.size(); }
+  /// The next argument.
+  const std::string& next() { return args_[i_++]; }
+  /// The value after flag `name` (its canonical spelling); a second use of the flag is a usage error.
+  std::string value(const std::string& name);
+  /// `value` for a flag written `--name=VALUE`.
+  std::string inline_value(const std::string& name, std::string_view text);
+  /// An integer value from `low` to `high`.
+  long integer(const std::string& name, long low, long high, const char* expected);
+  bool seen(const std::string& name) const { return seen_.count(name) > 0; }
+
+ private:
+  std::string once(const std::string& name, std::string v);
+  const std::vector<std::string>& args_;
+  std::string command_;
+  std::size_t i_ = 0;
+  std::set<std::string> seen_;
 };
 
-/// `qpolicy quantize-tensor ARGS...` (ARGS after the command name); returns the exit status.
-int quantize_tensor(const std::vector<std::string>& args);
+/// What a command line asks for.
+struct options {
+  std::string command;  // resolve, plan, quantize, quantize-tensor, or help
+  config_request request;
+  maybe<std::string> config_file;  // -c @FILE, read when the command runs
+  maybe<std::string> model_path;
+  std::string format = "table";
+  plan_options plan;
+  // quantize
+  std::vector<std::string> inputs;
+  std::string output, config_out;
+  device_kind device = device_kind::cpu;
+  unsigned threads = 0;
+  // quantize-tensor
+  std::string key;
+  tensor_quant_options quant;
+};
+
+/// Parses `qpolicy ARGS...` (ARGS without the program name); throws usage_error.
+options parse_args(const std::vector<std::string>& args);
+
+/// `qpolicy quantize-tensor`; returns the exit status.
+int quantize_tensor(const options& o);
 
 }  // namespace qpolicy::cli

@@ -12,138 +12,35 @@
 #include "cli.hpp"
 #include "../../kernels/cuda/quant.hpp"
 #include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/io/io_error.hpp"
+#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/staged_output.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace {
 
 using namespace qpolicy;
 
-constexpr const char* usage_text =
-    "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
-    "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
-    "                    [--check-shapes] [--tp N]\n"
-    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] -o OUTPUT.safetensors\n"
-    "                    [--config-out CONFIG.json] [--device cpu|cuda] [--threads N] INPUT...\n"
-    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma]\n"
-    "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
-    "\n"
-    "  -q, --quantization NAME        vLLM's quantization argument (online shorthand, 'online', or a\n"
-    "                                 checkpoint method such as 'fp8'); absent means None\n"
-    "  -c, --quantization-config ARG  vLLM's quantization_config as JSON text or @file.json (files may\n"
-    "                                 hold comments and trailing commas); absent means None\n"
-    "  --legacy                       the legacy schema (global_scheme, *_scheme_override, ignore)\n"
-    "  --model FILE                   the model's layer list (MODEL.json)\n"
-    "  --format table|json            plan output (default: table)\n"
-    "  --check-shapes, --tp N         check each scheme against the layers' shapes on N ranks\n"
-    "\n"
-    "exit status: 0 ok, 2 invalid configuration/model, 1 usage or I/O error\n";
-
-using cli::io_error;
 using cli::usage_error;
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io_error(std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw io_error(std::string("error while reading ") + what + " '" + path + "'");
-  return s.str();
-}
-
-struct options {
-  std::string command;
-  config_request request;
-  maybe<std::string> model_path;
-  std::string format = "table";
-  plan_options plan;
-  std::vector<std::string> rest;  // the arguments of commands that parse their own
-  // quantize
-  std::vector<std::string> inputs;
-  std::string output, config_out;
-  device_kind device = device_kind::cpu;
-  unsigned threads = 0;
-};
-
-options parse_args(int argc, char** argv) {
-  options o;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) throw usage_error("missing command (resolve or plan)");
-  o.command = args[0];
-  if (o.command == "-h" || o.command == "--help") return o;
-  if (o.command == "quantize-tensor") {
-    o.rest.assign(args.begin() + 1, args.end());
-    return o;
-  }
-  if (o.command != "resolve" && o.command != "plan" && o.command != "quantize")
-    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan, quantize or quantize-tensor");
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const auto& a = args[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= args.size()) throw usage_error(std::string(name) + " needs a value");
-      return args[++i];
-    };
-    if (a == "--legacy") o.request.legacy = true;
-    else if (a == "-q" || a == "--quantization") o.request.quantization = value("-q");
-    else if (a.rfind("--quantization=", 0) == 0) o.request.quantization = a.substr(15);
-    else if (a == "-c" || a == "--quantization-config") {
-      const auto v = value("-c");
-      if (!v.empty() && v[0] == '@') {
-        o.request.config_text = read_file(v.substr(1), "quantization_config file");
-        o.request.dialect = json_dialect::relaxed;
-      } else {
-        o.request.config_text = v;
-        o.request.dialect = json_dialect::strict;
-      }
-    } else if (a == "--model" && (o.command == "plan" || o.command == "quantize")) o.model_path = value("--model");
-    else if ((a == "-o" || a == "--output") && o.command == "quantize") o.output = value("-o");
-    else if (a == "--config-out" && o.command == "quantize") o.config_out = value("--config-out");
-    else if (a == "--device" && o.command == "quantize") {
-      const auto v = value("--device");
-      if (v != "cpu" && v != "cuda") throw usage_error("--device must be cpu or cuda, got '" + v + "'");
-      o.device = v == "cpu" ? device_kind::cpu : device_kind::cuda;
-    } else if (a == "--threads" && o.command == "quantize") {
-      const auto v = value("--threads");
-      std::size_t used = 0;
-      long n = 0;
-      try { n = std::stol(v, &used); } catch (...) { used = 0; }
-      if (used != v.size() || n < 1 || n > 4096) throw usage_error("--threads must be an integer from 1 to 4096, got '" + v + "'");
-      o.threads = static_cast<unsigned>(n);
-    } else if (o.command == "quantize" && !a.empty() && a[0] != '-') o.inputs.push_back(a);
-    else if (a == "--format" && o.command == "plan") {
-      o.format = value("--format");
-      if (o.format != "table" && o.format != "json") throw usage_error("--format must be table or json, got '" + o.format + "'");
-    } else if (a == "--check-shapes" && o.command == "plan") o.plan.check_shapes = true;
-    else if (a == "--tp" && o.command == "plan") {
-      const auto v = value("--tp");
-      std::size_t used = 0;
-      int tp = 0;
-      try { tp = std::stoi(v, &used); } catch (...) { used = 0; }
-      if (used != v.size() || tp < 1) throw usage_error("--tp must be a positive integer, got '" + v + "'");
-      o.plan.tp = tp;
-    } else if (a == "-h" || a == "--help") { o.command = "--help"; return o; }
-    else throw usage_error("unknown option '" + a + "' for " + o.command);
-  }
-  if (o.command == "plan" && !o.model_path) throw usage_error("plan needs --model MODEL.json");
-  if (o.command == "quantize" && o.output.empty()) throw usage_error("quantize needs -o OUTPUT.safetensors");
-  if (o.command == "quantize" && o.inputs.empty()) throw usage_error("quantize needs an INPUT (.safetensors files or a .index.json)");
-  return o;
-}
+using cli::usage_text;
 
 void print_warnings(const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
 }
 
-int run(const options& o) {
-  if (o.command == "--help") {
+int run(const cli::options& o) {
+  if (o.command == "help") {
     std::cout << usage_text;
     return 0;
   }
-  if (o.command == "quantize-tensor") return cli::quantize_tensor(o.rest);
-  // Read the model first so that an unreadable file is an I/O error, not masked by the config.
+  if (o.command == "quantize-tensor") return cli::quantize_tensor(o);
+  // Read the files first so that an unreadable one is an I/O error, not masked by the config.
+  auto request = o.request;
+  if (o.config_file) request.config_text = read_input_file(*o.config_file, "the quantization_config file");
   std::optional<model_desc> model;
   std::string model_text;
-  if (o.model_path) model_text = read_file(*o.model_path, "model file");
-  const auto resolved = resolve(o.request);
+  if (o.model_path) model_text = read_input_file(*o.model_path, "the model file");
+  const auto resolved = resolve(request);
   if (o.command == "resolve") {
     print_warnings(resolved.warnings);
     std::cout << resolved_to_json(resolved.config) << "\n";
@@ -154,6 +51,8 @@ int run(const options& o) {
     req.inputs = o.inputs;
     req.output = o.output;
     req.config_out = o.config_out;
+    if (o.model_path) req.also_read.push_back({*o.model_path, "the model file"});
+    if (o.config_file) req.also_read.push_back({*o.config_file, "the quantization_config file"});
     req.config = resolved.config;
     if (o.model_path) req.model = parse_model(model_text, json_dialect::relaxed);
     req.device = o.device;
@@ -168,6 +67,7 @@ int run(const options& o) {
     print_warnings(resolved.warnings);
     const auto s = quantize_checkpoint(req);
     print_warnings(s.warnings);
+    for (const auto& n : s.notes) std::cerr << "note: " << n << "\n";
     std::cerr << s.convention << "\n";
     if (!s.unmatched.empty()) {
       std::cerr << "note: " << s.unmatched.size() << " tensors belong to no layer of the model and were copied:";
@@ -198,8 +98,9 @@ int run(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  install_signal_cleanup();
   try {
-    return run(parse_args(argc, argv));
+    return run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const config_errors& e) {
     for (const auto& d : e.all()) std::cerr << "error: " << d.text() << "\n";
     return 2;
@@ -209,7 +110,7 @@ int main(int argc, char** argv) {
   } catch (const usage_error& e) {
     std::cerr << "error: " << e.what() << "\n\n" << usage_text;
     return 1;
-  } catch (const io_error& e) {
+  } catch (const qpolicy::io_error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   } catch (const cuda::cuda_error& e) {

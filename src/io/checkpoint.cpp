@@ -16,7 +16,10 @@
 #include <set>
 
 #include "../json/json_text.hpp"
+#include "qpolicy/core/checked.hpp"
+#include "qpolicy/io/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
+#include "qpolicy/io/staged_output.hpp"
 
 namespace qpolicy {
 
@@ -38,29 +41,79 @@ struct checkpoint {
   std::map<std::string, tensor_ref> by_name;
 };
 
-checkpoint open_checkpoint(const std::vector<std::string>& inputs) {
-  checkpoint c;
+/// The shard files a model.safetensors.index.json names, and its weight_map (tensor -> shard path).
+struct checkpoint_index {
+  std::string path;
+  std::map<std::string, std::string> weight_map;
+  std::vector<std::string> shards;  // sorted, each once
+};
+
+checkpoint_index read_index(const std::string& path, std::vector<std::string>& warnings) {
+  checkpoint_index index{path, {}, {}};
+  std::vector<json_text::duplicate_key> dups;
+  const auto doc = json_text::parse(read_input_file(path, "the checkpoint index"), json_dialect::strict, path, &dups);
+  // Python's json (transformers, vLLM) keeps the last value of a duplicate key; so does this reader, and says so.
+  for (const auto& d : dups)
+    warnings.push_back(path + ": duplicate key " + text::py_repr(d.key) + (d.loc.empty() ? std::string() : " in " + d.loc) +
+                       " (the last value is used, as Python's json does)");
+  const auto* map = doc.is_object() ? doc.get_object().if_contains("weight_map") : nullptr;
+  if (!map || !map->is_object()) throw config_error("", path + ": the index has no \"weight_map\" object");
+  std::set<std::string> shards;
+  for (const auto& kv : map->get_object()) {
+    if (!kv.value().is_string()) throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is not a file name");
+    const std::string file(sv(kv.value().get_string()));
+    if (file.empty() || file.find('/') != std::string::npos)
+      throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is " + text::py_repr(file) +
+                                 "; expected the name of a shard file beside the index");
+    const auto shard = (fs::path(path).parent_path() / file).string();
+    index.weight_map[std::string(sv(kv.key()))] = shard;
+    shards.insert(shard);
+  }
+  index.shards.assign(shards.begin(), shards.end());
+  return index;
+}
+
+/// Every weight_map entry must name a tensor its shard holds, and every shard tensor must be in the map.
+void check_index(const checkpoint_index& index, const checkpoint& c) {
+  std::vector<std::string> missing, unlisted;
+  for (const auto& [tensor, shard] : index.weight_map) {
+    const auto it = c.by_name.find(tensor);
+    if (it == c.by_name.end() || it->second.file->path() != shard) missing.push_back(text::py_repr(tensor) + " in " + shard);
+  }
+  for (const auto& f : c.files)
+    if (std::find(index.shards.begin(), index.shards.end(), f->path()) != index.shards.end())
+      for (const auto& t : f->tensors())
+        if (auto it = index.weight_map.find(t.name); it == index.weight_map.end() || it->second != f->path())
+          unlisted.push_back(text::py_repr(t.name) + " of " + f->path());
+  auto list = [](const std::vector<std::string>& v) {
+    std::string r;
+    for (std::size_t i = 0; i < v.size() && i < 5; ++i) r += (i ? ", " : "") + v[i];
+    return v.size() > 5 ? r + " (and " + std::to_string(v.size() - 5) + " more)" : r;
+  };
+  if (!missing.empty())
+    throw config_error("", index.path + ": weight_map names tensors that their shards do not hold: " + list(missing));
+  if (!unlisted.empty())
+    throw config_error("", index.path + ": shards hold tensors that weight_map does not list: " + list(unlisted));
+}
+
+/// Every file the inputs name: the .safetensors given, and each index's shards.
+std::vector<std::string> checkpoint_files(const std::vector<std::string>& inputs, std::vector<checkpoint_index>& indexes,
+                                          std::vector<std::string>& warnings) {
   std::vector<std::string> paths;
   for (const auto& in : inputs) {
     if (in.size() > 11 && in.ends_with(".index.json")) {
-      std::ifstream f(in, std::ios::binary);
-      if (!f) throw config_error("", in + ": cannot read the checkpoint index");
-      std::ostringstream s;
-      s << f.rdbuf();
-      const auto doc = json_text::parse(s.str(), json_dialect::strict, in, nullptr);
-      const auto* map = doc.is_object() ? doc.get_object().if_contains("weight_map") : nullptr;
-      if (!map || !map->is_object()) throw config_error("", in + ": the index has no \"weight_map\" object");
-      std::set<std::string> shards;
-      for (const auto& kv : map->get_object()) {
-        if (!kv.value().is_string()) throw config_error("", in + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is not a file name");
-        shards.insert((fs::path(in).parent_path() / std::string(sv(kv.value().get_string()))).string());
-      }
-      paths.insert(paths.end(), shards.begin(), shards.end());
+      indexes.push_back(read_index(in, warnings));
+      paths.insert(paths.end(), indexes.back().shards.begin(), indexes.back().shards.end());
     } else {
       paths.push_back(in);
     }
   }
   if (paths.empty()) throw config_error("", "no input checkpoint given");
+  return paths;
+}
+
+checkpoint open_checkpoint(const std::vector<std::string>& paths, const std::vector<checkpoint_index>& indexes) {
+  checkpoint c;
   for (const auto& p : paths) {
     c.files.push_back(std::make_unique<st::file>(p));
     for (const auto& t : c.files.back()->tensors()) {
@@ -70,6 +123,7 @@ checkpoint open_checkpoint(const std::vector<std::string>& inputs) {
       c.order.push_back(r);
     }
   }
+  for (const auto& index : indexes) check_index(index, c);
   return c;
 }
 
@@ -79,8 +133,9 @@ fp8::element element_of(st::dtype d) {
   return d == st::dtype::BF16 ? fp8::element::bf16 : d == st::dtype::F16 ? fp8::element::f16 : fp8::element::f32;
 }
 
-fp8::input_view view_of(const tensor_ref& t) {
-  return {t.file->data(*t.info).data(), element_of(t.info->type), t.info->shape[0], t.info->shape[1]};
+/// A 2-D weight as a kernel input (copied into `scratch` when the file holds it misaligned).
+fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch) {
+  return aligned_input(t.file->data(*t.info), element_of(t.info->type), t.info->shape[0], t.info->shape[1], scratch);
 }
 
 /// One tensor to quantize: which layer, which formula, and under which scale name.
@@ -110,12 +165,31 @@ std::string sizes_repr(const std::vector<std::int64_t>& v) {
 
 /// Refuses weights with NaN or infinity: their codes would be saturated garbage.
 void check_finite(const tensor_ref& t) {
-  const auto x = view_of(t);
+  std::vector<std::uint32_t> scratch;
+  const auto x = view_of(t, scratch);
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < x.size(); ++i) bad += !std::isfinite(x.at(i));
   if (bad)
     throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
                                " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
+}
+
+/// The quantization_config block for the model's config.json (cli.md), from the plan alone.
+std::string quantization_config_json(const model_desc& model, const plan& p, std::vector<std::string>& warnings) {
+  boost::json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+  std::set<method> methods;
+  boost::json::array ignored;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& l = p.layers[i];
+    if (l.quantized()) methods.insert(l.decided);
+    else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
+  }
+  if (methods.count(method::fp8_per_block)) qc["weight_block_size"] = boost::json::array{128, 128};
+  if (methods.size() > 1)
+    warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
+                       " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
+  if (!ignored.empty()) qc["ignored_layers"] = ignored;
+  return boost::json::serialize(qc);
 }
 
 }  // namespace
@@ -141,7 +215,12 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
     std::smatch g;
     if (std::regex_match(name, g, expert)) {
       auto& l = add(g[1].str(), "FusedMoE", layer_kind::moe);
-      const auto e = std::stoll(g[2].str()) + 1;
+      // vLLM indexes experts with int32 (topk_ids); a larger index is no checkpoint it can load.
+      const auto index = checked::parse_index(g[2].str(), std::int64_t{1} << 31);
+      if (!index)
+        throw config_error("", "tensor " + text::py_repr(name) + " has expert index " + g[2].str() +
+                                   "; expected an index from 0 to 2147483647");
+      const auto e = *index + 1;
       l.num_experts = std::max<std::int64_t>(l.num_experts.value_or(0), e);
       const auto proj = g[3].str();
       if (proj == "gate_proj" || proj == "w1") {
@@ -182,7 +261,17 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
 checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
   const auto start = std::chrono::steady_clock::now();
   checkpoint_summary sum;
-  const auto ck = open_checkpoint(req.inputs);
+  std::vector<checkpoint_index> indexes;
+  const auto files = checkpoint_files(req.inputs, indexes, sum.warnings);
+  // Before any work: no output may be an input (or a file read for the config or model), another
+  // output, or anything but a regular file.
+  std::vector<role_path> read_paths, write_paths{{req.output, "-o"}};
+  for (const auto& index : indexes) read_paths.push_back({index.path, "the checkpoint index"});
+  for (const auto& f : files) read_paths.push_back({f, "the input"});
+  for (const auto& f : req.also_read) read_paths.push_back(f);
+  if (!req.config_out.empty()) write_paths.push_back({req.config_out, "--config-out"});
+  check_run_paths(read_paths, write_paths);
+  const auto ck = open_checkpoint(files, indexes);
   model_desc model;
   if (req.model) {
     model = *req.model;
@@ -196,7 +285,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
   if (!p.configured)
     throw config_error("", "no online quantization is configured (the resolver returned None), so there is nothing to quantize");
   if (const auto* e = p.first_error()) throw config_error("", *e);
-  sum.warnings = p.warnings;
+  sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
 
   // Members of every quantized layer, with the formula each tensor gets.
   std::map<std::string, member> members;
@@ -211,6 +300,9 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
       throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " is " +
                                  std::string(st::to_string(t.info->type)) + " " + sizes_repr(t.info->shape) +
                                  "; quantize takes 2-D BF16, F16 or F32 weights");
+    if (t.info->elements() == 0)
+      throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " has shape " + sizes_repr(t.info->shape) +
+                                 " with no elements; there is no weight to quantize");
     return t;
   };
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
@@ -279,7 +371,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     specs.push_back({t.info->name, st::dtype::F8_E4M3, t.info->shape});
     const auto& m = it->second;
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
-    std::vector<std::int64_t> scale_shape = m.block ? std::vector<std::int64_t>{(rows + 127) / 128, (cols + 127) / 128}
+    std::vector<std::int64_t> scale_shape = m.block ? std::vector<std::int64_t>{checked::ceil_div(rows, 128), checked::ceil_div(cols, 128)}
                                             : m.key == key_id::fp8_per_tensor_static ? std::vector<std::int64_t>{1}
                                                                                      : std::vector<std::int64_t>{rows, 1};
     specs.push_back({scale_name(m), st::dtype::F32, scale_shape});
@@ -293,7 +385,11 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
       if (p.layers[i].pattern >= 0) rule += " " + text::py_repr(p.pattern_of(p.layers[i]));
       metadata["qpolicy.plan." + model.layers[i].name] = std::string(to_string(p.layers[i].decided)) + " (" + rule + ")";
     }
-  st::writer out(req.output, specs, metadata);
+  // The config block first (it depends on the plan alone), then the checkpoint; both appear together.
+  output_transaction outputs;
+  std::string config_text;
+  if (!req.config_out.empty()) config_text = quantization_config_json(model, p, sum.warnings);
+  st::writer out(outputs.stage(req.output), specs, metadata);
 
   // Quantize joint groups together (one scale from the joint amax), everything else alone.
   std::map<std::string, unit_result> ready;
@@ -314,10 +410,13 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
                                    std::to_string(t.info->shape[1]));
       rows += t.info->shape[0];
     }
-    std::vector<float> joined(static_cast<std::size_t>(rows * cols));
+    const auto joined_size = checked::mul(rows, cols);
+    if (!joined_size) throw config_error("", "the tensors sharing a scale with " + text::py_repr(group.front()->tensor) + " are too large");
+    std::vector<float> joined(static_cast<std::size_t>(*joined_size));
     std::int64_t at = 0;
+    std::vector<std::uint32_t> scratch;
     for (const auto* m : group) {
-      const auto x = view_of(ck.by_name.at(m->tensor));
+      const auto x = view_of(ck.by_name.at(m->tensor), scratch);
       for (std::int64_t i = 0; i < x.size(); ++i) joined[static_cast<std::size_t>(at + i)] = x.at(i);
       at += x.size();
     }
@@ -360,7 +459,8 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
         } else {
           check_finite(t);
           qo.name = m.tensor;
-          auto r = quantize_tensor(m.key, view_of(t), qo);
+          std::vector<std::uint32_t> scratch;
+          auto r = quantize_tensor(m.key, view_of(t, scratch), qo);
           ready[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
         }
       }
@@ -374,25 +474,9 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     if (req.progress) req.progress(++done, ck.order.size());
   }
   out.finish();
-
-  if (!req.config_out.empty()) {
-    boost::json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
-    std::set<method> methods;
-    boost::json::array ignored;
-    for (std::size_t i = 0; i < model.layers.size(); ++i) {
-      const auto& l = p.layers[i];
-      if (l.quantized()) methods.insert(l.decided);
-      else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
-    }
-    if (methods.count(method::fp8_per_block)) qc["weight_block_size"] = boost::json::array{128, 128};
-    if (methods.size() > 1)
-      sum.warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
-                             " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
-    if (!ignored.empty()) qc["ignored_layers"] = ignored;
-    const auto text = boost::json::serialize(qc);
-    std::ofstream f(req.config_out, std::ios::binary);
-    if (!f || !(f << text << "\n")) throw config_error("", req.config_out + ": cannot write the quantization_config");
-  }
+  if (!req.config_out.empty()) outputs.stage(req.config_out).write(config_text + "\n");
+  outputs.commit();
+  sum.notes = outputs.notes();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sum;
 }

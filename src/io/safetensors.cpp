@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 
 #include "../json/json_text.hpp"
+#include "qpolicy/core/checked.hpp"
+#include "qpolicy/io/io_error.hpp"
+#include "qpolicy/io/paths.hpp"
 
 namespace qpolicy::safetensors {
 
@@ -49,11 +53,7 @@ std::string dtype_names() {
 std::string_view to_string(dtype d) { return dtypes[static_cast<std::size_t>(d)].name; }
 std::size_t size_of(dtype d) { return dtypes[static_cast<std::size_t>(d)].bytes; }
 
-std::int64_t tensor_info::elements() const {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
+std::int64_t tensor_info::elements() const { return checked::elements(shape).value_or(0); }
 
 std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t data_size, const std::string& where,
                                       std::map<std::string, std::string>* metadata) {
@@ -96,16 +96,11 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
     t.type = found->type;
     const auto* s = o.if_contains("shape");
     if (!s || !s->is_array()) bad(where, at + " has no shape list");
-    std::uint64_t elements = 1;
-    bool overflow = false;
+    std::vector<std::uint64_t> dims;  // as written, for messages (2^64 - 1 is not -1)
     for (const auto& dim : s->get_array()) {
       if (!dim.is_int64() && !dim.is_uint64()) bad(where, at + " has a shape entry that is not an integer: " + json_text::py_repr(dim));
       if (dim.is_int64() && dim.get_int64() < 0) bad(where, at + " has a negative dimension " + json_text::py_repr(dim));
-      const std::uint64_t n = dim.is_int64() ? static_cast<std::uint64_t>(dim.get_int64()) : dim.get_uint64();
-      if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) overflow = true;
-      t.shape.push_back(static_cast<std::int64_t>(n));
-      if (n && elements > std::numeric_limits<std::uint64_t>::max() / n) overflow = true;
-      else elements *= n;
+      dims.push_back(dim.is_int64() ? static_cast<std::uint64_t>(dim.get_int64()) : dim.get_uint64());
     }
     const auto* off = o.if_contains("data_offsets");
     if (!off || !off->is_array() || off->get_array().size() != 2) bad(where, at + " needs data_offsets [begin, end]");
@@ -118,14 +113,17 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
     if (t.end > data_size)
       bad(where, at + " ends at byte " + std::to_string(t.end) + " of a data section of " + std::to_string(data_size) +
                      " bytes (the file is truncated or its header is wrong)");
-    const std::size_t width = size_of(t.type);
-    if (overflow || elements > std::numeric_limits<std::uint64_t>::max() / width || elements * width != t.end - t.begin)
-      bad(where, at + ": shape " + [&] {
-        std::string r = "[";
-        for (std::size_t i = 0; i < t.shape.size(); ++i) r += (i ? ", " : "") + std::to_string(t.shape[i]);
-        return r + "]";
-      }() + " of " + std::string(found->name) + " needs " + (overflow ? std::string("more than 2^64") : std::to_string(elements * width)) +
-                     " bytes, but data_offsets span " + std::to_string(t.end - t.begin));
+    // Every size from here on is int64 arithmetic: a shape whose non-zero dimensions multiply past
+    // 2^63 - 1 is refused even when another dimension is 0.
+    for (auto d : dims) t.shape.push_back(d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? -1 : static_cast<std::int64_t>(d));
+    const auto elements = checked::elements(t.shape);
+    const auto bytes = elements ? checked::bytes(*elements, static_cast<std::int64_t>(size_of(t.type))) : std::nullopt;
+    if (!bytes)
+      bad(where, at + ": shape " + checked::shape_text(dims) + " of " + std::string(found->name) +
+                     " has more elements than a 64-bit size can count (its non-zero dimensions multiply past 2^63 - 1 bytes)");
+    if (static_cast<std::uint64_t>(*bytes) != t.end - t.begin)
+      bad(where, at + ": shape " + checked::shape_text(dims) + " of " + std::string(found->name) + " needs " +
+                     std::to_string(*bytes) + " bytes, but data_offsets span " + std::to_string(t.end - t.begin));
     out.push_back(std::move(t));
   }
   // The tensors must tile the data section: sorted by offset, no overlap, no gap, nothing after.
@@ -145,10 +143,17 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
 }
 
 file::file(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  check_input_file(path, "input");
+  // O_NONBLOCK: a path that turned into a FIFO after the check still cannot block the open.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw io_error("cannot open", path, errno);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw io_error("cannot open", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     bad(path, "not a regular file");
   }
@@ -158,8 +163,9 @@ file::file(const std::string& path) : path_(path) {
     bad(path, "the file has " + std::to_string(size_) + " bytes, fewer than the 8 of the header length");
   }
   void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
   ::close(fd);
-  if (m == MAP_FAILED) bad(path, std::string("cannot map: ") + std::strerror(errno));
+  if (m == MAP_FAILED) throw io_error("cannot map", path, map_err);
   map_ = static_cast<const std::byte*>(m);
   try {
     std::uint64_t n = 0;
@@ -193,103 +199,64 @@ std::span<const std::byte> file::data(const tensor_info& t) const {
 
 // ---- writer ----
 
-struct writer::impl {
-  std::string path, temp;
-  int fd = -1;
-  std::vector<tensor_spec> tensors;
-  std::vector<std::uint64_t> sizes;
-  std::size_t current = 0;
-  std::uint64_t written = 0;  // of the current tensor
-  bool finished = false;
-
-  void put(const void* p, std::size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t k = ::write(fd, c, n);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        throw config_error("", temp + ": write failed: " + std::strerror(errno));
-      }
-      c += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  }
-};
-
-writer::writer(std::string path, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata)
-    : impl_(std::make_unique<impl>()) {
-  auto& s = *impl_;
-  s.path = std::move(path);
-  s.tensors = std::move(tensors);
+writer::writer(staged_file& out, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata)
+    : out_(out), tensors_(std::move(tensors)) {
   bj::object header;
   if (!metadata.empty()) {
     bj::object m;
     for (const auto& [k, v] : metadata) m[k] = v;
     header["__metadata__"] = std::move(m);
   }
-  std::uint64_t at = 0;
-  for (const auto& t : s.tensors) {
-    if (header.contains(t.name)) throw config_error("", s.path + ": tensor " + text::py_repr(t.name) + " is written twice");
-    std::uint64_t n = size_of(t.type);
+  std::int64_t at = 0;
+  for (const auto& t : tensors_) {
+    const auto where = out.target() + ": tensor " + text::py_repr(t.name);
+    if (header.contains(t.name)) throw config_error("", where + " is written twice");
+    const auto elements = checked::elements(t.shape);
+    const auto n = elements ? checked::bytes(*elements, static_cast<std::int64_t>(size_of(t.type))) : std::nullopt;
+    const auto end = n ? checked::add(at, *n) : std::nullopt;
+    if (!end) throw config_error("", where + " of shape " + checked::shape_text(t.shape) + " does not fit in a 64-bit file offset");
     bj::array shape;
-    for (auto d : t.shape) {
-      if (d < 0) throw config_error("", s.path + ": tensor " + text::py_repr(t.name) + " has a negative dimension");
-      n *= static_cast<std::uint64_t>(d);
-      shape.push_back(d);
-    }
+    for (auto d : t.shape) shape.push_back(d);
     bj::object e;
     e["dtype"] = std::string(to_string(t.type));
     e["shape"] = std::move(shape);
-    e["data_offsets"] = bj::array{at, at + n};
+    e["data_offsets"] = bj::array{at, *end};
     header[t.name] = std::move(e);
-    s.sizes.push_back(n);
-    at += n;
+    sizes_.push_back(static_cast<std::uint64_t>(*n));
+    at = *end;
   }
   std::string text = bj::serialize(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
-  s.temp = s.path + ".tmp-XXXXXX";
-  s.fd = ::mkstemp(s.temp.data());
-  if (s.fd < 0) throw config_error("", s.path + ": cannot create a temporary file next to it: " + std::strerror(errno));
-  std::uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
-  s.put(len, 8);
-  s.put(text.data(), text.size());
+  std::array<std::byte, 8> len;
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  out_.write(len);
+  out_.write(text);
+  skip_empty();
 }
 
-writer::~writer() {
-  if (!impl_) return;
-  if (impl_->fd >= 0) ::close(impl_->fd);
-  if (!impl_->finished) ::unlink(impl_->temp.c_str());
+void writer::skip_empty() {
+  while (current_ < tensors_.size() && sizes_[current_] == 0) ++current_;
 }
 
 void writer::write(std::span<const std::byte> bytes) {
-  auto& s = *impl_;
   while (!bytes.empty()) {
-    if (s.current >= s.tensors.size()) throw config_error("", s.path + ": more data written than the tensors declared");
-    const std::uint64_t room = s.sizes[s.current] - s.written;
+    if (current_ >= tensors_.size()) throw config_error("", out_.target() + ": more data written than the tensors declared");
+    const std::uint64_t room = sizes_[current_] - written_;
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(room, bytes.size()));
-    s.put(bytes.data(), n);
-    s.written += n;
+    out_.write(bytes.first(n));
+    written_ += n;
     bytes = bytes.subspan(n);
-    if (s.written == s.sizes[s.current]) {
-      ++s.current;
-      s.written = 0;
-      while (s.current < s.tensors.size() && s.sizes[s.current] == 0) ++s.current;  // empty tensors
+    if (written_ == sizes_[current_]) {
+      ++current_;
+      written_ = 0;
+      skip_empty();
     }
   }
 }
 
 void writer::finish() {
-  auto& s = *impl_;
-  while (s.current < s.tensors.size() && s.sizes[s.current] == 0) ++s.current;
-  if (s.current != s.tensors.size())
-    throw config_error("", s.path + ": tensor " + text::py_repr(s.tensors[s.current].name) + " was not written completely");
-  if (::fsync(s.fd) != 0) throw config_error("", s.temp + ": fsync failed: " + std::strerror(errno));
-  ::close(s.fd);
-  s.fd = -1;
-  if (::chmod(s.temp.c_str(), 0644) != 0 || ::rename(s.temp.c_str(), s.path.c_str()) != 0)
-    throw config_error("", s.path + ": cannot move the finished file into place: " + std::strerror(errno));
-  s.finished = true;
+  if (current_ != tensors_.size())
+    throw config_error("", out_.target() + ": tensor " + text::py_repr(tensors_[current_].name) + " was not written completely");
 }
 
 }  // namespace qpolicy::safetensors

@@ -75,7 +75,7 @@ std::string write_checkpoint(const std::vector<tensor>& ts, const std::string& n
   const auto path = (dir() / name).string();
   std::vector<st::tensor_spec> specs;
   for (const auto& t : ts) specs.push_back({t.name, st::dtype::BF16, t.shape});
-  st::writer w(path, specs, {{"format", "pt"}});
+  st::file_writer w(path, specs, {{"format", "pt"}});
   for (const auto& t : ts) w.write(std::as_bytes(std::span(t.bf16)));
   w.finish();
   return path;
@@ -245,7 +245,7 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
   // Wrong dtype for a planned weight.
   {
     const auto path = (dir() / "int.safetensors").string();
-    st::writer w(path, {{"model.layers.0.mlp.down_proj.weight", st::dtype::I32, {2, 2}}}, {});
+    st::file_writer w(path, {{"model.layers.0.mlp.down_proj.weight", st::dtype::I32, {2, 2}}}, {});
     const std::vector<std::int32_t> ints{1, 2, 3, 4};
     w.write(std::as_bytes(std::span(ints)));
     w.finish();
@@ -294,7 +294,7 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
       {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an INPUT"},
       {{"quantize", "-q", "fp8_per_block", "--threads", "x", "-o", out, in}, 1, "--threads must be an integer from 1 to 4096, got 'x'"},
       {{"quantize", "-q", "fp8_per_block", "--device", "gpu", "-o", out, in}, 1, "--device must be cpu or cuda, got 'gpu'"},
-      {{"quantize", "-q", "fp8_per_block", "-o", out, (dir() / "missing.safetensors").string()}, 2, "cannot open"},
+      {{"quantize", "-q", "fp8_per_block", "-o", out, (dir() / "missing.safetensors").string()}, 1, "missing.safetensors': No such file or directory"},
   };
   for (const auto& c : cases) {
     const auto r = run(c.args);

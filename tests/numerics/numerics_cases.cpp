@@ -290,7 +290,7 @@ std::unique_ptr<st::file> run_cli(const std::vector<cli_case>& chosen, const std
     specs.push_back({k.tensor, st::dtype::BF16, shape(k.c->at("input").at("shape"))});
     data.push_back(bf16(k.c->at("input")));
   }
-  st::writer w(in, specs, {});
+  st::file_writer w(in, specs, {});
   for (const auto& d : data) w.write(std::as_bytes(std::span(d)));
   w.finish();
   const char* exe = std::getenv("QPOLICY_EXE");
@@ -436,7 +436,7 @@ TEST_CASE("the MoE vectors through qpolicy quantize on an experts checkpoint", "
       specs.push_back({p + "up_proj.weight", st::dtype::BF16, {inter, hidden}});
       specs.push_back({p + "down_proj.weight", st::dtype::BF16, {s2[1], s2[2]}});
     }
-    st::writer w(path, specs, {});
+    st::file_writer w(path, specs, {});
     for (std::int64_t e = 0; e < experts; ++e) {
       const auto* g = x13.data() + e * 2 * inter * hidden;
       w.write(std::as_bytes(std::span(g, static_cast<std::size_t>(2 * inter * hidden))));  // gate, then up

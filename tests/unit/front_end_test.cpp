@@ -190,7 +190,7 @@ TEST_CASE("CLI: exit status and first stderr line", "[unit][cli]") {
   CHECK(r.out == "{\"linear\":{\"weight\":\"fp8_per_block_static\"},\"moe\":null,\"ignore\":[],\"targets\":null}\n");
   r = cli({"resolve", "-c", "@/nonexistent/cfg.json"});
   CHECK(r.status == 1);
-  CHECK(first_line(r.err) == "error: cannot read quantization_config file '/nonexistent/cfg.json'");
+  CHECK(first_line(r.err) == "error: cannot read the quantization_config file '/nonexistent/cfg.json': No such file or directory");
   r = cli({"plan", "-q", "fp8_per_block"});
   CHECK(r.status == 1);
   CHECK(first_line(r.err) == "error: plan needs --model MODEL.json");

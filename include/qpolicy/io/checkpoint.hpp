@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/paths.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 
 namespace qpolicy {
@@ -17,6 +18,7 @@ struct checkpoint_request {
   std::vector<std::string> inputs;  // .safetensors files or one model.safetensors.index.json
   std::string output;               // OUTPUT.safetensors
   std::string config_out;           // quantization_config JSON for config.json, or ""
+  std::vector<role_path> also_read;  // other files the caller read (model, config): no output may be one
   resolved_config config;
   maybe<model_desc> model;          // absent: derived from the checkpoint's tensor names
   device_kind device = device_kind::cpu;
@@ -32,6 +34,7 @@ struct checkpoint_summary {
   std::vector<std::string> unmatched;  // tensors that belong to no layer of the model (copied)
   std::string convention;              // how the layer list was found
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;      // stale temporaries of dead writers that were removed
 };
 
 /// The layer list a checkpoint's tensor names imply (vLLM's default packed mapping, experts
@@ -39,8 +42,9 @@ struct checkpoint_summary {
 model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& weights,
                         std::string* convention);
 
-/// Converts; throws config_error (exit 2) for an invalid config, model, checkpoint or shape, before
-/// or while writing; the output appears only when everything was written.
+/// Converts. Every path is checked before any work (check_run_paths); throws config_error (exit 2) for
+/// an invalid config, model, checkpoint, path or shape, io_error (exit 1) for a failed read or write.
+/// The output and the config file appear together, only when both were written completely.
 checkpoint_summary quantize_checkpoint(const checkpoint_request& request);
 
 }  // namespace qpolicy

@@ -1,7 +1,9 @@
 #pragma once
 // One quant key's formula applied to one 2-D tensor, on the CPU or the GPU: what
 // `qpolicy quantize-tensor` runs per tensor, and the building block of checkpoint conversion.
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,14 @@ struct quantized_tensor {
 /// The quant keys quantize_tensor implements, by name, for messages.
 std::string quantize_tensor_keys();
 
+/// `data` ([rows, cols] of `type`) as a kernel input. safetensors promises no alignment, so data that
+/// is not aligned for its element type is copied into `scratch` first: kernels load aligned elements.
+fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
+                              std::vector<std::uint32_t>& scratch);
+
 /// Quantizes `x` with the formula of `key` (a weight for static keys, an activation for dynamic ones).
-/// Throws config_error for a key without a kernel or a shape the formula cannot take, and
+/// Throws config_error for a key without a kernel, a shape the formula cannot take or an empty or
+/// overflowing shape, and
 /// cuda::cuda_error for a failed CUDA call.
 quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& options);
 

@@ -1,7 +1,7 @@
 #pragma once
 // safetensors files: a memory-mapped reader that validates everything a truncated or hostile file can
 // get wrong before any tensor is touched, and a streaming writer (header first, then each tensor in
-// order) that writes to a temporary file renamed into place only when complete.
+// order) into a staged output, which appears only when the whole run's outputs are complete.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
+#include "qpolicy/io/staged_output.hpp"
 
 namespace qpolicy::safetensors {
 
@@ -31,7 +32,7 @@ struct tensor_info {
 };
 
 /// An open file: the header, checked, and the mapped data. Throws config_error (exit 2) naming the
-/// file and what is wrong.
+/// file and what is wrong with it, io_error (exit 1) when it cannot be opened or mapped.
 class file {
  public:
   explicit file(const std::string& path);
@@ -68,23 +69,45 @@ struct tensor_spec {
   std::vector<std::int64_t> shape;
 };
 
-/// Writes PATH.tmp-XXXXXX, then renames it to PATH in finish(); destroyed unfinished, it removes the
-/// temporary file, so a failure never leaves a half-written output.
+/// Streams one safetensors file into a staged output: the header at construction, then each
+/// tensor's bytes in order (a tensor may come in pieces). The output_transaction that owns the staged
+/// file makes it appear, all or nothing.
 class writer {
  public:
-  writer(std::string path, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata);
-  ~writer();
+  writer(staged_file& out, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata);
   writer(const writer&) = delete;
   writer& operator=(const writer&) = delete;
 
-  /// Appends bytes of the next tensor (tensors in the order given; a tensor may come in pieces).
+  /// Appends bytes of the next tensor.
   void write(std::span<const std::byte> bytes);
-  /// Checks every tensor was written completely, flushes and renames into place.
+  /// Checks that every tensor was written completely.
   void finish();
 
  private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  void skip_empty();
+  staged_file& out_;
+  std::vector<tensor_spec> tensors_;
+  std::vector<std::uint64_t> sizes_;
+  std::size_t current_ = 0;
+  std::uint64_t written_ = 0;  // of the current tensor
+};
+
+/// One safetensors file written on its own, all or nothing: a writer over its own output_transaction,
+/// committed by finish().
+class file_writer {
+ public:
+  file_writer(const std::string& path, std::vector<tensor_spec> tensors, const std::map<std::string, std::string>& metadata)
+      : writer_(outputs_.stage(path), std::move(tensors), metadata) {}
+  void write(std::span<const std::byte> bytes) { writer_.write(bytes); }
+  /// Checks every tensor was written completely, then moves the file into place.
+  void finish() {
+    writer_.finish();
+    outputs_.commit();
+  }
+
+ private:
+  output_transaction outputs_;
+  writer writer_;
 };
 
 }  // namespace qpolicy::safetensors

@@ -1,0 +1,149 @@
+// The command line of cli.md, parsed without touching any file.
+#include "cli.hpp"
+
+namespace qpolicy::cli {
+
+const char* const usage_text =
+    "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
+    "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
+    "                    [--check-shapes [--tp N]]\n"
+    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] -o OUTPUT.safetensors\n"
+    "                    [--config-out CONFIG.json] [--device cpu|cuda] [--threads N] INPUT...\n"
+    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma]\n"
+    "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
+    "       qpolicy [COMMAND] -h|--help\n"
+    "\n"
+    "  -q, --quantization NAME        vLLM's quantization argument (online shorthand, 'online', or a\n"
+    "                                 checkpoint method such as 'fp8'); absent means None\n"
+    "  -c, --quantization-config ARG  vLLM's quantization_config as JSON text or @file.json (files may\n"
+    "                                 hold comments and trailing commas); absent means None\n"
+    "  --legacy                       the legacy schema (global_scheme, *_scheme_override, ignore)\n"
+    "  --model FILE                   the model's layer list (MODEL.json)\n"
+    "  --format table|json            plan output (default: table)\n"
+    "  --check-shapes, --tp N         check each scheme against the layers' shapes on N ranks\n"
+    "  -o, --output FILE              the output file: written beside it, renamed into place when complete;\n"
+    "                                 it may not be an input, another output, or anything but a regular file\n"
+    "\n"
+    "exit status: 0 ok, 2 invalid configuration/model/tensor data or paths, 1 usage or I/O error\n";
+
+std::string arg_reader::once(const std::string& name, std::string v) {
+  if (!seen_.insert(name).second) throw usage_error(name + " is given twice; it takes one value");
+  return v;
+}
+
+std::string arg_reader::value(const std::string& name) {
+  if (done()) throw usage_error(name + " needs a value");
+  return once(name, next());
+}
+
+std::string arg_reader::inline_value(const std::string& name, std::string_view text) { return once(name, std::string(text)); }
+
+long arg_reader::integer(const std::string& name, long low, long high, const char* expected) {
+  const auto v = value(name);
+  std::size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || n < low || n > high) throw usage_error(name + " must be " + expected + ", got '" + v + "'");
+  return n;
+}
+
+namespace {
+
+device_kind parse_device(arg_reader& r) {
+  const auto v = r.value("--device");
+  if (v != "cpu" && v != "cuda") throw usage_error("--device must be cpu or cuda, got '" + v + "'");
+  return v == "cpu" ? device_kind::cpu : device_kind::cuda;
+}
+
+void parse_quantize_tensor(arg_reader& r, options& o) {
+  std::string input;
+  while (!r.done()) {
+    const auto& a = r.next();
+    if (a == "-h" || a == "--help") {
+      o.command = "help";
+      return;
+    }
+    if (a == "--key") o.key = r.value("--key");
+    else if (a == "--ue8m0") o.quant.ue8m0 = true;
+    else if (a == "--scale-layout") {
+      const auto v = r.value("--scale-layout");
+      if (v == "row") o.quant.layout = fp8::scale_layout::row_major;
+      else if (v == "col") o.quant.layout = fp8::scale_layout::column_major;
+      else if (v == "col-tma") o.quant.layout = fp8::scale_layout::column_major_tma;
+      else throw usage_error("--scale-layout must be row, col or col-tma, got '" + v + "'");
+    } else if (a == "--device") o.quant.device = parse_device(r);
+    else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
+    else if (a == "-o" || a == "--output") o.output = r.value("-o");
+    else if (!a.empty() && a[0] == '-') throw usage_error("unknown option '" + a + "' for quantize-tensor");
+    else if (o.inputs.empty()) o.inputs.push_back(a);
+    else throw usage_error("quantize-tensor takes one input file, got '" + o.inputs.front() + "' and '" + a + "'");
+  }
+  if (o.key.empty()) throw usage_error("quantize-tensor needs --key KEY");
+  if (o.inputs.empty()) throw usage_error("quantize-tensor needs an INPUT.safetensors");
+  if (o.output.empty()) throw usage_error("quantize-tensor needs -o OUTPUT.safetensors");
+}
+
+void set_config(options& o, const std::string& v) {
+  if (!v.empty() && v[0] == '@') {
+    o.config_file = v.substr(1);
+    o.request.dialect = json_dialect::relaxed;
+  } else {
+    o.request.config_text = v;
+    o.request.dialect = json_dialect::strict;
+  }
+}
+
+}  // namespace
+
+options parse_args(const std::vector<std::string>& all) {
+  options o;
+  if (all.empty()) throw usage_error("missing command (resolve, plan, quantize or quantize-tensor)");
+  o.command = all[0];
+  if (o.command == "-h" || o.command == "--help") {
+    o.command = "help";
+    return o;
+  }
+  const std::vector<std::string> args(all.begin() + 1, all.end());
+  arg_reader r(args, o.command);
+  if (o.command == "quantize-tensor") {
+    parse_quantize_tensor(r, o);
+    return o;
+  }
+  if (o.command != "resolve" && o.command != "plan" && o.command != "quantize")
+    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan, quantize or quantize-tensor");
+  const bool plan = o.command == "plan", quantize = o.command == "quantize";
+  while (!r.done()) {
+    const auto& a = r.next();
+    if (a == "-h" || a == "--help") {
+      o.command = "help";
+      return o;
+    }
+    if (a == "--legacy") o.request.legacy = true;
+    else if (a == "-q" || a == "--quantization") o.request.quantization = r.value("-q");
+    else if (a.rfind("--quantization=", 0) == 0) o.request.quantization = r.inline_value("-q", std::string_view(a).substr(15));
+    else if (a == "-c" || a == "--quantization-config") set_config(o, r.value("-c"));
+    else if (a == "--model" && (plan || quantize)) o.model_path = r.value("--model");
+    else if ((a == "-o" || a == "--output") && quantize) o.output = r.value("-o");
+    else if (a == "--config-out" && quantize) o.config_out = r.value("--config-out");
+    else if (a == "--device" && quantize) o.device = parse_device(r);
+    else if (a == "--threads" && quantize) o.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
+    else if (quantize && !a.empty() && a[0] != '-') o.inputs.push_back(a);
+    else if (a == "--format" && plan) {
+      o.format = r.value("--format");
+      if (o.format != "table" && o.format != "json") throw usage_error("--format must be table or json, got '" + o.format + "'");
+    } else if (a == "--check-shapes" && plan) o.plan.check_shapes = true;
+    else if (a == "--tp" && plan) o.plan.tp = static_cast<int>(r.integer("--tp", 1, 2147483647, "a positive integer"));
+    else throw usage_error("unknown option '" + a + "' for " + o.command);
+  }
+  if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
+  if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");
+  if (quantize && o.output.empty()) throw usage_error("quantize needs -o OUTPUT.safetensors");
+  if (quantize && o.inputs.empty()) throw usage_error("quantize needs an INPUT (.safetensors files or a .index.json)");
+  return o;
+}
+
+}  // namespace qpolicy::cli
