@@ -17,7 +17,7 @@ int quantize_tensor(const options& o) {
   const auto key = find_key(o.key, key_field::plain);
   if (!key) throw config_error("--key", unknown_quantization_name_message(text::py_repr(o.key)));
   const auto start = std::chrono::steady_clock::now();
-  check_run_paths({{input, "input"}}, {{o.output, "-o"}});
+  check_run_paths({{input, "the input"}}, {{o.output, "-o"}});
   safetensors::file in(input);
   // Which tensors: every 2-D bf16/fp16/fp32 one; the others are reported and left out.
   std::vector<const safetensors::tensor_info*> chosen;

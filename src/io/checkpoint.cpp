@@ -62,9 +62,10 @@ checkpoint_index read_index(const std::string& path, std::vector<std::string>& w
   for (const auto& kv : map->get_object()) {
     if (!kv.value().is_string()) throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is not a file name");
     const std::string file(sv(kv.value().get_string()));
-    if (file.empty() || file.find('/') != std::string::npos)
+    const fs::path rel(file);
+    if (file.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), fs::path("..")) != rel.end())
       throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is " + text::py_repr(file) +
-                                 "; expected the name of a shard file beside the index");
+                                 "; expected a shard file in the index's directory");
     const auto shard = (fs::path(path).parent_path() / file).string();
     index.weight_map[std::string(sv(kv.key()))] = shard;
     shards.insert(shard);

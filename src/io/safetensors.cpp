@@ -143,7 +143,7 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
 }
 
 file::file(const std::string& path) : path_(path) {
-  check_input_file(path, "input");
+  check_input_file(path, "the input");
   // O_NONBLOCK: a path that turned into a FIFO after the check still cannot block the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw io_error("cannot open", path, errno);

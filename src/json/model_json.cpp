@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "json_text.hpp"
+#include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace qpolicy {
@@ -78,7 +79,12 @@ layer_desc parse_layer(const bj::value& v, const std::string& loc) {
   if (l.class_name.empty()) bad(loc + ".class", "layer class is empty");
   if (!l.shard_sizes.empty() && l.shape.size() == 2) {
     std::int64_t sum = 0;
-    for (auto s : l.shard_sizes) sum += s;
+    for (auto s : l.shard_sizes) {
+      const auto next = checked::add(sum, s);
+      if (!next)
+        bad(loc + ".shard_sizes", "shard sizes add up to more than 2^63 - 1, not out_features " + std::to_string(l.shape[0]));
+      sum = *next;
+    }
     if (sum != l.shape[0])
       bad(loc + ".shard_sizes", "shard sizes add up to " + std::to_string(sum) + ", not out_features " + std::to_string(l.shape[0]));
   }

@@ -1,10 +1,13 @@
 #pragma once
-// Test helper: run a program with arguments, capture exit status, stdout and stderr.
+// Test helper: run a program with arguments, capture exit status, stdout and stderr; optionally with a
+// time limit (the child is killed past it), or started now and finished later (to signal it midway).
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,11 +17,18 @@ extern char** environ;
 namespace qpolicy::test {
 
 struct process_result {
-  int status = -1;
+  int status = -1;  // the exit status, or 128 + the signal that ended it
+  bool timed_out = false;
   std::string out, err;
 };
 
-inline process_result run_process(const std::vector<std::string>& args) {
+/// A started child and the read ends of its stdout and stderr.
+struct running_process {
+  pid_t pid = -1;
+  int out = -1, err = -1;
+};
+
+inline running_process start_process(const std::vector<std::string>& args) {
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) || pipe(err_pipe)) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
@@ -36,12 +46,27 @@ inline process_result run_process(const std::vector<std::string>& args) {
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) throw std::runtime_error("cannot start " + args[0]);
+  return {pid, out_pipe[0], err_pipe[0]};
+}
+
+/// Collects the child's output and status; past `timeout_seconds` (0: none) it is killed (SIGKILL).
+inline process_result finish_process(running_process p, double timeout_seconds = 0) {
   process_result r;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  pollfd fds[2] = {{p.out, POLLIN, 0}, {p.err, POLLIN, 0}};
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) break;
+    int wait_ms = -1;
+    if (timeout_seconds > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0 && !r.timed_out) {
+        r.timed_out = true;
+        kill(p.pid, SIGKILL);
+      }
+      wait_ms = r.timed_out ? -1 : static_cast<int>(left);
+    }
+    if (poll(fds, 2, wait_ms) < 0) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
       const ssize_t n = read(fds[i].fd, buf, sizeof buf);
@@ -55,9 +80,13 @@ inline process_result run_process(const std::vector<std::string>& args) {
     }
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(p.pid, &status, 0);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+inline process_result run_process(const std::vector<std::string>& args, double timeout_seconds = 0) {
+  return finish_process(start_process(args), timeout_seconds);
 }
 
 }  // namespace qpolicy::test

@@ -152,7 +152,7 @@ TEST_CASE("safetensors: broken and hostile files are refused with a clear reason
   CHECK_THAT(error_of(raw_file("meta", R"({"__metadata__": {"k": 1}})", 0)), Catch::Contains("__metadata__['k'] must be a string"));
   CHECK_THAT(error_of(raw_file("order", R"({"t": {"dtype": "U8", "shape": [0], "data_offsets": [3, 1]}})", 3)),
              Catch::Contains("out of order"));
-  CHECK_THAT(error_of((scratch_dir() / "missing").string()), Catch::Contains("io_error: cannot read input") &&
+  CHECK_THAT(error_of((scratch_dir() / "missing").string()), Catch::Contains("io_error: cannot read the input") &&
                                                             Catch::Contains("No such file or directory"));
 }
 
