@@ -104,8 +104,9 @@ void check_run_paths(const std::vector<role_path>& inputs, const std::vector<rol
     const auto id = identify_output(out);
     if (id.exists && !S_ISREG(id.mode))
       throw config_error("", out.role + " '" + out.path + "' is " + kind_of(id.mode) +
-                                 (S_ISDIR(id.mode) ? "; expected a file path" : "; qpolicy replaces an output by renaming a finished "
-                                                                              "file onto it, which would replace it, so it refuses"));
+                                 (S_ISDIR(id.mode) ? "; expected a file path"
+                                                    : ", not a regular file; qpolicy writes an output by renaming a finished "
+                                                      "file onto its path, which would replace it"));
     for (std::size_t i = 0; i < in_ids.size(); ++i)
       if (id == in_ids[i])
         throw config_error("", out.role + " '" + out.path + "' is the same file as " + inputs[i].role + " '" + inputs[i].path +
