@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "../json/json_text.hpp"
@@ -193,6 +192,30 @@ std::string quantization_config_json(const model_desc& model, const plan& p, std
   return boost::json::serialize(qc);
 }
 
+/// The parts of an expert weight's name, `L.N.P.weight` with L ending in ".experts", N digits and P
+/// one of gate_proj/up_proj/down_proj/w1/w2/w3. A hand-written split rather than std::regex: linear in
+/// the name's length and without regex recursion, which overflows the stack on long hostile names.
+struct expert_weight {
+  std::string_view layer, index, proj;
+};
+std::optional<expert_weight> split_expert_weight(std::string_view name) {
+  constexpr std::string_view suffix = ".weight";
+  if (!name.ends_with(suffix)) return std::nullopt;
+  const auto base = name.substr(0, name.size() - suffix.size());
+  const auto proj_dot = base.rfind('.');
+  if (proj_dot == std::string_view::npos) return std::nullopt;
+  const auto proj = base.substr(proj_dot + 1);
+  constexpr std::string_view projs[] = {"gate_proj", "up_proj", "down_proj", "w1", "w2", "w3"};
+  if (std::find(std::begin(projs), std::end(projs), proj) == std::end(projs)) return std::nullopt;
+  const auto rest = base.substr(0, proj_dot);
+  const auto index_dot = rest.rfind('.');
+  if (index_dot == std::string_view::npos) return std::nullopt;
+  const auto index = rest.substr(index_dot + 1), layer = rest.substr(0, index_dot);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  if (!layer.ends_with(".experts")) return std::nullopt;
+  return expert_weight{layer, index, proj};
+}
+
 }  // namespace
 
 model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& weights,
@@ -202,7 +225,6 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
   m.packed = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
   std::set<std::string> names;
   for (const auto& w : weights) names.insert(w.first);
-  static const std::regex expert(R"(^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.weight$)");
   std::map<std::string, std::size_t> seen;  // layer name -> index in m.layers
   std::size_t experts_found = 0, fused_found = 0;
   auto add = [&](const std::string& name, const std::string& cls, layer_kind kind) -> layer_desc& {
@@ -213,17 +235,16 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
   };
   for (const auto& [name, shape] : weights) {
     if (shape.size() != 2 || !name.ends_with(".weight")) continue;
-    std::smatch g;
-    if (std::regex_match(name, g, expert)) {
-      auto& l = add(g[1].str(), "FusedMoE", layer_kind::moe);
+    if (const auto g = split_expert_weight(name)) {
+      auto& l = add(std::string(g->layer), "FusedMoE", layer_kind::moe);
       // vLLM indexes experts with int32 (topk_ids); a larger index is no checkpoint it can load.
-      const auto index = checked::parse_index(g[2].str(), std::int64_t{1} << 31);
+      const auto index = checked::parse_index(g->index, std::int64_t{1} << 31);
       if (!index)
-        throw config_error("", "tensor " + text::py_repr(name) + " has expert index " + g[2].str() +
+        throw config_error("", "tensor " + text::py_repr(name) + " has expert index " + std::string(g->index) +
                                    "; expected an index from 0 to 2147483647");
       const auto e = *index + 1;
       l.num_experts = std::max<std::int64_t>(l.num_experts.value_or(0), e);
-      const auto proj = g[3].str();
+      const auto proj = g->proj;
       if (proj == "gate_proj" || proj == "w1") {
         l.intermediate_size = shape[0];
         l.hidden_size = shape[1];

@@ -139,3 +139,16 @@ TEST_CASE("help on every command; repeated flags and --tp alone are usage errors
     CHECK_THAT(r.err, Catch::StartsWith(c.message));
   }
 }
+
+TEST_CASE("a 600 000-character expert tensor name is parsed, not a stack overflow", "[hostile][sizes]") {
+  temp_dir d("hostile-longname");
+  std::string name = "m.";
+  for (int i = 0; i < 300000; ++i) name += "a.";
+  name += "experts.0.gate_proj.weight";
+  write_file(d / "in.safetensors", safetensors(R"({")" + name + R"(": {"dtype": "BF16", "shape": [4, 16], "data_offsets": [0, 128]}})",
+                                               std::string(128, '\x3c')));
+  const auto before = list(d.path());
+  // std::regex recursed once per character here and crashed (exit 139); the name's layer lacks up_proj.
+  check_refused(run_qpolicy({"quantize", "-q", "fp8_per_tensor", "-o", d / "out.safetensors", d / "in.safetensors"}), 2,
+                "experts.0.up_proj.weight'", d.path(), before);
+}
