@@ -19,15 +19,23 @@ namespace qpolicy::fuzz {
 
 namespace fs = std::filesystem;
 
-/// A directory of this process's own on tmpfs where there is one (fuzzing writes a file per input).
+/// A directory of this process's own on tmpfs where there is one (fuzzing writes a file per input),
+/// removed with its contents when the process exits.
 inline const fs::path& run_dir() {
-  static const fs::path d = [] {
-    const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-    auto p = base / ("qpolicy-fuzz-" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
+  struct owned_dir {
+    fs::path path;
+    owned_dir() {
+      const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+      path = base / ("qpolicy-fuzz-" + std::to_string(::getpid()));
+      fs::create_directories(path);
+    }
+    ~owned_dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const owned_dir d;
+  return d.path;
 }
 
 inline std::string slurp(const fs::path& p) {
