@@ -18,6 +18,7 @@
 #include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
+#include "checkpoint_files.hpp"
 #include "qpolicy/io/staged_output.hpp"
 
 namespace qpolicy {
@@ -26,106 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace st = safetensors;
+using namespace checkpoint_io;
 using json_text::sv;
-
-struct tensor_ref {
-  const st::file* file = nullptr;
-  const st::tensor_info* info = nullptr;
-};
-
-/// The opened checkpoint: every tensor by name, in file and data order.
-struct checkpoint {
-  std::vector<std::unique_ptr<st::file>> files;
-  std::vector<tensor_ref> order;
-  std::map<std::string, tensor_ref> by_name;
-};
-
-/// The shard files a model.safetensors.index.json names, and its weight_map (tensor -> shard path).
-struct checkpoint_index {
-  std::string path;
-  std::map<std::string, std::string> weight_map;
-  std::vector<std::string> shards;  // sorted, each once
-};
-
-checkpoint_index read_index(const std::string& path, std::vector<std::string>& warnings) {
-  checkpoint_index index{path, {}, {}};
-  std::vector<json_text::duplicate_key> dups;
-  const auto doc = json_text::parse(read_input_file(path, "the checkpoint index"), json_dialect::strict, path, &dups);
-  // Python's json (transformers, vLLM) keeps the last value of a duplicate key; so does this reader, and says so.
-  for (const auto& d : dups)
-    warnings.push_back(path + ": duplicate key " + text::py_repr(d.key) + (d.loc.empty() ? std::string() : " in " + d.loc) +
-                       " (the last value is used, as Python's json does)");
-  const auto* map = doc.is_object() ? doc.get_object().if_contains("weight_map") : nullptr;
-  if (!map || !map->is_object()) throw config_error("", path + ": the index has no \"weight_map\" object");
-  std::set<std::string> shards;
-  for (const auto& kv : map->get_object()) {
-    if (!kv.value().is_string()) throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is not a file name");
-    const std::string file(sv(kv.value().get_string()));
-    const fs::path rel(file);
-    if (file.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), fs::path("..")) != rel.end())
-      throw config_error("", path + ": weight_map[" + text::py_repr(sv(kv.key())) + "] is " + text::py_repr(file) +
-                                 "; expected a shard file in the index's directory");
-    const auto shard = (fs::path(path).parent_path() / file).string();
-    index.weight_map[std::string(sv(kv.key()))] = shard;
-    shards.insert(shard);
-  }
-  index.shards.assign(shards.begin(), shards.end());
-  return index;
-}
-
-/// Every weight_map entry must name a tensor its shard holds, and every shard tensor must be in the map.
-void check_index(const checkpoint_index& index, const checkpoint& c) {
-  std::vector<std::string> missing, unlisted;
-  for (const auto& [tensor, shard] : index.weight_map) {
-    const auto it = c.by_name.find(tensor);
-    if (it == c.by_name.end() || it->second.file->path() != shard) missing.push_back(text::py_repr(tensor) + " in " + shard);
-  }
-  for (const auto& f : c.files)
-    if (std::find(index.shards.begin(), index.shards.end(), f->path()) != index.shards.end())
-      for (const auto& t : f->tensors())
-        if (auto it = index.weight_map.find(t.name); it == index.weight_map.end() || it->second != f->path())
-          unlisted.push_back(text::py_repr(t.name) + " of " + f->path());
-  auto list = [](const std::vector<std::string>& v) {
-    std::string r;
-    for (std::size_t i = 0; i < v.size() && i < 5; ++i) r += (i ? ", " : "") + v[i];
-    return v.size() > 5 ? r + " (and " + std::to_string(v.size() - 5) + " more)" : r;
-  };
-  if (!missing.empty())
-    throw config_error("", index.path + ": weight_map names tensors that their shards do not hold: " + list(missing));
-  if (!unlisted.empty())
-    throw config_error("", index.path + ": shards hold tensors that weight_map does not list: " + list(unlisted));
-}
-
-/// Every file the inputs name: the .safetensors given, and each index's shards.
-std::vector<std::string> checkpoint_files(const std::vector<std::string>& inputs, std::vector<checkpoint_index>& indexes,
-                                          std::vector<std::string>& warnings) {
-  std::vector<std::string> paths;
-  for (const auto& in : inputs) {
-    if (in.size() > 11 && in.ends_with(".index.json")) {
-      indexes.push_back(read_index(in, warnings));
-      paths.insert(paths.end(), indexes.back().shards.begin(), indexes.back().shards.end());
-    } else {
-      paths.push_back(in);
-    }
-  }
-  if (paths.empty()) throw config_error("", "no input checkpoint given");
-  return paths;
-}
-
-checkpoint open_checkpoint(const std::vector<std::string>& paths, const std::vector<checkpoint_index>& indexes) {
-  checkpoint c;
-  for (const auto& p : paths) {
-    c.files.push_back(std::make_unique<st::file>(p));
-    for (const auto& t : c.files.back()->tensors()) {
-      const tensor_ref r{c.files.back().get(), &t};
-      if (!c.by_name.emplace(t.name, r).second)
-        throw config_error("", "tensor " + text::py_repr(t.name) + " is in both " + c.by_name[t.name].file->path() + " and " + p);
-      c.order.push_back(r);
-    }
-  }
-  for (const auto& index : indexes) check_index(index, c);
-  return c;
-}
 
 bool is_float(st::dtype d) { return d == st::dtype::BF16 || d == st::dtype::F16 || d == st::dtype::F32; }
 
@@ -155,12 +58,6 @@ struct unit_result {
 std::string scale_name(const member& m) {
   const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
   return base + (m.block ? ".weight_scale_inv" : ".weight_scale");
-}
-
-std::string sizes_repr(const std::vector<std::int64_t>& v) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
 }
 
 /// Refuses weights with NaN or infinity: their codes would be saturated garbage.
@@ -320,10 +217,10 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     const auto& t = it->second;
     if (t.info->shape.size() != 2 || !is_float(t.info->type))
       throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " is " +
-                                 std::string(st::to_string(t.info->type)) + " " + sizes_repr(t.info->shape) +
+                                 std::string(st::to_string(t.info->type)) + " " + checked::shape_text(t.info->shape) +
                                  "; quantize takes 2-D BF16, F16 or F32 weights");
     if (t.info->elements() == 0)
-      throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " has shape " + sizes_repr(t.info->shape) +
+      throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " has shape " + checked::shape_text(t.info->shape) +
                                  " with no elements; there is no weight to quantize");
     return t;
   };
@@ -379,7 +276,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     if (block)
       for (auto r : rows)
         if (r % 128 != 0)
-          throw config_error("", "fp8_per_block needs every shard of " + layer.name + " to have a multiple of 128 rows, got " + sizes_repr(rows));
+          throw config_error("", "fp8_per_block needs every shard of " + layer.name + " to have a multiple of 128 rows, got " + checked::shape_text(rows));
   }
 
   // Output layout: input order; a quantized weight is followed by its scale.
