@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/cpu/forward.hpp"
-#include "../kernels/cuda/forward.hpp"
-#include "../kernels/device_info.hpp"
+#include "kernels/cpu/forward.hpp"
+#include "kernels/cuda/forward.hpp"
+#include "kernels/cuda/device_info.hpp"
 #include "qpolicy/qpolicy.hpp"
 
 namespace qp = qpolicy;

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the GPU tests and benchmarks with nvcc alone into build-device/ (no meson, Boost, fmt or
 # Catch2: the lent GPU machine's image has none of them, and nothing can be installed there). The
-# same sources and flags as meson's build of them: kernels for sm_90a and sm_90, the CPU fast path
+# same sources and flags as meson's build of them: kernels for sm_90a and sm_90, the vectorized CPU kernels
 # with -fno-trapping-math -ffp-contract=off, release (-O3 -DNDEBUG). Parallel, one job per file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
 out=build-device
 mkdir -p "$out/obj"
-flags=(-std=c++20 -O3 -DNDEBUG -Iinclude --expt-relaxed-constexpr -Xcompiler -pthread)
+flags=(-std=c++20 -O3 -DNDEBUG -Iinclude -I. --expt-relaxed-constexpr -Xcompiler -pthread)
 arch=(-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90)
 compile() {  # source, extra flags...
   local src=$1
@@ -16,13 +16,13 @@ compile() {  # source, extra flags...
   nvcc "${flags[@]}" "$@" -c "$src" -o "$out/obj/$(echo "$src" | tr '/' '_').o"
 }
 pids=()
-for src in kernels/device_info.cu kernels/cuda/quant.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
+for src in kernels/cuda/device_info.cu kernels/cuda/quant.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
   compile "$src" "${arch[@]}" & pids+=($!)
 done
 for src in kernels/cpu/reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cuda/gemm_check.cpp; do
   compile "$src" & pids+=($!)
 done
-for src in kernels/cpu/fast.cpp kernels/cpu/gemm_fast.cpp; do
+for src in kernels/cpu/vectorized.cpp kernels/cpu/gemm_tiled.cpp; do
   compile "$src" -Xcompiler -fno-trapping-math,-ffp-contract=off & pids+=($!)
 done
 programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp

@@ -1,7 +1,7 @@
 #pragma once
 // DeepSeek-V3 as vLLM builds it (../shared/models/deepseek-v3.json): MLA attention, 3 dense blocks, then
 // 58 MoE blocks with a shared expert and 256 routed experts.
-#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/typed/model_def.hpp"
 
 namespace examples {
 namespace qp = qpolicy;

@@ -1,6 +1,6 @@
 #pragma once
 // Llama-3.1-8B-Instruct as vLLM builds it (../shared/models/llama-3.1-8b-instruct.json): 32 dense blocks.
-#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/typed/model_def.hpp"
 
 namespace examples {
 namespace qp = qpolicy;

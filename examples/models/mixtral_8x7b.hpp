@@ -1,6 +1,6 @@
 #pragma once
 // Mixtral-8x7B as vLLM builds it (../shared/models/mixtral-8x7b.json): 32 blocks of 8 experts.
-#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/typed/model_def.hpp"
 
 namespace examples {
 namespace qp = qpolicy;

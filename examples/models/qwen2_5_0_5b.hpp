@@ -1,6 +1,6 @@
 #pragma once
 // Qwen2.5-0.5B as vLLM builds it (../shared/models/qwen2.5-0.5b.json): 24 dense blocks, tied head.
-#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/typed/model_def.hpp"
 
 namespace examples {
 namespace qp = qpolicy;

@@ -1,6 +1,6 @@
 #pragma once
 // Qwen3-30B-A3B as vLLM builds it (../shared/models/qwen3-30b-a3b.json): 48 MoE blocks of 128 experts.
-#include "qpolicy/static/model_def.hpp"
+#include "qpolicy/typed/model_def.hpp"
 
 namespace examples {
 namespace qp = qpolicy;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "fast.hpp"
-#include "gemm_fast.hpp"
+#include "vectorized.hpp"
+#include "gemm_tiled.hpp"
 #include "gemm_reference.hpp"
 #include "parallel.hpp"
 #include "reference.hpp"
@@ -16,32 +16,14 @@ using fp8::name_of;
 using fp8::input_view;
 
 activation_quant activation_of_key(key_id key) {
-  switch (key) {
-    case key_id::fp8_per_token: return activation_quant::per_token;
-    case key_id::fp8_per_tensor_dynamic: return activation_quant::per_tensor;
-    case key_id::fp8_per_block_dynamic: return activation_quant::group_128;
-    default:
-      throw std::invalid_argument("activation key " + key_name(key) +
-                                  " has no FP8 activation quantizer (fp8_per_token, fp8_per_tensor_dynamic, "
-                                  "fp8_per_block_dynamic have one)");
-  }
+  if (const auto* a = schemes::find_activation(key)) return a->quant;
+  std::string keys;
+  for (const auto& a : schemes::activation_table) keys += (keys.empty() ? "" : ", ") + key_name(a.key);
+  throw std::invalid_argument("activation key " + key_name(key) + " has no FP8 activation quantizer (" + keys + " have one)");
 }
 
 std::string can_implement(weight_scales weights, activation_quant activation, std::int64_t in_features) {
-  if (in_features <= 0) return "in_features must be positive, got " + std::to_string(in_features);
-  if (weights == weight_scales::block_128x128) {
-    if (activation != activation_quant::group_128)
-      return "128x128 weight blocks need 1x128 activation groups, not " + std::string(name_of(activation)) +
-             " activations";
-    if (in_features % 128 != 0)
-      return "128x128 weight blocks need in_features to be a multiple of 128 (1x128 activation groups), got " +
-             std::to_string(in_features);
-    return {};
-  }
-  if (activation == activation_quant::group_128)
-    return "1x128 activation groups need 128x128 weight blocks (the block-scaled GEMM); these weights are " +
-           std::string(name_of(weights));
-  return {};
+  return schemes::pairing_sentence(weights, activation, in_features);
 }
 
 namespace {

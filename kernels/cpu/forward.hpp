@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "../fp8/gemm_desc.hpp"
-#include "../fp8/tensor_view.hpp"
+#include "qpolicy/numerics/gemm_desc.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/keys/quant_key.hpp"
-#include "qpolicy/static/tags.hpp"
+#include "qpolicy/schemes/contract.hpp"
+#include "qpolicy/schemes/tags.hpp"
 
 namespace qpolicy::cpu {
 

@@ -1,6 +1,6 @@
 #include "gemm_reference.hpp"
 
-#include "../fp8/numerics.hpp"
+#include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::reference {
 

@@ -1,10 +1,10 @@
 #pragma once
 // The CPU reference of every FP8 quantization path (spec §4-§9): plain loops over the shared
-// per-element arithmetic (kernels/fp8/numerics.hpp), written to be read against the spec. The fast CPU
+// per-element arithmetic (include/qpolicy/numerics/numerics.hpp), written to be read against the spec. The fast CPU
 // path and the CUDA kernels are tested bit for bit against these.
 #include <cstdint>
 
-#include "../fp8/tensor_view.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
 
 namespace qpolicy::cpu::reference {
 

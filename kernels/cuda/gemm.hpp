@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "../fp8/gemm_desc.hpp"
+#include "qpolicy/numerics/gemm_desc.hpp"
 #include "quant.hpp"
 
 namespace qpolicy::cuda {

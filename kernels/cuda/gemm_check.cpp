@@ -2,6 +2,7 @@
 #include <string>
 
 #include "gemm.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy::cuda {
 
@@ -15,12 +16,9 @@ std::string gemm_check(const gemm_problem& p, const gemm_operands& o) {
     return "GEMM sizes must be positive, got M=" + num(p.m) + " N=" + num(p.n) + " K=" + num(p.k);
   if (!o.a || !o.a_scale || !o.w || !o.w_scale || !o.out) return "GEMM operands A, its scales, W, its scales and out are required";
   if (p.bias && !o.bias) return "the problem has a bias but no bias pointer was given";
-  const bool blocks = p.weights == fp8::weight_scales::block_128x128, groups = p.activation == fp8::activation_quant::group_128;
-  if (blocks != groups)
-    return std::string("128x128 weight blocks go with 1x128 activation groups and only with them; got ") +
-           std::string(fp8::name_of(p.weights)) + " weights and " + std::string(fp8::name_of(p.activation)) + " activations";
+  if (auto why = schemes::pairing_sentence(p.weights, p.activation, p.k); !why.empty()) return why;
+  const bool blocks = p.weights == fp8::weight_scales::block_128x128;
   if (blocks) {
-    if (p.k % 128 != 0) return "block-scaled GEMMs need K to be a multiple of 128, got K=" + num(p.k);
     if (o.w_scale_stride < p.k / 128)
       return "the weight block scales need at least K/128 = " + num(p.k / 128) + " scales per block row, got a stride of " +
              num(o.w_scale_stride);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "../fp8/grouped_tile.hpp"
+#include "qpolicy/numerics/grouped_tile.hpp"
 #include "quant.hpp"
 
 namespace qpolicy::cuda {

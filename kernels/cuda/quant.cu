@@ -2,8 +2,13 @@
 // indices throughout (tensors over 2^31 elements); 16-byte loads where the input allows.
 #include <cuda_runtime.h>
 
+#include <array>
+#include <stdexcept>
+#include <utility>
+
 #include "cuda_check.hpp"
 #include "quant.hpp"
+#include "qpolicy/schemes/kernel_select.hpp"
 
 namespace qpolicy::cuda {
 
@@ -261,26 +266,29 @@ template <class Key>
 void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                           std::size_t scale_count, const launch_options& o) {
-  const std::size_t n = static_cast<std::size_t>(host.size());
-  const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
-  device_memory in(in_bytes, o), codes(n, o), sc(scale_count * sizeof(float), o), scratch(sizeof(std::uint32_t), o);
-  check(cudaMemcpy(in.ptr, host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
-  const input_view x{in.ptr, host.type, host.rows, host.cols};
-  if constexpr (std::is_same_v<Key, fp8_per_tensor_static>) weight_kernel<fp8_per_tensor>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), scratch.as<std::uint32_t>(), o);
-  else if constexpr (std::is_same_v<Key, fp8_per_channel_static>) weight_kernel<fp8_per_channel>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), o);
-  else if constexpr (std::is_same_v<Key, fp8_per_block_static>) weight_kernel<fp8_per_block>::run(x, blocks, codes.as<std::uint8_t>(), sc.as<float>(), o);
-  else if constexpr (std::is_same_v<Key, fp8_per_token>) activation_kernel<Key>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), o);
-  else if constexpr (std::is_same_v<Key, fp8_per_tensor_dynamic>) activation_kernel<Key>::run(x, codes.as<std::uint8_t>(), sc.as<float>(), scratch.as<std::uint32_t>(), o);
-  else activation_kernel<fp8_per_block_dynamic>::run(x, groups, codes.as<std::uint8_t>(), sc.as<float>(), o);
-  check(cudaMemcpy(q, codes.ptr, n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
-  check(cudaMemcpy(scales, sc.ptr, scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
+  if constexpr (!schemes::has_tensor_kernel(Key::id)) {
+    throw std::invalid_argument("no CUDA kernel for quant key " + key_name(Key::id) + "; there are kernels for " +
+                                schemes::tensor_kernel_keys());
+  } else {
+    const std::size_t n = static_cast<std::size_t>(host.size());
+    const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
+    device_memory in(in_bytes, o), codes(n, o), sc(scale_count * sizeof(float), o), scratch(sizeof(std::uint32_t), o);
+    check(cudaMemcpy(in.ptr, host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
+    const input_view x{in.ptr, host.type, host.rows, host.cols};
+    using kernel = schemes::kernel_of_key<weight_kernel, activation_kernel, Key>;
+    auto* c = codes.as<std::uint8_t>();
+    auto* s = sc.as<float>();
+    // The kernels' signatures differ by what their formula needs: block or group options, an amax scratch.
+    if constexpr (requires { kernel::run(x, blocks, c, s, o); }) kernel::run(x, blocks, c, s, o);
+    else if constexpr (requires { kernel::run(x, groups, c, s, o); }) kernel::run(x, groups, c, s, o);
+    else if constexpr (requires { kernel::run(x, c, s, scratch.as<std::uint32_t>(), o); }) kernel::run(x, c, s, scratch.as<std::uint32_t>(), o);
+    else kernel::run(x, c, s, o);
+    check(cudaMemcpy(q, codes.ptr, n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
+    check(cudaMemcpy(scales, sc.ptr, scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
+  }
 }
 
-#define QPOLICY_INSTANTIATE(Key)                                                                  \
-  template void quantize_host_tensor<Key>(const input_view&, const cpu::reference::block_options&, \
-                                          const cpu::reference::group_options&, std::uint8_t*, float*,   \
-                                          std::size_t, const launch_options&);
-QPOLICY_FP8_KEYS(QPOLICY_INSTANTIATE)
-#undef QPOLICY_INSTANTIATE
+// Instantiated for every key with a tensor kernel, as the contract lists them.
+extern const auto quantize_host_tensor_entries = detail::every_key_entry(std::make_index_sequence<key_count>{});
 
 }  // namespace qpolicy::cuda

@@ -1,16 +1,18 @@
 #pragma once
 // CUDA quantization kernels, one specialization per scheme tag, mirroring the CPU fast path
-// (kernels/cpu/fast.hpp): same formulas through the shared __host__ __device__ arithmetic, so codes
+// (kernels/cpu/vectorized.hpp): same formulas through the shared __host__ __device__ arithmetic, so codes
 // and scales are bit-identical to the CPU reference. Pointers are device pointers; every CUDA error
 // becomes a qpolicy::cuda::cuda_error naming the call and the layer. Plain header: no CUDA types, so
 // host code without nvcc can include it (the functions then report that CUDA is not built in).
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
-#include "../fp8/tensor_view.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
 #include "../cpu/reference.hpp"
-#include "qpolicy/static/tags.hpp"
+#include "qpolicy/schemes/tags.hpp"
 
 namespace qpolicy::cuda {
 
@@ -76,16 +78,21 @@ struct activation_kernel<fp8_per_block_dynamic> {
 void quantize_segments_per_tensor(const fp8::input_view& x, const std::int64_t* offsets, std::int64_t segments,
                                   std::uint8_t* q, float* scales, std::uint32_t* amax_scratch, const launch_options& = {});
 
-/// The quant keys with a kernel: X(tag) for each (instantiations and dispatch lists use it).
-#define QPOLICY_FP8_KEYS(X) \
-  X(fp8_per_tensor_static) X(fp8_per_tensor_dynamic) X(fp8_per_token) X(fp8_per_channel_static) \
-  X(fp8_per_block_static) X(fp8_per_block_dynamic)
-
 /// Copies a host tensor to the device, runs the kernel of quant key tag `Key` there and copies the
-/// codes and `scale_count` scales back (instantiated for QPOLICY_FP8_KEYS).
+/// codes and `scale_count` scales back. Instantiated for every key of the key table; a key without a
+/// tensor kernel (schemes::has_tensor_kernel) throws std::invalid_argument.
 template <class Key>
 void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::block_options& blocks,
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                           std::size_t scale_count, const launch_options& = {});
+
+namespace detail {
+/// quantize_host_tensor of every key of the key table: the backends define an array of these, which
+/// instantiates the template for every key without a list of keys to keep up to date.
+template <std::size_t... I>
+constexpr auto every_key_entry(std::index_sequence<I...>) {
+  return std::array{&quantize_host_tensor<key_tag<static_cast<key_id>(I)>>...};
+}
+}  // namespace detail
 
 }  // namespace qpolicy::cuda

@@ -1,4 +1,6 @@
 // Builds without nvcc: the CUDA entry points exist and say that CUDA is not built in.
+#include <array>
+#include <utility>
 #include "quant.hpp"
 
 namespace qpolicy::cuda {
@@ -38,11 +40,7 @@ void quantize_host_tensor(const fp8::input_view&, const cpu::reference::block_op
   not_built(o);
 }
 
-#define QPOLICY_INSTANTIATE(Key)                                                                  \
-  template void quantize_host_tensor<Key>(const fp8::input_view&, const cpu::reference::block_options&, \
-                                          const cpu::reference::group_options&, std::uint8_t*, float*,   \
-                                          std::size_t, const launch_options&);
-QPOLICY_FP8_KEYS(QPOLICY_INSTANTIATE)
-#undef QPOLICY_INSTANTIATE
+// Instantiated for every key, as quant.cu does.
+extern const auto quantize_host_tensor_entries = detail::every_key_entry(std::make_index_sequence<key_count>{});
 
 }  // namespace qpolicy::cuda

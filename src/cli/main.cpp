@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "../../kernels/cuda/quant.hpp"
+#include "kernels/cuda/quant.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/io_error.hpp"
 #include "qpolicy/io/paths.hpp"

@@ -20,6 +20,7 @@
 #include "qpolicy/io/safetensors.hpp"
 #include "checkpoint_files.hpp"
 #include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {
 
@@ -45,7 +46,7 @@ fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch
 struct member {
   std::string tensor;  // "P.weight"
   key_id key = key_id::fp8_per_tensor_static;
-  bool block = false;   // scale named weight_scale_inv
+  std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
   int joint = -1;       // members with the same joint id share one per-tensor scale (fused shards, gate/up)
 };
 
@@ -57,7 +58,7 @@ struct unit_result {
 
 std::string scale_name(const member& m) {
   const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
-  return base + (m.block ? ".weight_scale_inv" : ".weight_scale");
+  return base + "." + std::string(m.scale_suffix);
 }
 
 /// Refuses weights with NaN or infinity: their codes would be saturated garbage.
@@ -81,7 +82,11 @@ std::string quantization_config_json(const model_desc& model, const plan& p, std
     if (l.quantized()) methods.insert(l.decided);
     else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
   }
-  if (methods.count(method::fp8_per_block)) qc["weight_block_size"] = boost::json::array{128, 128};
+  for (auto m : methods)
+    if (schemes::contract_of(m).scales == fp8::weight_scales::block_128x128) {
+      qc["weight_block_size"] = boost::json::array{schemes::block_k, schemes::block_k};
+      break;
+    }
   if (methods.size() > 1)
     warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
                        " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
@@ -228,17 +233,18 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     const auto& layer = model.layers[i];
     const auto& lp = p.layers[i];
     if (!lp.quantized()) continue;
-    if (lp.decided != method::fp8_per_tensor && lp.decided != method::fp8_per_block && lp.decided != method::fp8_per_channel)
+    if (!schemes::has_kernels(lp.decided))
       throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
-                                 ", but this build has no kernel for " + std::string(to_string(lp.decided)) +
-                                 " (fp8_per_tensor, fp8_per_channel and fp8_per_block have one)");
-    const bool block = lp.decided == method::fp8_per_block;
-    const key_id weight_key = block ? key_id::fp8_per_block_static
-                              : lp.decided == method::fp8_per_channel ? key_id::fp8_per_channel_static
-                                                                     : key_id::fp8_per_tensor_static;
+                                 ", but this build has no kernel for " + std::string(to_string(lp.decided)) + " (" +
+                                 schemes::kernel_methods_text() + " have one)");
+    const auto& contract = schemes::contract_of(lp.decided);
+    const key_id weight_key = contract.weight_key;
+    // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9).
+    const bool joint_scale = contract.scales == fp8::weight_scales::per_tensor;
+    const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
     auto add = [&](const std::string& tensor, key_id key, int joint_id) {
       need(layer.name, tensor);
-      members[tensor] = member{tensor, key, block, joint_id};
+      members[tensor] = member{tensor, key, contract.checkpoint_scale, joint_id};
       if (joint_id >= 0) {
         if (joints.size() <= static_cast<std::size_t>(joint_id)) joints.resize(static_cast<std::size_t>(joint_id) + 1);
         joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
@@ -252,9 +258,8 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
         const bool named = ck.by_name.count(base + "gate_proj.weight") > 0;
         const auto gate = base + (named ? "gate_proj" : "w1") + ".weight", up = base + (named ? "up_proj" : "w3") + ".weight";
         const auto down = base + (named ? "down_proj" : "w2") + ".weight";
-        // Per-tensor: gate and up share the w13 scale; per-channel: w13 rows follow the per-token rule.
-        const int j = lp.decided == method::fp8_per_tensor ? joint++ : -1;
-        const key_id w13_key = lp.decided == method::fp8_per_channel ? key_id::fp8_per_token : weight_key;
+        const int j = joint_scale ? joint++ : -1;
+        const key_id w13_key = contract.moe_w13_key.value_or(weight_key);
         add(gate, w13_key, j);
         add(up, w13_key, j);
         add(down, weight_key, -1);
@@ -266,17 +271,18 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
       add(layer.name + ".weight", weight_key, -1);
       continue;
     }
-    const int j = lp.decided == method::fp8_per_tensor ? joint++ : -1;
+    const int j = joint_scale ? joint++ : -1;
     std::vector<std::int64_t> rows;
     for (const auto& s : fused->shards) {
       const auto tensor = text::replace_all(layer.name, fused->fused, s) + ".weight";
       rows.push_back(need(layer.name, tensor).info->shape[0]);
       add(tensor, weight_key, j);
     }
-    if (block)
+    if (blocks)
       for (auto r : rows)
-        if (r % 128 != 0)
-          throw config_error("", "fp8_per_block needs every shard of " + layer.name + " to have a multiple of 128 rows, got " + checked::shape_text(rows));
+        if (r % schemes::block_k != 0)
+          throw config_error("", std::string(to_string(lp.decided)) + " needs every shard of " + layer.name + " to have a multiple of " +
+                                     std::to_string(schemes::block_k) + " rows, got " + checked::shape_text(rows));
   }
 
   // Output layout: input order; a quantized weight is followed by its scale.
@@ -290,10 +296,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
     specs.push_back({t.info->name, st::dtype::F8_E4M3, t.info->shape});
     const auto& m = it->second;
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
-    std::vector<std::int64_t> scale_shape = m.block ? std::vector<std::int64_t>{checked::ceil_div(rows, 128), checked::ceil_div(cols, 128)}
-                                            : m.key == key_id::fp8_per_tensor_static ? std::vector<std::int64_t>{1}
-                                                                                     : std::vector<std::int64_t>{rows, 1};
-    specs.push_back({scale_name(m), st::dtype::F32, scale_shape});
+    specs.push_back({scale_name(m), st::dtype::F32, tensor_scale_shape(m.key, rows, cols)});
   }
   std::map<std::string, std::string> metadata{{"format", "pt"}};
   for (const auto& f : ck.files)
@@ -340,7 +343,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
       at += x.size();
     }
     qo.name = group.front()->tensor;
-    auto r = quantize_tensor(key_id::fp8_per_tensor_static, {joined.data(), fp8::element::f32, rows, cols}, qo);
+    auto r = quantize_tensor(group.front()->key, {joined.data(), fp8::element::f32, rows, cols}, qo);
     at = 0;
     for (const auto* m : group) {
       const auto n = ck.by_name.at(m->tensor).info->elements();

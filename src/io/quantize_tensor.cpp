@@ -1,12 +1,13 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 
-#include "../../kernels/cpu/fast.hpp"
-#include "../../kernels/cuda/quant.hpp"
+#include "kernels/cpu/vectorized.hpp"
+#include "kernels/cuda/quant.hpp"
 #include <cstring>
 
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/checked.hpp"
-#include "qpolicy/static/dispatch.hpp"
+#include "qpolicy/dispatch/dispatch.hpp"
+#include "qpolicy/schemes/kernel_select.hpp"
 
 namespace qpolicy {
 
@@ -15,12 +16,6 @@ namespace {
 using cpu::reference::block_options;
 using cpu::reference::group_options;
 
-/// Output sizes of a key's formula for an [M, K] input.
-struct plan_shape {
-  std::size_t scales = 0;
-  std::vector<std::int64_t> scale_shape;
-};
-
 [[noreturn]] void no_kernel(key_id key, const std::string& name) {
   throw config_error("", "no kernel for quant key " + key_name(key) + (name.empty() ? "" : " (tensor " + text::py_repr(name) + ")") +
                              " in this build; quantize-tensor implements " + quantize_tensor_keys());
@@ -28,10 +23,7 @@ struct plan_shape {
 
 }  // namespace
 
-std::string quantize_tensor_keys() {
-  return "fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token, fp8_per_channel_static, fp8_per_block_static, "
-         "fp8_per_block_dynamic";
-}
+std::string quantize_tensor_keys() { return schemes::tensor_kernel_keys(); }
 
 fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
                               std::vector<std::uint32_t>& scratch) {
@@ -55,49 +47,42 @@ quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const ten
   const cpu::cpu_options cpu{o.threads};
 
   // Shapes first: a formula that cannot take the shape is an error before any work.
-  if (key == key_id::fp8_per_block_dynamic && k % 128 != 0)
-    throw config_error("", "1x128 groups need K to be a multiple of 128, got K = " + std::to_string(k) + where);
-  const std::int64_t groups = k / 128;
-  switch (key) {
-    case key_id::fp8_per_tensor_static:
-    case key_id::fp8_per_tensor_dynamic: out.scale_shape = {1}; break;
-    case key_id::fp8_per_token:
-    case key_id::fp8_per_channel_static: out.scale_shape = {m, 1}; break;
-    case key_id::fp8_per_block_static: out.scale_shape = {checked::ceil_div(m, 128), checked::ceil_div(k, 128)}; break;
-    case key_id::fp8_per_block_dynamic:
-      if (o.layout == fp8::scale_layout::row_major) out.scale_shape = {m, groups};
-      else if (o.layout == fp8::scale_layout::column_major) out.scale_shape = {groups, m};
-      else out.scale_shape = {groups, checked::ceil_div(m, 4) * 4};
-      break;
-    default: no_kernel(key, o.name);
-  }
+  if (!schemes::has_tensor_kernel(key)) no_kernel(key, o.name);
+  const auto group = key_of(key).scale.group;
+  const bool groups = !key_of(key).scale.is_static && group.row == 1 && group.col > 0;  // 1xG activation groups
+  if (groups && k % group.col != 0)
+    throw config_error("", "1x" + std::to_string(group.col) + " groups need K to be a multiple of " +
+                               std::to_string(group.col) + ", got K = " + std::to_string(k) + where);
+  out.scale_shape = tensor_scale_shape(key, m, k);
+  if (groups && o.layout == fp8::scale_layout::column_major) out.scale_shape = {k / group.col, m};
+  if (groups && o.layout == fp8::scale_layout::column_major_tma) out.scale_shape = {k / group.col, checked::ceil_div(m, 4) * 4};
   out.scales.resize(static_cast<std::size_t>(checked::elements(out.scale_shape).value_or(0)));
   const block_options bo{o.ue8m0, false};
-  const group_options go{128, o.ue8m0, o.layout};
-
-  if (o.device == device_kind::cpu) {
-    with_key(key, [&]<class Key>(Key) {
-      if constexpr (std::is_same_v<Key, fp8_per_tensor_static>) cpu::weight_kernel<fp8_per_tensor>::run(x, out.codes.data(), out.scales.data(), cpu);
-      else if constexpr (std::is_same_v<Key, fp8_per_channel_static>) cpu::weight_kernel<fp8_per_channel>::run(x, out.codes.data(), out.scales.data(), cpu);
-      else if constexpr (std::is_same_v<Key, fp8_per_block_static>) cpu::weight_kernel<fp8_per_block>::run(x, bo, out.codes.data(), out.scales.data(), cpu);
-      else if constexpr (std::is_same_v<Key, fp8_per_token> || std::is_same_v<Key, fp8_per_tensor_dynamic>)
-        cpu::activation_kernel<Key>::run(x, out.codes.data(), out.scales.data(), cpu);
-      else if constexpr (std::is_same_v<Key, fp8_per_block_dynamic>)
-        cpu::activation_kernel<Key>::run(x, go, out.codes.data(), out.scales.data(), cpu);
-      else no_kernel(key, o.name);
-    });
-    return out;
-  }
+  const group_options go{group.col > 0 ? group.col : 128, o.ue8m0, o.layout};
 
   with_key(key, [&]<class Key>(Key) {
-    if constexpr (std::is_same_v<Key, fp8_per_tensor_static> || std::is_same_v<Key, fp8_per_tensor_dynamic> ||
-                  std::is_same_v<Key, fp8_per_token> || std::is_same_v<Key, fp8_per_channel_static> ||
-                  std::is_same_v<Key, fp8_per_block_static> || std::is_same_v<Key, fp8_per_block_dynamic>)
-      cuda::quantize_host_tensor<Key>(x, bo, go, out.codes.data(), out.scales.data(), out.scales.size(),
-                                      {nullptr, o.name});
-    else no_kernel(key, o.name);
+    if constexpr (schemes::has_tensor_kernel(Key::id)) {
+      if (o.device == device_kind::cuda) {
+        cuda::quantize_host_tensor<Key>(x, bo, go, out.codes.data(), out.scales.data(), out.scales.size(), {nullptr, o.name});
+        return;
+      }
+      using kernel = schemes::kernel_of_key<cpu::weight_kernel, cpu::activation_kernel, Key>;
+      // The kernels' signatures differ by what their formula needs: block or group options.
+      if constexpr (requires { kernel::run(x, bo, out.codes.data(), out.scales.data(), cpu); })
+        kernel::run(x, bo, out.codes.data(), out.scales.data(), cpu);
+      else if constexpr (requires { kernel::run(x, go, out.codes.data(), out.scales.data(), cpu); })
+        kernel::run(x, go, out.codes.data(), out.scales.data(), cpu);
+      else
+        kernel::run(x, out.codes.data(), out.scales.data(), cpu);
+    }
   });
   return out;
+}
+
+std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std::int64_t cols) {
+  if (key_of(key).scale.group == per_tensor) return {1};
+  const auto grid = schemes::scale_grid(key, rows, cols);
+  return {grid[0], grid[1]};
 }
 
 }  // namespace qpolicy

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/cuda/forward.hpp"
-#include "../../kernels/cuda/gemm.hpp"
-#include "../../kernels/device_info.hpp"
+#include "kernels/cuda/forward.hpp"
+#include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/device_info.hpp"
 #include "../gpu/device_buffer.hpp"
 #include "best_gpu_time.hpp"
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "../../kernels/cuda/quant.hpp"
-#include "../../kernels/device_info.hpp"
+#include "kernels/cuda/quant.hpp"
+#include "kernels/cuda/device_info.hpp"
 #include "best_gpu_time.hpp"
 
 namespace qp = qpolicy;

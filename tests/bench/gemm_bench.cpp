@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "best_time.hpp"
-#include "../../kernels/cpu/forward.hpp"
-#include "../../kernels/cpu/gemm_fast.hpp"
+#include "kernels/cpu/forward.hpp"
+#include "kernels/cpu/gemm_tiled.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "best_time.hpp"
-#include "../../kernels/cpu/fast.hpp"
+#include "kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;

@@ -1,7 +1,7 @@
 // expect: Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in model.layers.0.self_attn.qkv_proj. vLLM requires all to use the same scheme.
 // Must not compile: ignore that catches one shard of a fused layer (legacy schema).
 #include "models/llama_3_1_8b.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qp = qpolicy;
 using policy = qp::policy<qp::fp8_per_tensor, qp::online_quant_config<qp::ignore<"re:.*v_proj">>>;

@@ -1,7 +1,7 @@
 // expect: Layer lm_head was matched by quantization_config.targets (lm_head), but online quantization is not supported for ParallelLMHead.
 // Must not compile: a targets pattern that names the head.
 #include "models/llama_3_1_8b.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qp = qpolicy;
 using policy = qp::quant_config<qp::targets<qp::target<"lm_head", qp::fp8_per_block>, qp::target<"re:.*proj", qp::fp8_per_tensor>>>;

@@ -1,7 +1,7 @@
 // expect: targets: targets[re:.*experts] = fp8_per_block_static is not a valid online shorthand name; expected one of ['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'mxfp4', 'mxfp8', 'nvfp4_per_token']
 // Must not compile: a targets value that is a key, not a shorthand.
 #include "models/qwen3_30b_a3b.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qp = qpolicy;
 using policy = qp::quant_config<qp::targets<qp::target<"re:.*experts", qp::fp8_per_block_static>>>;

@@ -1,7 +1,7 @@
 // expect: no_layer_with_this_name_in_the_model
 // Must not compile: a lookup of a layer the model does not have.
 #include "models/llama_3_1_8b.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qp = qpolicy;
 constexpr auto& plan = qp::plan_for<qp::fp8_per_block, examples::llama_3_1_8b>;

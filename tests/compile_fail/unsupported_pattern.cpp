@@ -1,7 +1,7 @@
 // expect: ignore.0: pattern 're:(?=x)
 // Must not compile: a regex feature the engine refuses (lookahead).
 #include "models/llama_3_1_8b.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qp = qpolicy;
 using policy = qp::policy<qp::fp8_per_block, qp::quant_config<qp::ignore<"re:(?=x)">>>;

@@ -6,8 +6,8 @@
 
 #include "../../examples/models/deepseek_v3.hpp"
 #include "equivalence.hpp"
-#include "qpolicy/static/dispatch.hpp"
-#include "qpolicy/static/for_each_layer.hpp"
+#include "qpolicy/dispatch/dispatch.hpp"
+#include "qpolicy/typed/for_each_layer.hpp"
 
 namespace qp = qpolicy;
 

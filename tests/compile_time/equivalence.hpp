@@ -11,7 +11,7 @@
 #include <string>
 
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/static/static_plan_runtime.hpp"
+#include "qpolicy/typed/static_plan_runtime.hpp"
 
 namespace equivalence {
 

@@ -3,7 +3,7 @@
 // offset indices, the index in the last name component, fused layers whose shards rename the prefix,
 // non-ASCII names, and patterns that single out particular indices.
 #include "equivalence.hpp"
-#include "qpolicy/static/for_each_layer.hpp"
+#include "qpolicy/typed/for_each_layer.hpp"
 
 namespace qp = qpolicy;
 

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "../../examples/models/qwen2_5_0_5b.hpp"
-#include "qpolicy/static/for_each_layer.hpp"
+#include "qpolicy/typed/for_each_layer.hpp"
 
 namespace qp = qpolicy;
 

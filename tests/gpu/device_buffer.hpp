@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/device_info.hpp"
+#include "kernels/cuda/device_info.hpp"
 
 namespace qpolicy::test {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/cpu/gemm_reference.hpp"
-#include "../../kernels/cuda/gemm.hpp"
-#include "../../kernels/device_info.hpp"
+#include "kernels/cpu/gemm_reference.hpp"
+#include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/device_info.hpp"
 #include "../numerics/random_operands.hpp"
 #include "device_buffer.hpp"
 

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "../../kernels/cpu/reference.hpp"
-#include "../../kernels/cuda/quant.hpp"
-#include "../../kernels/device_info.hpp"
+#include "kernels/cpu/reference.hpp"
+#include "kernels/cuda/quant.hpp"
+#include "kernels/cuda/device_info.hpp"
 #include "device_buffer.hpp"
 
 namespace qp = qpolicy;

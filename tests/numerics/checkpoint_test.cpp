@@ -11,7 +11,7 @@
 #include <random>
 #include <sstream>
 
-#include "../../kernels/cpu/reference.hpp"
+#include "kernels/cpu/reference.hpp"
 #include "../support/process.hpp"
 #include "qpolicy/io/safetensors.hpp"
 

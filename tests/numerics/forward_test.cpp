@@ -11,10 +11,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../kernels/cpu/forward.hpp"
-#include "../../kernels/cpu/gemm_fast.hpp"
-#include "../../kernels/cpu/gemm_reference.hpp"
-#include "../../kernels/cpu/reference.hpp"
+#include "kernels/cpu/forward.hpp"
+#include "kernels/cpu/gemm_tiled.hpp"
+#include "kernels/cpu/gemm_reference.hpp"
+#include "kernels/cpu/reference.hpp"
 #include "random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -223,7 +223,7 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
   using cpu::weight_scales;
   CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::group_128, 4096).empty());
   CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::group_128, 4100) ==
-        "128x128 weight blocks need in_features to be a multiple of 128 (1x128 activation groups), got 4100");
+        "128x128 weight blocks need K (the input features) to be a multiple of 128 (1x128 activation groups), got 4100");
   CHECK(cpu::can_implement(weight_scales::block_128x128, activation_quant::per_token, 4096) ==
         "128x128 weight blocks need 1x128 activation groups, not per-token activations");
   CHECK(cpu::can_implement(weight_scales::per_channel, activation_quant::group_128, 4096) ==
@@ -231,7 +231,7 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
   std::mt19937 rng(1);
   const auto w = random_bf16(256, 200, 0.02f, rng);
   CHECK_THROWS_WITH(cpu::quantize_linear<qp::fp8_per_block>(w.view(), nullptr),
-                    "linear layer: 128x128 weight blocks need in_features to be a multiple of 128 (1x128 activation "
+                    "linear layer: 128x128 weight blocks need K (the input features) to be a multiple of 128 (1x128 activation "
                     "groups), got 200");
   const auto layer = cpu::quantize_linear<qp::fp8_per_tensor>(w.view(), nullptr);
   const auto x = random_bf16(4, 128, 1.0f, rng);
@@ -246,7 +246,7 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
                     "MoE: w2 is [400, 64], expected [E * H, I] = [512, 64]");
 }
 
-#include "../../kernels/cuda/gemm.hpp"
+#include "kernels/cuda/gemm.hpp"
 
 TEST_CASE("CUDA GEMM problems are checked before launch, with the broken constraint named", "[gemm]") {
   namespace cuda = qpolicy::cuda;
@@ -266,8 +266,7 @@ TEST_CASE("CUDA GEMM problems are checked before launch, with the broken constra
   CHECK(cuda::cublaslt_can_implement({64, 100, 512, activation_quant::per_tensor, weight_scales::per_tensor, false}, op, 90) ==
         "cuBLASLt needs N % 8 == 0 (16-byte rows of the bf16 output), got N=100");
   CHECK(cuda::gemm_check({64, 256, 512, activation_quant::per_token, weight_scales::block_128x128, false}, op) ==
-        "128x128 weight blocks go with 1x128 activation groups and only with them; got 128x128 blocks weights and "
-        "per-token activations");
+        "128x128 weight blocks need 1x128 activation groups, not per-token activations");
   const cuda::gemm_problem blocks{6, 256, 640, activation_quant::group_128, weight_scales::block_128x128, false};
   cuda::gemm_operands bop = op;
   bop.w_scale_stride = 5;  // K/128 = 5: the plain grid
@@ -279,7 +278,7 @@ TEST_CASE("CUDA GEMM problems are checked before launch, with the broken constra
   CHECK(cuda::cublaslt_can_implement({8, 256, 640, activation_quant::group_128, weight_scales::block_128x128, false}, bop, 100) ==
         "cuBLASLt's 128-wide block scaling (VEC128_32F / BLK128x128_32F) is a Hopper (sm_90) mode; this device is sm_100");
   CHECK(cuda::gemm_check({8, 256, 200, activation_quant::group_128, weight_scales::block_128x128, false}, bop) ==
-        "block-scaled GEMMs need K to be a multiple of 128, got K=200");
+        "128x128 weight blocks need K (the input features) to be a multiple of 128 (1x128 activation groups), got 200");
   CHECK(cuda::gemm_check({0, 256, 512, activation_quant::per_tensor, weight_scales::per_tensor, false}, op) ==
         "GEMM sizes must be positive, got M=0 N=256 K=512");
   CHECK(cuda::gemm_check({8, 256, 512, activation_quant::per_tensor, weight_scales::per_tensor, true}, op) ==

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/fp8/grouped_tile.hpp"
+#include "qpolicy/numerics/grouped_tile.hpp"
 #include "random_operands.hpp"
 
 namespace qpolicy::test {

@@ -158,10 +158,9 @@ TEST_CASE("grouped GEMM refuses what its kernel cannot run, saying why", "[group
   CHECK(g::can_implement(385, 256, activation_quant::per_token, weight_scales::per_channel) ==
         "the grouped FP8 GEMM needs N to be positive and even (bf16 pairs), got 385");
   CHECK(g::can_implement(384, 256, activation_quant::per_token, weight_scales::block_128x128) ==
-        "the grouped FP8 GEMM pairs 1x128 activation groups with 128x128 weight blocks only, not per-token activations "
-        "with 128x128 blocks weights");
+        "128x128 weight blocks need 1x128 activation groups, not per-token activations");
   CHECK(g::can_implement(384, 208, activation_quant::group_128, weight_scales::block_128x128) ==
-        "128x128 weight blocks need K to be a multiple of 128, got 208");
+        "128x128 weight blocks need K (the input features) to be a multiple of 128 (1x128 activation groups), got 208");
   CHECK(g::can_implement(384, 208, activation_quant::per_tensor, weight_scales::per_channel).empty());
 }
 

@@ -194,12 +194,12 @@ constexpr maybe<diagnostic> check_online_config(const resolved_config& r) {
 // ---- legacy schema rules ----
 
 constexpr bool is_legacy_online_name(std::string_view q) {
-  return q == "online" || q == "fp8_per_tensor" || q == "fp8_per_block";
+  return q == "online" || find_legacy_scheme(q).has_value();
 }
 
 constexpr std::string legacy_only_supported_message(const maybe<std::string>& q) {
-  std::string out = "quantization_config is only supported when quantization is one of ['fp8_per_block', "
-                    "'fp8_per_tensor', 'online'], got quantization=";
+  std::string out = "quantization_config is only supported when quantization is one of " + legacy_online_names_repr() +
+                    ", got quantization=";
   if (q) out += text::py_repr(*q);
   else out += "None";
   return out;

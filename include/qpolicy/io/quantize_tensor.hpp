@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../../../kernels/fp8/tensor_view.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy {
@@ -33,6 +33,10 @@ struct quantized_tensor {
 
 /// The quant keys quantize_tensor implements, by name, for messages.
 std::string quantize_tensor_keys();
+
+/// The stored shape of the scales quant key `key`'s formula gives an [rows, cols] tensor (row-major
+/// layout): [1] per tensor, [rows, 1] per token or channel, the block or group grid otherwise.
+std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std::int64_t cols);
 
 /// `data` ([rows, cols] of `type`) as a kernel input. safetensors promises no alignment, so data that
 /// is not aligned for its element type is copied into `scratch` first: kernels load aligned elements.

@@ -130,10 +130,28 @@ constexpr std::optional<key_id> find_key(std::string_view name, key_field field)
   return std::nullopt;
 }
 
+/// Python's repr of sorted(names) for up to 16 distinct names, as vLLM's messages list them.
+template <class Names>
+constexpr std::string sorted_names_repr(const Names& names) {
+  std::array<std::string_view, 16> sorted{};
+  std::size_t n = 0;
+  for (std::string_view name : names) {
+    bool seen = false;
+    for (std::size_t i = 0; i < n; ++i) seen = seen || sorted[i] == name;
+    if (!seen) sorted[n++] = name;
+  }
+  for (std::size_t i = 1; i < n; ++i)  // insertion sort: constexpr and tiny
+    for (std::size_t j = i; j > 0 && sorted[j] < sorted[j - 1]; --j) std::swap(sorted[j], sorted[j - 1]);
+  return text::py_repr_list(std::span<const std::string_view>(sorted.data(), n));
+}
+
 /// The sorted QUANT_KEY_NAMES, as the unknown-name message lists them.
 constexpr std::string quant_key_names_repr() {
-  return "['fp8_per_block_dynamic', 'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
-         "'fp8_per_tensor_static', 'fp8_per_token', 'int8_per_channel_static', 'mxfp4', 'mxfp8']";
+  std::array<std::string_view, key_count> names{};
+  std::size_t n = 0;
+  for (const auto& e : key_table)
+    if (e.in_quant_key_names) names[n++] = e.name;
+  return sorted_names_repr(std::span<const std::string_view>(names.data(), n));
 }
 
 /// The online shorthands of `-q` and of targets values (spec §3.3), in their table order.
@@ -177,23 +195,42 @@ constexpr std::optional<shorthand> find_shorthand(std::string_view name) {
 }
 
 constexpr std::string shorthand_names_repr() {
-  return "['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'mxfp4', 'mxfp8', "
-         "'nvfp4_per_token']";
+  std::array<std::string_view, shorthand_count> names{};
+  for (std::size_t i = 0; i < shorthand_count; ++i) names[i] = shorthand_table[i].name;
+  return sorted_names_repr(names);
 }
 
 /// The legacy OnlineQuantScheme.
 enum class legacy_scheme : std::uint8_t { fp8_per_tensor, fp8_per_block };
 
-constexpr std::string_view to_string(legacy_scheme s) {
-  return s == legacy_scheme::fp8_per_block ? "fp8_per_block" : "fp8_per_tensor";
-}
+/// One legacy scheme: its name and the weight key it stands for.
+struct legacy_scheme_entry {
+  legacy_scheme id;
+  std::string_view name;
+  key_id weight;
+};
+inline constexpr std::array<legacy_scheme_entry, 2> legacy_scheme_table{{
+    {legacy_scheme::fp8_per_tensor, "fp8_per_tensor", key_id::fp8_per_tensor_static},
+    {legacy_scheme::fp8_per_block, "fp8_per_block", key_id::fp8_per_block_static},
+}};
+
+constexpr const legacy_scheme_entry& entry(legacy_scheme s) { return legacy_scheme_table[static_cast<std::size_t>(s)]; }
+constexpr std::string_view to_string(legacy_scheme s) { return entry(s).name; }
 constexpr std::optional<legacy_scheme> find_legacy_scheme(std::string_view name) {
-  if (name == "fp8_per_tensor") return legacy_scheme::fp8_per_tensor;
-  if (name == "fp8_per_block") return legacy_scheme::fp8_per_block;
+  for (const auto& e : legacy_scheme_table)
+    if (e.name == name) return e.id;
   return std::nullopt;
 }
+/// The names `quantization` may have for a legacy config: "online" and the scheme names, sorted.
+constexpr std::string legacy_online_names_repr() {
+  std::array<std::string_view, legacy_scheme_table.size() + 1> names{};
+  names[0] = "online";
+  for (std::size_t i = 0; i < legacy_scheme_table.size(); ++i) names[i + 1] = legacy_scheme_table[i].name;
+  return sorted_names_repr(names);
+}
 
-/// What a layer gets in the plan (spec §3.6); `none` prints as null.
+/// What a layer gets in the plan (spec §3.6); `none` prints as null. Keep nvfp4_per_token last
+/// (method_count and the dispatch's coverage check rely on it).
 enum class method : std::uint8_t {
   none,
   unquantized,
@@ -205,6 +242,8 @@ enum class method : std::uint8_t {
   int8_per_channel_weight_only,
   nvfp4_per_token,
 };
+
+inline constexpr std::size_t method_count = 9;
 
 constexpr std::string_view to_string(method m) {
   constexpr std::array<std::string_view, 9> names{"null",  "unquantized", "fp8_per_tensor",
@@ -218,32 +257,6 @@ enum class layer_kind : std::uint8_t { linear, moe, other };
 
 constexpr std::string_view to_string(layer_kind k) {
   return k == layer_kind::linear ? "linear" : k == layer_kind::moe ? "moe" : "other";
-}
-
-/// The dispatch table (spec §3.6): the method a weight key selects for a layer kind, if any.
-constexpr std::optional<method> dispatch_method(key_id weight, layer_kind kind) {
-  switch (weight) {
-    case key_id::fp8_per_tensor_static: return method::fp8_per_tensor;
-    case key_id::fp8_per_block_static: return method::fp8_per_block;
-    case key_id::fp8_per_channel_static: return method::fp8_per_channel;
-    case key_id::mxfp8_static: return method::mxfp8;
-    case key_id::mxfp4_static: return method::mxfp4;
-    case key_id::int8_per_channel_static:
-      return kind == layer_kind::moe ? std::optional(method::int8_per_channel_weight_only) : std::nullopt;
-    case key_id::nvfp4: return kind == layer_kind::moe ? std::optional(method::nvfp4_per_token) : std::nullopt;
-    default: return std::nullopt;
-  }
-}
-
-/// The sorted printed keys that `kind` supports, as the dispatch-miss message lists them.
-constexpr std::string supported_weight_keys_repr(layer_kind kind) {
-  std::array<std::string, key_count> printed{};
-  std::size_t n = 0;
-  for (const auto& e : key_table)
-    if (dispatch_method(e.id, kind)) printed[n++] = to_string(e.key);
-  for (std::size_t i = 1; i < n; ++i)  // insertion sort: constexpr and tiny
-    for (std::size_t j = i; j > 0 && printed[j] < printed[j - 1]; --j) std::swap(printed[j], printed[j - 1]);
-  return text::py_repr_list(std::span<const std::string>(printed.data(), n));
 }
 
 }  // namespace qpolicy

@@ -10,6 +10,7 @@
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/model/model.hpp"
 #include "qpolicy/plan/plan.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {
 
@@ -240,10 +241,10 @@ class planner {
   /// Dispatch (§3.6) of a weight key for a layer, with the given activation and provenance.
   constexpr layer_plan dispatch(const layer_desc& layer, key_id weight, activation_kind act, key_id act_key,
                                 decided_by source, std::int32_t pattern) {
-    const auto m = dispatch_method(weight, layer.kind);
+    const auto m = schemes::dispatch_method(weight, layer.kind);
     if (!m)
       return fail("online quantization for " + layer.class_name + " with weight=" + key_repr(weight) +
-                  " is not supported; supported weight keys: " + supported_weight_keys_repr(layer.kind));
+                  " is not supported; supported weight keys: " + schemes::supported_weight_keys_repr(layer.kind));
     layer_plan l;
     l.decided = *m;
     l.weight = weight;
@@ -314,7 +315,8 @@ class planner {
     const auto source = over ? (layer.kind == layer_kind::linear ? decided_by::linear_scheme_override
                                                                  : decided_by::moe_scheme_override)
                              : decided_by::global;
-    const auto key = scheme == legacy_scheme::fp8_per_block ? key_id::fp8_per_block_static : key_id::fp8_per_tensor_static;
+    // vLLM's quirk (spec §5.2): no scheme at all (only the other kind's override set) means fp8_per_tensor.
+    const auto key = entry(scheme.value_or(legacy_scheme::fp8_per_tensor)).weight;
     return dispatch(layer, key, activation_kind::method_default, key_id::fp8_per_tensor_dynamic, source, -1);
   }
 

@@ -6,6 +6,7 @@
 
 #include "qpolicy/model/model.hpp"
 #include "qpolicy/plan/plan.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {
 
@@ -30,6 +31,12 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
     };
     auto warn = [&](std::string message) { p.warnings.push_back(layer.name + ": " + std::move(message)); };
     const std::string scheme(to_string(l.decided));
+    // What the scheme's kernels need (its contract): block-scaled GEMMs need K in whole blocks; the
+    // other scaled GEMMs prefer dimensions in multiples of 16. Schemes without kernels get no checks.
+    const auto* contract = schemes::find_contract(l.decided);
+    const bool blocks = contract && contract->scales == schemes::weight_scales::block_128x128;
+    const bool scaled = contract && contract->scales && !blocks;
+    const std::int64_t bk = schemes::block_k, multiple = contract ? contract->preferred_multiple : 1;
     if (layer.kind == layer_kind::linear && layer.shape.size() == 2) {
       const auto out = layer.shape[0], in = layer.shape[1];
       const bool split_in = tp > 1 && detail::row_parallel(layer);
@@ -41,21 +48,21 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
       }
       const auto in_rank = split_in ? in / tp : in;
       const auto out_rank = split_out ? out / tp : out;
-      if (l.decided == method::fp8_per_block) {
-        if (in_rank % 128) {
-          fail(layer.name + ": fp8_per_block needs in_features" + (split_in ? " per rank (" + detail::num(in) + "/" + detail::num(tp) + " = " : " (") +
-               detail::num(in_rank) + ") to be a multiple of 128 (1x128 activation groups)");
+      if (blocks) {
+        if (in_rank % bk) {
+          fail(layer.name + ": " + scheme + " needs in_features" + (split_in ? " per rank (" + detail::num(in) + "/" + detail::num(tp) + " = " : " (") +
+               detail::num(in_rank) + ") to be a multiple of " + detail::num(bk) + " (1x" + detail::num(bk) + " activation groups)");
           continue;
         }
-        if (out_rank % 128) warn("fp8_per_block: out_features" + std::string(split_out ? " per rank " : " ") + detail::num(out_rank) + " is not a multiple of 128; the last weight block is padded");
+        if (out_rank % bk) warn(scheme + ": out_features" + std::string(split_out ? " per rank " : " ") + detail::num(out_rank) + " is not a multiple of " + detail::num(bk) + "; the last weight block is padded");
         for (auto s : layer.shard_sizes)
-          if ((split_out ? s / tp : s) % 128) {
-            warn("fp8_per_block: fused shard of " + detail::num(s) + " rows is not a multiple of 128; weight blocks straddle shards");
+          if ((split_out ? s / tp : s) % bk) {
+            warn(scheme + ": fused shard of " + detail::num(s) + " rows is not a multiple of " + detail::num(bk) + "; weight blocks straddle shards");
             break;
           }
-      } else if (l.decided == method::fp8_per_tensor || l.decided == method::fp8_per_channel) {
-        if (in_rank % 16 || out_rank % 16)
-          warn(scheme + ": shape [" + detail::num(out_rank) + ", " + detail::num(in_rank) + "] has a dimension that is not a multiple of 16");
+      } else if (scaled) {
+        if (in_rank % multiple || out_rank % multiple)
+          warn(scheme + ": shape [" + detail::num(out_rank) + ", " + detail::num(in_rank) + "] has a dimension that is not a multiple of " + detail::num(multiple));
       }
     } else if (layer.kind == layer_kind::moe && layer.hidden_size && layer.intermediate_size) {
       const auto h = *layer.hidden_size, inter = *layer.intermediate_size;
@@ -64,10 +71,10 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
         continue;
       }
       const auto i_rank = inter / tp;
-      if (l.decided == method::fp8_per_block && (h % 128 || i_rank % 128))
-        warn("fp8_per_block: hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of 128; expert weights are zero-padded");
-      if ((l.decided == method::fp8_per_tensor || l.decided == method::fp8_per_channel) && (h % 16 || i_rank % 16))
-        warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of 16");
+      if (blocks && (h % bk || i_rank % bk))
+        warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of " + detail::num(bk) + "; expert weights are zero-padded");
+      if (scaled && (h % multiple || i_rank % multiple))
+        warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of " + detail::num(multiple));
     }
   }
 }

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qpolicy {
 

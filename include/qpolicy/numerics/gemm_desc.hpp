@@ -11,19 +11,14 @@ enum class activation_quant : std::uint8_t { per_tensor, per_token, group_128 };
 /// How a weight's scales are laid out (spec §4, §6, §8).
 enum class weight_scales : std::uint8_t { per_tensor, per_channel, block_128x128 };
 
+/// How messages name an activation quantizer and a weight-scale layout.
 constexpr std::string_view name_of(activation_quant a) {
-  switch (a) {
-    case activation_quant::per_tensor: return "per-tensor";
-    case activation_quant::per_token: return "per-token";
-    default: return "1x128 groups";
-  }
+  constexpr std::string_view names[] = {"per-tensor", "per-token", "1x128 groups"};
+  return names[static_cast<int>(a)];
 }
 constexpr std::string_view name_of(weight_scales w) {
-  switch (w) {
-    case weight_scales::per_tensor: return "per-tensor";
-    case weight_scales::per_channel: return "per-channel";
-    default: return "128x128 blocks";
-  }
+  constexpr std::string_view names[] = {"per-tensor", "per-channel", "128x128 blocks"};
+  return names[static_cast<int>(w)];
 }
 
 /// The row stride (in scales) of a 128x128 block-scale grid as cuBLASLt reads it: the K-block count

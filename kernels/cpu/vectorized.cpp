@@ -1,4 +1,4 @@
-#include "fast.hpp"
+#include "vectorized.hpp"
 
 #include "parallel.hpp"
 

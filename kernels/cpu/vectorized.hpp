@@ -5,8 +5,8 @@
 // exact and order-free, so splitting the work cannot change a bit.
 #include <cstdint>
 
-#include "../fp8/tensor_view.hpp"
-#include "qpolicy/static/tags.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
+#include "qpolicy/schemes/tags.hpp"
 #include "reference.hpp"
 
 namespace qpolicy::cpu {

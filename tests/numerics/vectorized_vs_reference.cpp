@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "../../kernels/cpu/fast.hpp"
+#include "kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;

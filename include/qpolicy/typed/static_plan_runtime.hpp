@@ -2,7 +2,7 @@
 // A compile-time plan as a runtime plan (with its summary), and their comparison. Apart from
 // static_plan.hpp so that a translation unit that only computes a plan does not parse the summary code.
 #include "qpolicy/plan/summary.hpp"
-#include "qpolicy/static/static_plan.hpp"
+#include "qpolicy/typed/static_plan.hpp"
 
 namespace qpolicy {
 

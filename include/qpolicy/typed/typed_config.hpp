@@ -11,8 +11,8 @@
 
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/match/pattern.hpp"
-#include "qpolicy/static/fixed_string.hpp"
-#include "qpolicy/static/tags.hpp"
+#include "qpolicy/typed/fixed_string.hpp"
+#include "qpolicy/schemes/tags.hpp"
 
 namespace qpolicy {
 

@@ -1,11 +1,11 @@
-#include "gemm_fast.hpp"
+#include "gemm_tiled.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
 
-#include "../fp8/numerics.hpp"
+#include "qpolicy/numerics/numerics.hpp"
 #include "parallel.hpp"
 
 namespace qpolicy::cpu {

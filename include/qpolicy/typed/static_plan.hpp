@@ -21,8 +21,8 @@
 
 #include "qpolicy/match/dfa.hpp"
 #include "qpolicy/plan/planner.hpp"
-#include "qpolicy/static/model_def.hpp"
-#include "qpolicy/static/typed_config.hpp"
+#include "qpolicy/typed/model_def.hpp"
+#include "qpolicy/typed/typed_config.hpp"
 
 namespace qpolicy {
 

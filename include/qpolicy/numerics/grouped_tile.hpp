@@ -13,6 +13,7 @@
 
 #include "gemm_desc.hpp"
 #include "numerics.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 // Accumulators must stay in registers: the device compiler unrolls every loop that indexes them.
 #if defined(__CUDA_ARCH__)
@@ -233,12 +234,7 @@ inline std::string can_implement(std::int64_t n, std::int64_t k, activation_quan
   if (k <= 0 || k % 16 != 0)
     return "the grouped FP8 GEMM needs K to be a positive multiple of 16 (16-byte row copies), got " + std::to_string(k);
   if (n <= 0 || n % 2 != 0) return "the grouped FP8 GEMM needs N to be positive and even (bf16 pairs), got " + std::to_string(n);
-  if ((a == activation_quant::group_128) != (w == weight_scales::block_128x128))
-    return "the grouped FP8 GEMM pairs 1x128 activation groups with 128x128 weight blocks only, not " +
-           std::string(name_of(a)) + " activations with " + std::string(name_of(w)) + " weights";
-  if (w == weight_scales::block_128x128 && k % 128 != 0)
-    return "128x128 weight blocks need K to be a multiple of 128, got " + std::to_string(k);
-  return {};
+  return schemes::pairing_sentence(w, a, k);
 }
 
 }  // namespace qpolicy::fp8::grouped
