@@ -166,7 +166,7 @@ class runner {
     auto& s = stats[{std::string(qp::layer_suffix(desc.name)), scheme}];
     ++s.layers;
     const std::int64_t t = opts_.tokens;
-    const cpu::forward_options fo{cpu::kernel_path::fast, opts_.threads};
+    const cpu::forward_options fo{cpu::kernel_path::vectorized, opts_.threads};
     double err = 0;
     if (desc.kind == qp::layer_kind::linear) {
       const std::int64_t n = desc.shape[0], k = desc.shape[1];
@@ -179,24 +179,29 @@ class runner {
       cpu::linear_forward_f32({wf.data(), fp8::element::f32, n, k}, nullptr, xv, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_linear<Scheme>(wv, nullptr, activation<Scheme>(lp, false), fo);
-        s.quantize_s += seconds_since(t0);
-        if (ctx_) {
-          const auto dl = cuda::upload(layer);
-          const auto dx = cuda::to_device(x.data(), x.size() * 2);
-          cuda::device_memory dout(out.size() * 2);
-          s.quantized_s += gpu_seconds(
-              [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
-          cuda::to_host(dout, out.data(), out.size() * 2);
-          s.baseline_s += gpu_bf16_seconds(t, n, k);
+      if constexpr (cpu::has_forward<Scheme>) qp::with_activation(lp, desc.kind, [&]<class Act>(Act) {
+        if constexpr (!cpu::pairs_with<Scheme, Act>) {
+          cpu::refuse_pairing<Scheme, Act>(desc.name);
         } else {
           t0 = std::chrono::steady_clock::now();
-          cpu::linear_forward<Scheme>(layer, xv, out.data(), fo);
-          s.quantized_s += seconds_since(t0);
+          const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
+          s.quantize_s += seconds_since(t0);
+          if (ctx_) {
+            const auto dl = cuda::upload(layer);
+            const auto dx = cuda::to_device(x.data(), x.size() * 2);
+            cuda::device_memory dout(out.size() * 2);
+            s.quantized_s += gpu_seconds(
+                [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
+            cuda::to_host(dout, out.data(), out.size() * 2);
+            s.baseline_s += gpu_bf16_seconds(t, n, k);
+          } else {
+            t0 = std::chrono::steady_clock::now();
+            cpu::linear_forward(layer, xv, out.data(), fo);
+            s.quantized_s += seconds_since(t0);
+          }
         }
-      } else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
+      });
+      else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
       }
@@ -233,24 +238,29 @@ class runner {
                            xv, route, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_moe<Scheme>(w13v, w2v, e, activation<Scheme>(lp, true), fo);
-        s.quantize_s += seconds_since(t0);
-        if (ctx_) {
-          const auto dm = cuda::upload(layer);
-          const auto dx = cuda::to_device(x.data(), x.size() * 2);
-          cuda::device_memory dout(out.size() * 2);
-          s.quantized_s += gpu_seconds(
-              [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
-          cuda::to_host(dout, out.data(), out.size() * 2);
-          s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
+      if constexpr (cpu::has_forward<Scheme>) qp::with_activation(lp, desc.kind, [&]<class Act>(Act) {
+        if constexpr (!cpu::pairs_with<Scheme, Act>) {
+          cpu::refuse_pairing<Scheme, Act>(desc.name);
         } else {
           t0 = std::chrono::steady_clock::now();
-          cpu::moe_forward<Scheme>(layer, xv, route, out.data(), fo);
-          s.quantized_s += seconds_since(t0);
+          const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
+          s.quantize_s += seconds_since(t0);
+          if (ctx_) {
+            const auto dm = cuda::upload(layer);
+            const auto dx = cuda::to_device(x.data(), x.size() * 2);
+            cuda::device_memory dout(out.size() * 2);
+            s.quantized_s += gpu_seconds(
+                [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
+            cuda::to_host(dout, out.data(), out.size() * 2);
+            s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
+          } else {
+            t0 = std::chrono::steady_clock::now();
+            cpu::moe_forward(layer, xv, route, out.data(), fo);
+            s.quantized_s += seconds_since(t0);
+          }
         }
-      } else {
+      });
+      else {
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
       }
@@ -281,16 +291,6 @@ class runner {
     cuda::device_memory a(static_cast<std::size_t>(rows * k) * 2), w(static_cast<std::size_t>(n * k) * 2),
         out(static_cast<std::size_t>(rows * n) * 2);
     return gpu_seconds([&] { ctx_->runner.run_bf16(a.as<std::uint16_t>(), w.as<std::uint16_t>(), out.as<std::uint16_t>(), rows, n, k); });
-  }
-
-  /// The layer's activation quantizer: the plan's explicit key, or the scheme's default.
-  template <class Scheme>
-  static cpu::activation_quant activation(const qp::layer_plan& lp, bool moe) {
-    if (lp.activation == qp::activation_kind::key) return cpu::activation_of_key(lp.activation_key);
-    if (lp.activation == qp::activation_kind::none)
-      throw std::invalid_argument("the plan gives this layer no activation quantization (activation: null); the FP8 "
-                                  "GEMMs here need FP8 activations");
-    return moe ? cpu::scheme_traits<Scheme>::moe_activation : cpu::scheme_traits<Scheme>::linear_activation;
   }
 };
 

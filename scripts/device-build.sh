@@ -16,7 +16,7 @@ compile() {  # source, extra flags...
   nvcc "${flags[@]}" "$@" -c "$src" -o "$out/obj/$(echo "$src" | tr '/' '_').o"
 }
 pids=()
-for src in kernels/cuda/device_info.cu kernels/cuda/quant.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
+for src in kernels/cuda/device_info.cu kernels/cuda/device_memory.cu kernels/cuda/quant.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
   compile "$src" "${arch[@]}" & pids+=($!)
 done
 for src in kernels/cpu/reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cuda/gemm_check.cpp; do

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "qpolicy/numerics/tensor_view.hpp"
+#include "qpolicy/schemes/tags.hpp"
 
 namespace qpolicy::cpu::reference {
 
@@ -60,5 +61,46 @@ void moe_pad_expert(const input_view& w13, const input_view& w2, std::int64_t e,
 /// padded expert matrix. q13: [E, 2Ip, Hp], s13: [E, 2Ip/128, Hp/128], q2: [E, Hp, Ip], s2: [E, Hp/128, Ip/128].
 void moe_per_block(const input_view& w13, const input_view& w2, std::int64_t experts, const block_options& options,
                    std::uint8_t* q13, float* s13, std::uint8_t* q2, float* s2);
+
+/// The reference activation quantizers as a kernel family keyed by activation key tag, in the shape of
+/// the vectorized kernels (cpu::activation_kernel): what the reference forward path runs.
+struct no_threads {};
+template <class Key>
+struct activation_kernel {
+  static_assert(sizeof(Key) == 0, "no reference activation quantizer for this key");
+};
+template <>
+struct activation_kernel<fp8_per_tensor_dynamic> {
+  static void run(const input_view& x, std::uint8_t* q, float* s, no_threads) { dynamic_per_tensor(x, q, s); }
+};
+template <>
+struct activation_kernel<fp8_per_token> {
+  static void run(const input_view& x, std::uint8_t* q, float* s, no_threads) { dynamic_per_token(x, q, s); }
+};
+template <>
+struct activation_kernel<fp8_per_block_dynamic> {
+  static void run(const input_view& x, const group_options& o, std::uint8_t* q, float* s, no_threads) {
+    per_token_group(x, o, q, s);
+  }
+};
+/// The reference weight quantizers keyed by scheme tag, in the shape of cpu::weight_kernel.
+template <class Scheme>
+struct weight_kernel {
+  static_assert(sizeof(Scheme) == 0, "no reference weight quantizer for this scheme");
+};
+template <>
+struct weight_kernel<fp8_per_tensor> {
+  static void run(const input_view& w, std::uint8_t* q, float* s, no_threads) { weight_per_tensor(w, q, s); }
+};
+template <>
+struct weight_kernel<fp8_per_channel> {
+  static void run(const input_view& w, std::uint8_t* q, float* s, no_threads) { weight_per_channel(w, q, s); }
+};
+template <>
+struct weight_kernel<fp8_per_block> {
+  static void run(const input_view& w, const block_options& o, std::uint8_t* q, float* s, no_threads) {
+    block_128x128(w, o, q, s);
+  }
+};
 
 }  // namespace qpolicy::cpu::reference

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "qpolicy/numerics/tensor_view.hpp"
+#include "qpolicy/schemes/kernel_select.hpp"
 #include "qpolicy/schemes/tags.hpp"
 #include "reference.hpp"
 
@@ -19,7 +20,7 @@ struct cpu_options {
 /// Weight quantization of one scheme (primary template: the scheme has no weight kernel).
 template <class Scheme>
 struct weight_kernel {
-  static_assert(sizeof(Scheme) == 0, "no CPU weight kernel for this scheme (fp8_per_tensor, fp8_per_channel, fp8_per_block)");
+  static_assert(sizeof(Scheme) == 0, "no CPU weight kernel for this scheme: only schemes whose contract row has a weight-scale layout have kernels");
 };
 template <>
 struct weight_kernel<fp8_per_tensor> {
@@ -45,8 +46,7 @@ struct weight_kernel<fp8_per_block> {
 /// Dynamic activation quantization of one activation key.
 template <class Key>
 struct activation_kernel {
-  static_assert(sizeof(Key) == 0,
-                "no CPU activation kernel for this key (fp8_per_token, fp8_per_tensor_dynamic, fp8_per_block_dynamic)");
+  static_assert(sizeof(Key) == 0, "no CPU activation kernel for this key: only the keys of the contract's activation table have one");
 };
 template <>
 struct activation_kernel<fp8_per_token> {
@@ -61,5 +61,30 @@ struct activation_kernel<fp8_per_block_dynamic> {
   static void run(const fp8::input_view& x, const reference::group_options& o, std::uint8_t* q, float* scales,
                   const cpu_options& = {});
 };
+
+/// The options a key's formula may take; a kernel reads the ones its formula has.
+struct key_options {
+  reference::block_options blocks{};
+  reference::group_options groups{};
+};
+
+/// Runs the kernel of quant key tag Key (weight kernels for static keys, activation kernels for
+/// dynamic ones: schemes::kernel_of_key) from family pair WeightKernel / ActivationKernel. q: the
+/// codes; s: the scales in the shape schemes::scale_grid gives (groups: `o.groups.layout`).
+template <class Key, template <class> class WeightKernel, template <class> class ActivationKernel, class Options>
+void run_key_kernel(const fp8::input_view& x, const key_options& o, std::uint8_t* q, float* s, const Options& co) {
+  static_assert(schemes::has_tensor_kernel(Key::id), "this quant key has no kernel in this build");
+  using kernel = schemes::kernel_of_key<WeightKernel, ActivationKernel, Key>;
+  // The kernels' signatures differ by what their formula needs: block or group options.
+  if constexpr (requires { kernel::run(x, o.blocks, q, s, co); }) kernel::run(x, o.blocks, q, s, co);
+  else if constexpr (requires { kernel::run(x, o.groups, q, s, co); }) kernel::run(x, o.groups, q, s, co);
+  else kernel::run(x, q, s, co);
+}
+
+/// The vectorized kernel of quant key tag Key.
+template <class Key>
+void run_key_kernel(const fp8::input_view& x, const key_options& o, std::uint8_t* q, float* s, const cpu_options& co = {}) {
+  run_key_kernel<Key, weight_kernel, activation_kernel>(x, o, q, s, co);
+}
 
 }  // namespace qpolicy::cpu

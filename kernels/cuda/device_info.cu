@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "cuda_check.hpp"
 #include "device_info.hpp"
 
 namespace qpolicy::cuda {
@@ -26,6 +27,14 @@ device_report query_devices() {
   r.description = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
                   std::to_string(prop.totalGlobalMem >> 30) + " GiB)";
   return r;
+}
+
+int current_sm() {
+  int device = 0, major = 0, minor = 0;
+  detail::check(cudaGetDevice(&device), "cudaGetDevice", {});
+  detail::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute", {});
+  detail::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute", {});
+  return major * 10 + minor;
 }
 
 }  // namespace qpolicy::cuda

@@ -13,4 +13,7 @@ struct device_report {
 
 device_report query_devices();
 
+/// The compute capability of the current device (e.g. 90); throws cuda_error without one.
+int current_sm();
+
 }  // namespace qpolicy::cuda

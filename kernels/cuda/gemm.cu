@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cuda_check.hpp"
+#include "device_info.hpp"
 #include "gemm.hpp"
 
 namespace qpolicy::cuda {
@@ -177,11 +178,7 @@ gemm_runner::gemm_runner() : state_(std::make_unique<state>()) {
   const launch_options o;
   check(cublasLtCreate(&state_->handle), "cublasLtCreate", o);
   check(cudaMalloc(&state_->workspace, workspace_bytes), "cudaMalloc (cuBLASLt workspace)", o);
-  int device = 0, major = 0, minor = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice", o);
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute", o);
-  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute", o);
-  state_->sm = major * 10 + minor;
+  state_->sm = current_sm();
 }
 
 gemm_runner::~gemm_runner() {

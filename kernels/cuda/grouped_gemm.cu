@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "device_info.hpp"
 #include "grouped_gemm.hpp"
 
 namespace qpolicy::cuda {
@@ -117,14 +118,6 @@ void launch(const g::problem& p, const g::tile* tiles, std::int64_t tile_count, 
 }
 
 }  // namespace
-
-int current_sm() {
-  int device = 0, major = 0, minor = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice", {});
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute", {});
-  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute", {});
-  return major * 10 + minor;
-}
 
 std::string grouped_can_implement(const g::problem& p, int sm) {
   if (sm < 89) return "the grouped FP8 GEMM needs FP8 tensor cores (compute capability 8.9 or newer), this device is " +

@@ -17,9 +17,6 @@ namespace qpolicy::cuda {
 /// FP8 tensor-core mma needs sm >= 89, and the shape rules of fp8::grouped::can_implement.
 std::string grouped_can_implement(const fp8::grouped::problem& p, int sm);
 
-/// The compute capability of the current device (e.g. 90).
-int current_sm();
-
 /// Runs the grouped GEMM over `tile_count` tiles (`tiles`: device memory). Throws std::invalid_argument
 /// when grouped_can_implement refuses the problem, cuda_error for a failed launch.
 void grouped_gemm(const fp8::grouped::problem& p, const fp8::grouped::tile* tiles, std::int64_t tile_count,

@@ -8,7 +8,6 @@ const char* const no_cuda = "qpolicy was built without CUDA (nvcc was not found 
 }
 
 std::string grouped_can_implement(const fp8::grouped::problem&, int) { return no_cuda; }
-int current_sm() { throw cuda_error(no_cuda); }
 void grouped_gemm(const fp8::grouped::problem&, const fp8::grouped::tile*, std::int64_t, const launch_options&) {
   throw cuda_error(no_cuda);
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cuda_check.hpp"
+#include "device_memory.hpp"
 #include "quant.hpp"
 #include "qpolicy/schemes/kernel_select.hpp"
 
@@ -251,16 +252,6 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cp
   check_launch("group_kernel", o);
 }
 
-namespace {
-/// Device memory freed on scope exit.
-struct device_memory {
-  void* ptr = nullptr;
-  device_memory(std::size_t bytes, const launch_options& o) { check(cudaMalloc(&ptr, bytes ? bytes : 1), "cudaMalloc", o); }
-  ~device_memory() { cudaFree(ptr); }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr); }
-};
-}  // namespace
 
 template <class Key>
 void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
@@ -272,9 +263,9 @@ void quantize_host_tensor(const input_view& host, const cpu::reference::block_op
   } else {
     const std::size_t n = static_cast<std::size_t>(host.size());
     const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
-    device_memory in(in_bytes, o), codes(n, o), sc(scale_count * sizeof(float), o), scratch(sizeof(std::uint32_t), o);
-    check(cudaMemcpy(in.ptr, host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
-    const input_view x{in.ptr, host.type, host.rows, host.cols};
+    device_memory in(in_bytes), codes(n), sc(scale_count * sizeof(float)), scratch(sizeof(std::uint32_t));
+    check(cudaMemcpy(in.get(), host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
+    const input_view x{in.get(), host.type, host.rows, host.cols};
     using kernel = schemes::kernel_of_key<weight_kernel, activation_kernel, Key>;
     auto* c = codes.as<std::uint8_t>();
     auto* s = sc.as<float>();
@@ -283,8 +274,8 @@ void quantize_host_tensor(const input_view& host, const cpu::reference::block_op
     else if constexpr (requires { kernel::run(x, groups, c, s, o); }) kernel::run(x, groups, c, s, o);
     else if constexpr (requires { kernel::run(x, c, s, scratch.as<std::uint32_t>(), o); }) kernel::run(x, c, s, scratch.as<std::uint32_t>(), o);
     else kernel::run(x, c, s, o);
-    check(cudaMemcpy(q, codes.ptr, n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
-    check(cudaMemcpy(scales, sc.ptr, scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
+    check(cudaMemcpy(q, codes.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
+    check(cudaMemcpy(scales, sc.get(), scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
   }
 }
 

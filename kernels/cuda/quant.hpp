@@ -33,7 +33,7 @@ bool kernels_built();
 
 template <class Scheme>
 struct weight_kernel {
-  static_assert(sizeof(Scheme) == 0, "no CUDA weight kernel for this scheme (fp8_per_tensor, fp8_per_channel, fp8_per_block)");
+  static_assert(sizeof(Scheme) == 0, "no CUDA weight kernel for this scheme: only schemes whose contract row has a weight-scale layout have kernels");
 };
 template <>
 struct weight_kernel<fp8_per_tensor> {
@@ -53,8 +53,7 @@ struct weight_kernel<fp8_per_block> {
 
 template <class Key>
 struct activation_kernel {
-  static_assert(sizeof(Key) == 0,
-                "no CUDA activation kernel for this key (fp8_per_token, fp8_per_tensor_dynamic, fp8_per_block_dynamic)");
+  static_assert(sizeof(Key) == 0, "no CUDA activation kernel for this key: only the keys of the contract's activation table have one");
 };
 template <>
 struct activation_kernel<fp8_per_token> {

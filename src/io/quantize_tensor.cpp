@@ -66,14 +66,7 @@ quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const ten
         cuda::quantize_host_tensor<Key>(x, bo, go, out.codes.data(), out.scales.data(), out.scales.size(), {nullptr, o.name});
         return;
       }
-      using kernel = schemes::kernel_of_key<cpu::weight_kernel, cpu::activation_kernel, Key>;
-      // The kernels' signatures differ by what their formula needs: block or group options.
-      if constexpr (requires { kernel::run(x, bo, out.codes.data(), out.scales.data(), cpu); })
-        kernel::run(x, bo, out.codes.data(), out.scales.data(), cpu);
-      else if constexpr (requires { kernel::run(x, go, out.codes.data(), out.scales.data(), cpu); })
-        kernel::run(x, go, out.codes.data(), out.scales.data(), cpu);
-      else
-        kernel::run(x, out.codes.data(), out.scales.data(), cpu);
+      cpu::run_key_kernel<Key>(x, {bo, go}, out.codes.data(), out.scales.data(), cpu);
     }
   });
   return out;

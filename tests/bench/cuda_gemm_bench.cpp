@@ -150,7 +150,7 @@ int main() {
     const double t_dense = best_gpu_seconds(5, [&] { runner.run_bf16(ah.ptr, wh.ptr, oh.ptr, rows, 3 * inter, hidden); });
     device_buffer<std::uint16_t> dx(x), dout(x.size());
     cuda::forward_context ctx;
-    auto time_layer = [&](const qpolicy::cpu::fp8_moe& layer, const char* scheme) {
+    auto time_layer = [&](const auto& layer, const char* scheme) {
       const auto dev = cuda::upload(layer);
       ctx.moe = cuda::moe_kernel::loop;
       const double t_loop = best_gpu_seconds(5, [&] { cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr); });

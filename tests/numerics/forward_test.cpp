@@ -1,4 +1,4 @@
-// FP8 GEMMs and forward passes on the CPU: the fast GEMMs equal the reference GEMMs bit for bit; every
+// FP8 GEMMs and forward passes on the CPU: the tiled GEMMs equal the reference GEMMs bit for bit; every
 // scheme's linear and MoE forward pass equals its reference path bit for bit and stays within the
 // documented error of the unquantized float32 pass on shapes from ../shared/models (scaled down).
 #include <catch2/catch.hpp>
@@ -15,6 +15,8 @@
 #include "kernels/cpu/gemm_tiled.hpp"
 #include "kernels/cpu/gemm_reference.hpp"
 #include "kernels/cpu/reference.hpp"
+#include "qpolicy/dispatch/dispatch.hpp"
+#include "qpolicy/schemes/kernel_select.hpp"
 #include "random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -57,7 +59,7 @@ double relative_error(const std::vector<std::uint16_t>& out, const std::vector<f
 
 }  // namespace
 
-TEST_CASE("fast FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
+TEST_CASE("tiled FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
   std::mt19937 rng(7);
   for (std::int64_t m : {1, 5, 67})
     for (std::int64_t n : {1, 33, 130, 256})
@@ -119,8 +121,17 @@ const linear_case linear_cases[] = {{"llama qkv_proj", 1536, 1024}, {"llama o_pr
                                     {"llama gate_up_proj", 7168, 1024}, {"llama down_proj", 1024, 3584},
                                     {"qwen3 qkv_proj", 1280, 512}, {"qwen3 o_proj", 512, 1024}};
 
-template <class Scheme>
-void check_linear(double bound) {
+/// Per-tensor weights or activations get the coarse bound.
+template <class Pair>
+constexpr bool coarse = cpu::linear_layer<typename Pair::scheme, typename Pair::activation>::weights == cpu::weight_scales::per_tensor ||
+                        cpu::linear_layer<typename Pair::scheme, typename Pair::activation>::activation == cpu::activation_quant::per_tensor;
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("linear forward per scheme: vectorized = reference, error within the FP8 bound", "[forward]",
+                        qp::schemes::forward_pair_list) {
+  using Scheme = typename TestType::scheme;
+  using Act = typename TestType::activation;
+  const double bound = coarse<TestType> ? linear_bound_per_tensor : linear_bound_fine;
   std::mt19937 rng(11);
   for (const auto& c : linear_cases) {
     INFO(c.what << " [" << c.out_features << ", " << c.in_features << "]");
@@ -128,10 +139,10 @@ void check_linear(double bound) {
     const auto x = random_bf16(16, c.in_features, 1.0f, rng);
     std::vector<float> bias(static_cast<std::size_t>(c.out_features));
     for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i % 7);
-    const auto layer = cpu::quantize_linear<Scheme>(w.view(), bias.data());
+    const auto layer = cpu::quantize_linear<Scheme, Act>(w.view(), bias.data());
     std::vector<std::uint16_t> fast(static_cast<std::size_t>(16 * c.out_features)), slow(fast.size());
-    cpu::linear_forward<Scheme>(layer, x.view(), fast.data());
-    cpu::linear_forward<Scheme>(layer, x.view(), slow.data(), {cpu::kernel_path::reference, 1});
+    cpu::linear_forward(layer, x.view(), fast.data());
+    cpu::linear_forward(layer, x.view(), slow.data(), {cpu::kernel_path::reference, 1});
     REQUIRE(fast == slow);
     std::vector<float> ref(fast.size());
     cpu::linear_forward_f32(w.view(), bias.data(), x.view(), ref.data());
@@ -142,17 +153,12 @@ void check_linear(double bound) {
     CHECK(err > 0.005);  // it is quantized: a zero error would mean the float path ran
   }
 }
-}  // namespace
 
-TEST_CASE("linear forward per scheme: fast = reference, error within the FP8 bound", "[forward]") {
-  SECTION("fp8_per_tensor") { check_linear<qp::fp8_per_tensor>(linear_bound_per_tensor); }
-  SECTION("fp8_per_channel") { check_linear<qp::fp8_per_channel>(linear_bound_fine); }
-  SECTION("fp8_per_block") { check_linear<qp::fp8_per_block>(linear_bound_fine); }
-}
-
-namespace {
-template <class Scheme>
-void check_moe(double bound) {
+TEMPLATE_LIST_TEST_CASE("MoE forward per scheme: vectorized = reference, error within the FP8 bound", "[forward]",
+                        qp::schemes::forward_pair_list) {
+  using Scheme = typename TestType::scheme;
+  using Act = typename TestType::activation;
+  const double bound = coarse<TestType> ? moe_bound_per_tensor : moe_bound_fine;
   // Qwen3-30B-A3B's experts (E=128, H=2048, I=768, top-8) at E=16, H=512, I=192 (not a multiple of
   // 128: the block scheme pads), top-4, 64 tokens.
   const std::int64_t experts = 16, hidden = 512, inter = 192, top_k = 4, tokens = 64;
@@ -179,7 +185,7 @@ void check_moe(double bound) {
     for (std::int64_t j = 0; j < top_k; ++j) weights[static_cast<std::size_t>(t * top_k + j)] /= total;
   }
   const cpu::routing route{ids.data(), weights.data(), top_k};
-  const auto layer = cpu::quantize_moe<Scheme>(w13.view(), w2.view(), experts);
+  const auto layer = cpu::quantize_moe<Scheme, Act>(w13.view(), w2.view(), experts);
   if constexpr (std::is_same_v<Scheme, qp::fp8_per_block>) {  // the fast padded blocking = the reference's
     std::vector<std::uint8_t> q13(layer.w13.size()), q2(layer.w2.size());
     std::vector<float> s13(layer.s13.size()), s2(layer.s2.size());
@@ -190,8 +196,8 @@ void check_moe(double bound) {
     REQUIRE(std::memcmp(s2.data(), layer.s2.data(), s2.size() * sizeof(float)) == 0);
   }
   std::vector<std::uint16_t> fast(static_cast<std::size_t>(tokens * hidden)), slow(fast.size());
-  cpu::moe_forward<Scheme>(layer, x.view(), route, fast.data());
-  cpu::moe_forward<Scheme>(layer, x.view(), route, slow.data(), {cpu::kernel_path::reference, 1});
+  cpu::moe_forward(layer, x.view(), route, fast.data());
+  cpu::moe_forward(layer, x.view(), route, slow.data(), {cpu::kernel_path::reference, 1});
   REQUIRE(fast == slow);
   std::vector<float> ref(fast.size());
   cpu::moe_forward_f32(w13.view(), w2.view(), experts, x.view(), route, ref.data());
@@ -204,18 +210,11 @@ void check_moe(double bound) {
   // An expert id out of range is named.
   ids[5] = 16;
   try {
-    cpu::moe_forward<Scheme>(layer, x.view(), route, fast.data());
+    cpu::moe_forward(layer, x.view(), route, fast.data());
     FAIL("no error for expert 16");
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()) == "moe_forward: token 1 is routed to expert 16, but the layer has experts 0..15");
   }
-}
-}  // namespace
-
-TEST_CASE("MoE forward per scheme: fast = reference, error within the FP8 bound", "[forward]") {
-  SECTION("fp8_per_tensor") { check_moe<qp::fp8_per_tensor>(moe_bound_per_tensor); }
-  SECTION("fp8_per_channel") { check_moe<qp::fp8_per_channel>(moe_bound_fine); }
-  SECTION("fp8_per_block") { check_moe<qp::fp8_per_block>(moe_bound_fine); }
 }
 
 TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]") {
@@ -236,11 +235,25 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
   const auto layer = cpu::quantize_linear<qp::fp8_per_tensor>(w.view(), nullptr);
   const auto x = random_bf16(4, 128, 1.0f, rng);
   std::vector<std::uint16_t> out(4 * 256);
-  CHECK_THROWS_WITH(cpu::linear_forward<qp::fp8_per_tensor>(layer, x.view(), out.data()),
+  CHECK_THROWS_WITH(cpu::linear_forward(layer, x.view(), out.data()),
                     "linear_forward: the input has 128 features per row, the layer takes 200");
-  CHECK_THROWS_WITH(cpu::activation_of_key(qp::key_id::mxfp8_dynamic),
+  // A runtime plan's activation key becomes a tag in the dispatch: a key without a quantizer is named
+  // there, and a pairing the layer types refuse is refused with the pairing rule's sentence.
+  qp::layer_plan lp;
+  lp.decided = qp::method::fp8_per_block;
+  lp.activation = qp::activation_kind::key;
+  lp.activation_key = qp::key_id::mxfp8_dynamic;
+  CHECK_THROWS_WITH(qp::with_activation(lp, qp::layer_kind::linear, [](auto) {}),
                     "activation key mxfp8 has no FP8 activation quantizer (fp8_per_token, fp8_per_tensor_dynamic, "
                     "fp8_per_block_dynamic have one)");
+  lp.activation_key = qp::key_id::fp8_per_token;
+  auto run_block = [&]<class Act>(Act) {
+    if constexpr (!cpu::pairs_with<qp::fp8_per_block, Act>) cpu::refuse_pairing<qp::fp8_per_block, Act>("layer x");
+  };
+  CHECK_THROWS_WITH(qp::with_activation(lp, qp::layer_kind::linear, run_block),
+                    "layer x: 128x128 weight blocks need 1x128 activation groups, not per-token activations");
+  lp.activation = qp::activation_kind::method_default;
+  CHECK_NOTHROW(qp::with_activation(lp, qp::layer_kind::moe, run_block));
   const auto w13 = random_bf16(2 * 4 * 64, 128, 0.02f, rng), w2 = random_bf16(4 * 100, 64, 0.02f, rng);
   CHECK_THROWS_WITH(cpu::quantize_moe<qp::fp8_per_tensor>(w13.view(), w2.view(), 4),
                     "MoE: w2 is [400, 64], expected [E * H, I] = [512, 64]");

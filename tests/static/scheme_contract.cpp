@@ -81,4 +81,10 @@ static_assert(boost::hana::length(qp::key_types) == qp::key_count);
 static_assert(boost::hana::length(qp::kernel_scheme_types) == 3);
 static_assert(boost::hana::length(qp::kernel_key_types) == 6);
 
+// The type lists over the contract.
+static_assert(std::is_same_v<sc::kernel_scheme_list, std::tuple<qp::fp8_per_tensor, qp::fp8_per_block, qp::fp8_per_channel>>);
+static_assert(std::tuple_size_v<sc::forward_pair_list> == 5);  // per-tensor and per-channel x 2, block x 1
+static_assert(std::is_same_v<std::tuple_element_t<2, sc::forward_pair_list>,
+                             sc::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>>);
+
 int main() { return 0; }

@@ -4,6 +4,7 @@
 // activation kernel. Backends name their kernel families (cpu::weight_kernel, cuda::activation_kernel...),
 // this header picks the member; no list of keys is written anywhere else.
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -35,5 +36,34 @@ template <class Fn>
 constexpr void for_each_key_tag(Fn&& fn) {
   for_each_key_tag(fn, std::make_index_sequence<key_count>{});
 }
+
+/// A scheme tag and an activation key tag that pair (the forward layer types' two parameters).
+template <class Scheme, class Act>
+struct forward_pair {
+  using scheme = Scheme;
+  using activation = Act;
+};
+
+namespace detail {
+template <std::size_t... I>
+auto kernel_schemes(std::index_sequence<I...>)
+    -> decltype(std::tuple_cat(std::conditional_t<has_kernels(static_cast<method>(I)), std::tuple<method_tag<static_cast<method>(I)>>,
+                                                  std::tuple<>>{}...));
+template <class Scheme, std::size_t... I>
+auto pairs_of(std::index_sequence<I...>)
+    -> decltype(std::tuple_cat(std::conditional_t<check_pairing(*contract_of(Scheme::id).scales, activation_table[I].quant, block_k) ==
+                                                      pairing::ok,
+                                                  std::tuple<forward_pair<Scheme, key_tag<activation_table[I].key>>>, std::tuple<>>{}...));
+template <class... Schemes>
+auto all_pairs(std::tuple<Schemes...>*)
+    -> decltype(std::tuple_cat(decltype(pairs_of<Schemes>(std::make_index_sequence<activation_table.size()>{})){}...));
+}  // namespace detail
+
+/// The scheme tags with kernels, in method order: std::tuple<fp8_per_tensor, fp8_per_block, ...>. The
+/// type list tests and kernel instantiations walk (a scheme joins it by getting kernels).
+using kernel_scheme_list = decltype(detail::kernel_schemes(std::make_index_sequence<method_count>{}));
+
+/// Every (scheme, activation key) pair a forward pass takes, as forward_pair types.
+using forward_pair_list = decltype(detail::all_pairs(static_cast<kernel_scheme_list*>(nullptr)));
 
 }  // namespace qpolicy::schemes
