@@ -66,20 +66,13 @@ __global__ void fallback_gemm(fallback_args g) {
   }
 }
 
-std::int32_t cublas_mode(fp8::activation_quant a) {
-  switch (a) {
-    case fp8::activation_quant::per_tensor: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    case fp8::activation_quant::per_token: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    default: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  }
-}
-std::int32_t cublas_mode(fp8::weight_scales w) {
-  switch (w) {
-    case fp8::weight_scales::per_tensor: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    case fp8::weight_scales::per_channel: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    default: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  }
-}
+// cuBLASLt's scale mode of each scaling, indexed by the enum's value.
+constexpr std::int32_t activation_modes[] = {CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                                             CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F};
+constexpr std::int32_t weight_modes[] = {CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                                         CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F};
+std::int32_t cublas_mode(fp8::activation_quant a) { return activation_modes[static_cast<int>(a)]; }
+std::int32_t cublas_mode(fp8::weight_scales w) { return weight_modes[static_cast<int>(w)]; }
 
 constexpr std::size_t workspace_bytes = 32u << 20;
 

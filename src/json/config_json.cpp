@@ -4,7 +4,7 @@
 
 #include "json_text.hpp"
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/match/pattern.hpp"
+#include "qpolicy/config/field_rules.hpp"
 
 namespace qpolicy {
 
@@ -19,35 +19,27 @@ struct abort_error {
   std::string message;
 };
 
+/// Reads JSON values into the shared field rules (config/field_rules.hpp); what is JSON-only stays
+/// here: value types, unknown keys, aborts.
 class builder {
  public:
-  std::vector<diagnostic> errors;
+  field_errors errors;
 
-  void field_error(std::string loc, std::string message) { errors.push_back({std::move(loc), std::move(message)}); }
+  void field_error(const std::string& loc, const std::string& message) { errors.add(loc, message); }
 
   std::optional<key_id> spec_field(const bj::value& v, const std::string& loc, key_field field) {
     if (v.is_null()) return std::nullopt;
     if (!v.is_string()) throw abort_error{"expected str or QuantKey, got " + json_text::py_type(v)};
-    if (auto k = find_key(sv(v.get_string()), field)) return k;
-    field_error(loc, unknown_quantization_name_message(json_text::py_repr(v)));
-    return std::nullopt;
+    return spec_field_key(errors, loc, sv(v.get_string()), json_text::py_repr(v), field);
   }
 
   std::optional<quant_spec> spec(const bj::object& obj, const bj::string_view name) {
     const std::string field(sv(name));
     const auto* v = obj.if_contains(name);
     if (!v || v->is_null()) return std::nullopt;
-    if (v->is_string()) {
-      const auto s = sv(v->get_string());
-      if (auto sh = find_shorthand(s)) {
-        auto slot = shorthand_slot(*sh, field == "linear" ? layer_kind::linear : layer_kind::moe);
-        if (slot.error) field_error(slot.error->loc, slot.error->message);
-        return slot.value;
-      }
-      if (auto k = find_key(s, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
-      field_error(field, unknown_quantization_name_message(json_text::py_repr(*v)));
-      return std::nullopt;
-    }
+    if (v->is_string())
+      return spec_from_name(errors, field == "linear" ? layer_kind::linear : layer_kind::moe, sv(v->get_string()),
+                            json_text::py_repr(*v));
     if (!v->is_object()) {
       field_error(field, "Input should be a dictionary or an instance of QuantSpec");
       return std::nullopt;
@@ -91,18 +83,10 @@ class builder {
     std::vector<target_rule> out;
     for (const auto& kv : v->get_object()) {
       const std::string pattern(sv(kv.key()));
-      const auto sh = kv.value().is_string() ? find_shorthand(sv(kv.value().get_string())) : std::nullopt;
-      if (!sh) {
-        field_error("targets", targets_not_shorthand_message(pattern, json_text::py_str(kv.value())));
-        return out;
-      }
-      if (match::is_regex_pattern(pattern)) {
-        match::program prog;
-        if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
-          field_error("targets", targets_bad_regex_message(pattern, err->message));
-          return out;
-        }
-      }
+      const bool is_string = kv.value().is_string();
+      const auto sh = target_value(errors, pattern, is_string, is_string ? sv(kv.value().get_string()) : std::string_view(),
+                                   json_text::py_str(kv.value()));
+      if (!sh) return out;
       out.push_back({pattern, *sh});
     }
     return out;
@@ -117,7 +101,7 @@ class builder {
   }
 
   void raise_field_errors() {
-    if (!errors.empty()) throw config_errors(errors);
+    if (!errors.errors.empty()) throw config_errors(errors.errors);
   }
 };
 
@@ -142,12 +126,10 @@ std::optional<legacy_scheme> legacy_field(builder& b, const bj::object& obj, bj:
   const auto* v = obj.if_contains(name);
   if (!v || v->is_null()) return std::nullopt;
   if (!v->is_string()) {
-    b.field_error(std::string(sv(name)), "Input should be 'fp8_per_tensor' or 'fp8_per_block'");
+    b.field_error(std::string(sv(name)), legacy_scheme_type_message());
     return std::nullopt;
   }
-  if (auto s = find_legacy_scheme(sv(v->get_string()))) return s;
-  b.field_error(std::string(sv(name)), legacy_not_a_scheme_message(json_text::py_repr(*v)));
-  return std::nullopt;
+  return legacy_scheme_field(b.errors, std::string(sv(name)), sv(v->get_string()), json_text::py_repr(*v));
 }
 
 legacy_config build_legacy(const bj::object& obj) {
@@ -165,12 +147,9 @@ legacy_config build_legacy(const bj::object& obj) {
 resolved_config resolve_legacy(const maybe<std::string>& q, std::optional<bj::object> cfg) {
   legacy_global_field global;
   if (cfg)
-    if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null()) {
-      using k = legacy_global_field::kind;
-      const auto scheme = existing->is_string() ? find_legacy_scheme(sv(existing->get_string())) : std::nullopt;
-      if (scheme) global = {k::scheme, *scheme, {}};
-      else global = {existing->is_string() ? k::other_string : k::other_value, {}, json_text::py_repr(*existing)};
-    }
+    if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null())
+      global = classify_legacy_global(existing->is_string(), existing->is_string() ? sv(existing->get_string()) : std::string_view(),
+                                      json_text::py_repr(*existing));
   if (auto e = check_legacy_quantization(q, cfg.has_value(), global)) throw config_error(*e);
   maybe<legacy_config> built;
   if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(*cfg);

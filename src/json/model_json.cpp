@@ -5,6 +5,7 @@
 #include "json_text.hpp"
 #include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/json_front.hpp"
+#include "qpolicy/model/model_rules.hpp"
 
 namespace qpolicy {
 
@@ -53,10 +54,9 @@ layer_desc parse_layer(const bj::value& v, const std::string& loc) {
     else if (key == "class") { l.class_name = expect_string(val, at); has_class = true; }
     else if (key == "kind") {
       const auto k = expect_string(val, at);
-      if (k == "linear") l.kind = layer_kind::linear;
-      else if (k == "moe") l.kind = layer_kind::moe;
-      else if (k == "other") l.kind = layer_kind::other;
-      else bad(at, "unknown layer kind " + text::py_repr(k) + "; expected one of 'linear', 'moe', 'other'");
+      const auto kind = find_layer_kind(k);
+      if (!kind) bad(at, unknown_layer_kind_message(k));
+      l.kind = *kind;
       has_kind = true;
     } else if (key == "quantizable") {
       if (!val.is_bool()) bad(at, "expected true or false, got " + json_text::py_type(val) + " " + json_text::py_repr(val));
@@ -69,25 +69,15 @@ layer_desc parse_layer(const bj::value& v, const std::string& loc) {
     else if (key == "num_experts") l.num_experts = expect_size(val, at);
     else if (key == "hidden_size") l.hidden_size = expect_size(val, at);
     else if (key == "intermediate_size") l.intermediate_size = expect_size(val, at);
-    else bad(at, "unknown field " + text::py_repr(key) + "; a layer has name, class, kind, quantizable, shape, "
-                 "shard_sizes, num_experts, hidden_size, intermediate_size, bias");
+    else bad(at, "unknown field " + text::py_repr(key) + "; a layer has " + join_names(layer_field_names));
   }
   if (!has_name) bad(loc, "layer has no \"name\"");
   if (!has_class) bad(loc, "layer " + text::py_repr(l.name) + " has no \"class\"");
   if (!has_kind) bad(loc, "layer " + text::py_repr(l.name) + " has no \"kind\"");
-  if (l.name.empty()) bad(loc + ".name", "layer name is empty");
-  if (l.class_name.empty()) bad(loc + ".class", "layer class is empty");
-  if (!l.shard_sizes.empty() && l.shape.size() == 2) {
-    std::int64_t sum = 0;
-    for (auto s : l.shard_sizes) {
-      const auto next = checked::add(sum, s);
-      if (!next)
-        bad(loc + ".shard_sizes", "shard sizes add up to more than 2^63 - 1, not out_features " + std::to_string(l.shape[0]));
-      sum = *next;
-    }
-    if (sum != l.shape[0])
-      bad(loc + ".shard_sizes", "shard sizes add up to " + std::to_string(sum) + ", not out_features " + std::to_string(l.shape[0]));
-  }
+  if (l.name.empty()) bad(loc + ".name", std::string(empty_layer_name_message));
+  if (l.class_name.empty()) bad(loc + ".class", std::string(empty_layer_class_message));
+  if (!l.shard_sizes.empty() && l.shape.size() == 2)
+    if (auto why = shard_sum_problem(l.shard_sizes, l.shape[0]); !why.empty()) bad(loc + ".shard_sizes", why);
   return l;
 }
 
@@ -135,7 +125,7 @@ model_desc parse_model(std::string_view text, json_dialect dialect) {
                                                           " (first at layers." + std::to_string(it->second) + ")");
       }
     } else {
-      bad(at, "unknown field " + text::py_repr(key) + "; a model file has name, packed_modules_mapping, layers");
+      bad(at, "unknown field " + text::py_repr(key) + "; a model file has " + join_names(model_field_names));
     }
   }
   if (!has_layers) bad("", "the model file has no \"layers\" list");

@@ -255,8 +255,13 @@ constexpr std::string_view to_string(method m) {
 /// Layer kinds of a model description.
 enum class layer_kind : std::uint8_t { linear, moe, other };
 
-constexpr std::string_view to_string(layer_kind k) {
-  return k == layer_kind::linear ? "linear" : k == layer_kind::moe ? "moe" : "other";
+inline constexpr std::array<std::string_view, 3> layer_kind_names{"linear", "moe", "other"};
+
+constexpr std::string_view to_string(layer_kind k) { return layer_kind_names[static_cast<std::size_t>(k)]; }
+constexpr std::optional<layer_kind> find_layer_kind(std::string_view name) {
+  for (std::size_t i = 0; i < layer_kind_names.size(); ++i)
+    if (layer_kind_names[i] == name) return static_cast<layer_kind>(i);
+  return std::nullopt;
 }
 
 }  // namespace qpolicy

@@ -16,6 +16,7 @@
 #include "qpolicy/core/text.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 #include "qpolicy/model/model.hpp"
+#include "qpolicy/model/model_rules.hpp"
 
 namespace qpolicy {
 
@@ -263,21 +264,18 @@ constexpr std::string validate(const model_def<D, L, P>& m) {
     const auto& d = m.defs[k];
     const auto where = [&] { return "layer " + text::py_repr(d.name); };
     has_slot[k] = d.index_at() != std::string_view::npos;
-    if (d.name.empty()) return "model definition: a layer name is empty";
-    if (d.class_name.empty()) return where() + ": layer class is empty";
+    if (d.name.empty()) return "model definition: " + std::string(empty_layer_name_message);
+    if (d.class_name.empty()) return where() + ": " + std::string(empty_layer_class_message);
     if (d.out_features < 0 || d.in_features < 0 || d.num_experts < 0 || d.hidden_size < 0 || d.intermediate_size < 0)
       return where() + ": sizes must be positive";
     if (d.shard_count > 8) return where() + ": at most 8 shard sizes";
     if (const auto at = d.index_at(); at != std::string_view::npos && d.name.find("{i}", at + 3) != std::string_view::npos)
       return where() + ": \"{i}\" may appear once in a layer name";
-    std::int64_t sum = 0;
-    for (std::size_t s = 0; s < d.shard_count; ++s) {
+    for (std::size_t s = 0; s < d.shard_count; ++s)
       if (d.shard_sizes[s] <= 0) return where() + ": shard sizes must be positive";
-      sum += d.shard_sizes[s];
-    }
-    if (d.shard_count && sum != d.out_features)
-      return where() + ": shard sizes add up to " + text::to_decimal(sum) + ", not out_features " +
-             text::to_decimal(d.out_features);
+    if (d.shard_count)
+      if (auto why = shard_sum_problem(std::span(d.shard_sizes.data(), d.shard_count), d.out_features); !why.empty())
+        return where() + ": " + why;
   }
   for (std::size_t i = 0; i < L; ++i) {
     const bool slot = has_slot[m.layers[i].def];

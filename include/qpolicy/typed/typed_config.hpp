@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
+#include "qpolicy/config/field_rules.hpp"
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/typed/fixed_string.hpp"
 #include "qpolicy/schemes/tags.hpp"
@@ -95,22 +96,13 @@ constexpr std::string tag_name() {
   else return std::string(Tag::name);
 }
 
-/// Collects field errors in pydantic's order, as the JSON builder does.
-struct field_errors {
-  std::vector<diagnostic> errors;
-  // By const reference: GCC 12 misreads moved-from by-value strings during constant evaluation.
-  constexpr void add(const std::string& loc, const std::string& message) { errors.push_back(diagnostic{loc, message}); }
-};
-
 template <class Tag>
 constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& loc, key_field field) {
   if constexpr (std::is_same_v<Tag, null>) {
     return std::nullopt;
   } else {
     const auto name = tag_name<Tag>();
-    if (auto k = find_key(name, field)) return k;
-    e.add(loc, unknown_quantization_name_message(text::py_repr(name)));
-    return std::nullopt;
+    return spec_field_key(e, loc, name, text::py_repr(name), field);
   }
 }
 
@@ -122,14 +114,7 @@ constexpr std::optional<quant_spec> lower_spec(field_errors& e) {
   if constexpr (!std::is_same_v<W, unset> && !std::is_same_v<W, null> && std::is_same_v<A, unset>) {
     // The string form: a shorthand fills the slot, a key name is the weight.
     const auto name = tag_name<W>();
-    if (auto sh = find_shorthand(name)) {
-      auto slot = shorthand_slot(*sh, Spec::field);
-      if (slot.error) e.add(slot.error->loc, slot.error->message);
-      return slot.value;
-    }
-    if (auto k = find_key(name, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
-    e.add(field, unknown_quantization_name_message(text::py_repr(name)));
-    return std::nullopt;
+    return spec_from_name(e, Spec::field, name, text::py_repr(name));
   } else {
     quant_spec s;
     if constexpr (!std::is_same_v<W, unset>) {
@@ -158,19 +143,11 @@ constexpr maybe<std::vector<target_rule>> lower_targets(field_errors& e, targets
   auto one = [&]<class Target>(Target) {
     if (stop) return;
     const std::string pattern(Target::pattern.view());
-    const auto sh = find_shorthand(tag_name<typename Target::value>());
+    const auto name = tag_name<typename Target::value>();
+    const auto sh = target_value(e, pattern, true, name, name);
     if (!sh) {
-      e.add("targets", targets_not_shorthand_message(pattern, tag_name<typename Target::value>()));
       stop = true;
       return;
-    }
-    if (match::is_regex_pattern(pattern)) {
-      match::program prog;
-      if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
-        e.add("targets", targets_bad_regex_message(pattern, err->message));
-        stop = true;
-        return;
-      }
     }
     for (auto& r : out)
       if (r.pattern == pattern) {  // a dict: the last value at the first position
@@ -226,9 +203,7 @@ constexpr current_config lower_config(field_errors& e, quant_config<Parts...>) {
 template <class Scheme>
 constexpr std::optional<legacy_scheme> lower_scheme(field_errors& e, const char* field) {
   const auto name = tag_name<Scheme>();
-  if (auto s = find_legacy_scheme(name)) return s;
-  e.add(field, legacy_not_a_scheme_message(text::py_repr(name)));
-  return std::nullopt;
+  return legacy_scheme_field(e, field, name, text::py_repr(name));
 }
 
 template <class... Parts>
@@ -236,9 +211,7 @@ constexpr legacy_global_field legacy_global(online_quant_config<Parts...>) {
   legacy_global_field g;
   with_part<is_global_part, Parts...>([&]<class P>(P) {
     const auto name = tag_name<typename P::scheme>();
-    using k = legacy_global_field::kind;
-    if (auto s = find_legacy_scheme(name)) g = {k::scheme, *s, {}};
-    else g = {k::other_string, {}, text::py_repr(name)};
+    g = classify_legacy_global(true, name, text::py_repr(name));
   });
   return g;
 }

@@ -1,0 +1,94 @@
+#pragma once
+// The field rules of a config, once for both front ends: the JSON builder (src/json/config_json.cpp)
+// and the typed front end (typed/typed_config.hpp) read their input their own way, then hand each
+// field's value (its name and its Python repr) to these rules, which collect pydantic's field
+// errors in order. constexpr: the typed front end runs them during constant evaluation.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qpolicy/config/config.hpp"
+#include "qpolicy/match/pattern.hpp"
+
+namespace qpolicy {
+
+/// Field errors in pydantic's order.
+struct field_errors {
+  std::vector<diagnostic> errors;
+  // By const reference: GCC 12 misreads moved-from by-value strings during constant evaluation.
+  constexpr void add(const std::string& loc, const std::string& message) { errors.push_back(diagnostic{loc, message}); }
+};
+
+/// A spec field (`linear.weight`, `moe.activation`) given as a key name: the key, or a field error at
+/// `loc` naming the value.
+constexpr std::optional<key_id> spec_field_key(field_errors& e, const std::string& loc, std::string_view name,
+                                               std::string_view repr, key_field field) {
+  if (auto k = find_key(name, field)) return k;
+  e.add(loc, unknown_quantization_name_message(repr));
+  return std::nullopt;
+}
+
+/// A spec given as a string (`"linear": "fp8_per_block"`): a shorthand fills the slot of `field`, a
+/// key name is the weight.
+constexpr std::optional<quant_spec> spec_from_name(field_errors& e, layer_kind field, std::string_view name,
+                                                   std::string_view repr) {
+  if (auto sh = find_shorthand(name)) {
+    auto slot = shorthand_slot(*sh, field);
+    if (slot.error) e.add(slot.error->loc, slot.error->message);
+    return slot.value;
+  }
+  if (auto k = find_key(name, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
+  e.add(std::string(to_string(field)), unknown_quantization_name_message(repr));
+  return std::nullopt;
+}
+
+/// One targets entry: its value must be a shorthand (`is_string`: whether it is a string, then
+/// `name`), and a `re:` pattern must compile. Returns the shorthand, or nullopt after a field error
+/// (pydantic stops at the first bad entry).
+constexpr std::optional<shorthand> target_value(field_errors& e, const std::string& pattern, bool is_string,
+                                                std::string_view name, std::string_view str_of_value) {
+  const auto sh = is_string ? find_shorthand(name) : std::nullopt;
+  if (!sh) {
+    e.add("targets", targets_not_shorthand_message(pattern, str_of_value));
+    return std::nullopt;
+  }
+  if (match::is_regex_pattern(pattern)) {
+    match::program prog;
+    if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
+      e.add("targets", targets_bad_regex_message(pattern, err->message));
+      return std::nullopt;
+    }
+  }
+  return sh;
+}
+
+/// A legacy scheme field (`global_scheme`, `linear_scheme_override`, `moe_scheme_override`) given as a
+/// string: the scheme, or a field error naming the value.
+constexpr std::optional<legacy_scheme> legacy_scheme_field(field_errors& e, const std::string& field, std::string_view name,
+                                                           std::string_view repr) {
+  if (auto s = find_legacy_scheme(name)) return s;
+  e.add(field, legacy_not_a_scheme_message(repr));
+  return std::nullopt;
+}
+
+/// The message of a legacy scheme field that is not a string: pydantic's literal-choice error.
+constexpr std::string legacy_scheme_type_message() {
+  std::string out = "Input should be ";
+  for (std::size_t i = 0; i < legacy_scheme_table.size(); ++i) {
+    if (i) out += i + 1 == legacy_scheme_table.size() ? " or " : ", ";
+    out += text::py_repr(legacy_scheme_table[i].name);
+  }
+  return out;
+}
+
+/// quantization_config['global_scheme'] as given (present and not null), for the checks against
+/// `quantization`: a scheme, another string, or another value (`is_string`, then `name`).
+constexpr legacy_global_field classify_legacy_global(bool is_string, std::string_view name, std::string_view repr) {
+  using k = legacy_global_field::kind;
+  if (is_string)
+    if (auto s = find_legacy_scheme(name)) return {k::scheme, *s, {}};
+  return {is_string ? k::other_string : k::other_value, {}, std::string(repr)};
+}
+
+}  // namespace qpolicy
