@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/random_operands.hpp"
 #include "kernels/cpu/forward.hpp"
 #include "kernels/cuda/forward.hpp"
 #include "kernels/cuda/device_info.hpp"
@@ -106,13 +107,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Synthetic bf16 data: normal values of standard deviation `sd`.
-std::vector<std::uint16_t> random_bf16(std::size_t n, float sd, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = fp8::to_bf16(d(rng));
-  return v;
-}
+using qpolicy::test::random_bf16;  // synthetic weights and activations, as the tests draw them
 
 double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
   double num = 0, den = 0;

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -145,4 +146,5 @@ for extra in (["--ue8m0"], ["--scale-layout", "col"], ["--scale-layout", "col-tm
 # 4. Help texts.
 for cmd in ([], ["resolve"], ["plan"], ["quantize"], ["quantize-tensor"]):
     record("help-" + ("-".join(cmd) or "main"), cmd + ["--help"])
+shutil.rmtree(work)
 print(f"snapshot: {len(os.listdir(out_dir))} records in {out_dir}")

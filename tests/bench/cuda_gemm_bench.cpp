@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/random_operands.hpp"
 #include "kernels/cuda/forward.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/device_info.hpp"
@@ -132,12 +133,9 @@ int main() {
   // per-expert loop, for both schemes, and against cuBLASLt bf16 of the same FLOPs.
   {
     const std::int64_t tokens = 4096, experts = 128, hidden = 2048, inter = 768, top_k = 8;
-    std::normal_distribution<float> normal(0.0f, 0.03f);
-    std::vector<std::uint16_t> w13(static_cast<std::size_t>(experts * 2 * inter * hidden)), w2(static_cast<std::size_t>(experts * hidden * inter)),
-        x(static_cast<std::size_t>(tokens * hidden));
-    for (auto& v : w13) v = fp8::to_bf16(normal(rng));
-    for (auto& v : w2) v = fp8::to_bf16(normal(rng));
-    for (auto& v : x) v = fp8::to_bf16(30.0f * normal(rng));
+    const auto w13 = qpolicy::test::random_bf16(static_cast<std::size_t>(experts * 2 * inter * hidden), 0.03f, rng);
+    const auto w2 = qpolicy::test::random_bf16(static_cast<std::size_t>(experts * hidden * inter), 0.03f, rng);
+    const auto x = qpolicy::test::random_bf16(static_cast<std::size_t>(tokens * hidden), 0.9f, rng);
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
     std::vector<float> weights(ids.size(), 1.0f / top_k);
     for (std::int64_t t = 0; t < tokens; ++t)

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "../support/random_operands.hpp"
 #include "kernels/cuda/quant.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "best_gpu_time.hpp"
@@ -28,10 +29,8 @@ int main() {
   }
   const std::int64_t rows = 8192, cols = 8192;
   const std::size_t n = static_cast<std::size_t>(rows * cols);
-  std::vector<std::uint16_t> host(n);
   std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (auto& v : host) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
+  const auto host = qpolicy::test::random_bf16(n, 0.02f, rng);
   void *in = nullptr, *copy = nullptr;
   std::uint8_t* q = nullptr;
   float* s = nullptr;

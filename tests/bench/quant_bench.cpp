@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/random_operands.hpp"
 #include "best_time.hpp"
 #include "kernels/cpu/vectorized.hpp"
 
@@ -20,10 +21,8 @@ namespace ref = qpolicy::cpu::reference;
 int main() {
   const std::int64_t rows = 4096, cols = 4096;
   const std::size_t n = static_cast<std::size_t>(rows * cols);
-  std::vector<std::uint16_t> w(n);
   std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (auto& v : w) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
+  const auto w = qpolicy::test::random_bf16(n, 0.02f, rng);
   const fp8::input_view x{w.data(), fp8::element::bf16, rows, cols};
   std::vector<std::uint8_t> q(n), copy(n * 2);
   std::vector<float> s(static_cast<std::size_t>(rows) * 32 + 64);

@@ -13,6 +13,7 @@
 #include "kernels/cuda/grouped_gemm.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "device_buffer.hpp"
+#include "../support/random_operands.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
@@ -21,15 +22,10 @@ namespace cuda = qpolicy::cuda;
 using qpolicy::test::device_buffer;
 using qpolicy::test::fail;
 using qpolicy::test::failures;
+using qpolicy::test::random_bf16;
 
 namespace {
 
-std::vector<std::uint16_t> random_bf16(std::size_t n, float sd, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = fp8::to_bf16(d(rng));
-  return v;
-}
 
 /// ||a - b|| / ||b|| over bf16 values.
 double relative_difference(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {

@@ -12,7 +12,7 @@
 #include "kernels/cpu/gemm_reference.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/device_info.hpp"
-#include "../numerics/random_operands.hpp"
+#include "../support/random_operands.hpp"
 #include "device_buffer.hpp"
 
 namespace qp = qpolicy;

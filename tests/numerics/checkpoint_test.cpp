@@ -11,9 +11,11 @@
 #include <random>
 #include <sstream>
 
+#include "../support/random_operands.hpp"
 #include "kernels/cpu/reference.hpp"
 #include "../support/process.hpp"
 #include "qpolicy/io/safetensors.hpp"
+#include "../support/temp_dir.hpp"
 
 namespace st = qpolicy::safetensors;
 namespace fp8 = qpolicy::fp8;
@@ -22,13 +24,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// This process's scratch directory, removed when the tests end.
 fs::path dir() {
-  static const fs::path d = [] {
-    auto p = fs::temp_directory_path() / ("qpolicy-ckpt-" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
+  static const qpolicy::test::temp_dir d("ckpt");
+  return d.path();
 }
 
 struct tensor {
@@ -40,14 +39,11 @@ struct tensor {
 /// Qwen3-30B-A3B's tensor names with H=256, q 256 / k,v 128 rows, 4 experts of I=128, 2 layers.
 std::vector<tensor> synthetic(bool poison = false) {
   std::mt19937 rng(42);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<tensor> out;
   auto add = [&](std::string name, std::vector<std::int64_t> shape) {
     std::int64_t n = 1;
     for (auto d : shape) n *= d;
-    tensor t{std::move(name), std::move(shape), std::vector<std::uint16_t>(static_cast<std::size_t>(n))};
-    for (auto& v : t.bf16) v = static_cast<std::uint16_t>(fp8::bits_of(normal(rng)) >> 16);
-    out.push_back(std::move(t));
+    out.push_back({std::move(name), std::move(shape), qpolicy::test::random_bf16(static_cast<std::size_t>(n), 0.05f, rng)});
   };
   add("model.embed_tokens.weight", {1000, 256});
   for (int l = 0; l < 2; ++l) {

@@ -17,7 +17,7 @@
 #include "kernels/cpu/reference.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
 #include "qpolicy/schemes/kernel_select.hpp"
-#include "random_operands.hpp"
+#include "../support/random_operands.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
@@ -35,14 +35,7 @@ struct bf16_tensor {
   fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
 };
 bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, sd);
-  bf16_tensor t{rows, cols, std::vector<std::uint16_t>(static_cast<std::size_t>(rows * cols))};
-  for (std::size_t i = 0; i < t.bits.size(); ++i) {
-    float v = d(rng);
-    if (i % 997 == 0) v *= 8.0f;  // outliers
-    t.bits[i] = fp8::to_bf16(v);
-  }
-  return t;
+  return {rows, cols, qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), sd, rng, 997)};
 }
 
 /// ||out - ref|| / ||ref|| over bf16 outputs; NaN when any output is NaN.

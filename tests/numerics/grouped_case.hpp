@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "qpolicy/numerics/grouped_tile.hpp"
-#include "random_operands.hpp"
+#include "../support/random_operands.hpp"
 
 namespace qpolicy::test {
 

@@ -267,6 +267,7 @@ TEST_CASE("MoE experts per tensor and per block", "[numerics]") {
 #include <filesystem>
 
 #include "../support/process.hpp"
+#include "../support/temp_dir.hpp"
 #include "qpolicy/io/safetensors.hpp"
 
 namespace {
@@ -281,8 +282,8 @@ struct cli_case {
 /// Runs quantize-tensor over every case of `kind` (with the given extra flags) and returns the output.
 std::unique_ptr<st::file> run_cli(const std::vector<cli_case>& chosen, const std::string& key,
                                   const std::vector<std::string>& flags, const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() / ("qpolicy-num-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  static const qpolicy::test::temp_dir scratch("num");  // removed when the tests end (outputs stay mapped until then)
+  const auto& dir = scratch.path();
   const auto in = (dir / (tag + "_in.safetensors")).string(), out = (dir / (tag + "_out.safetensors")).string();
   std::vector<st::tensor_spec> specs;
   std::vector<std::vector<std::uint16_t>> data;
@@ -394,8 +395,8 @@ TEST_CASE("e4m3fn bytes agree with ml_dtypes' float8_e4m3fn", "[numerics][witnes
     if (std::fabs(v) < 1e6f && !std::isnan(v)) values.push_back(v);  // beyond +-464 both give NaN codes
   }
   for (float v : {0.0f, -0.0f, 464.0f, 464.00003f, -470.0f, 1e-30f, -1e-30f, 0x1p-10f, 0x1.8p-10f}) values.push_back(v);
-  const auto dir = std::filesystem::temp_directory_path() / ("qpolicy-mld-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const qpolicy::test::temp_dir scratch("mld");
+  const auto& dir = scratch.path();
   const auto in = (dir / "x.f32").string(), out = (dir / "q.u8").string();
   std::ofstream(in, std::ios::binary).write(reinterpret_cast<const char*>(values.data()),
                                             static_cast<std::streamsize>(values.size() * 4));
@@ -422,8 +423,8 @@ TEST_CASE("e4m3fn bytes agree with ml_dtypes' float8_e4m3fn", "[numerics][witnes
 TEST_CASE("the MoE vectors through qpolicy quantize on an experts checkpoint", "[numerics][cli][moe]") {
   const char* exe = std::getenv("QPOLICY_EXE");
   REQUIRE(exe);
-  const auto dir = std::filesystem::temp_directory_path() / ("qpolicy-moe-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const qpolicy::test::temp_dir scratch("moe");
+  const auto& dir = scratch.path();
   // Splits the case's w13 [E, 2I, H] into gate/up and w2 [E, H, I] into down, under vLLM's names.
   auto checkpoint = [&](const bj::value& w13, const bj::value& w2, const std::string& path) {
     const auto s13 = shape(w13.at("shape")), s2 = shape(w2.at("shape"));

@@ -10,6 +10,7 @@
 
 #include "../support/process.hpp"
 #include "qpolicy/io/json_front.hpp"
+#include "../support/temp_dir.hpp"
 
 using namespace qpolicy;
 namespace fs = std::filesystem;
@@ -27,7 +28,8 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 fs::path write_temp(const std::string& name, const std::string& text) {
-  const auto p = fs::temp_directory_path() / ("qpolicy-test-" + std::to_string(::getpid()) + "-" + name);
+  static const test::temp_dir dir("test");  // removed when the tests end
+  const auto p = dir.path() / name;
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }

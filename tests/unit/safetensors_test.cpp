@@ -13,19 +13,17 @@
 #include "../support/process.hpp"
 #include "qpolicy/io/io_error.hpp"
 #include "qpolicy/io/safetensors.hpp"
+#include "../support/temp_dir.hpp"
 
 namespace st = qpolicy::safetensors;
 namespace fs = std::filesystem;
 
 namespace {
 
+/// This process's scratch directory, removed when the tests end.
 fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / ("qpolicy-st-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const qpolicy::test::temp_dir dir("st");
+  return dir.path();
 }
 
 std::span<const std::byte> bytes_of(const std::vector<std::uint8_t>& v) {
