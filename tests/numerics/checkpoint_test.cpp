@@ -300,3 +300,49 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
     CHECK_FALSE(fs::exists(out));
   }
 }
+
+#include "qpolicy/io/json_front.hpp"
+#include "qpolicy/plan/build_plan.hpp"
+#include "src/io/checkpoint_stages.hpp"
+
+TEST_CASE("quantize's stages, each on its own: units from the scheme contract, then the output layout", "[quantize]") {
+  namespace io = qpolicy::checkpoint_io;
+  const auto in = write_checkpoint(synthetic(), "stages.safetensors");
+  std::vector<std::string> warnings;
+  std::vector<io::checkpoint_index> indexes;
+  const auto ck = io::open_checkpoint(io::checkpoint_files({in}, indexes, warnings), indexes);
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> weights;
+  for (const auto& t : ck.order) weights.emplace_back(t.info->name, t.info->shape);
+  const auto model = qpolicy::derive_model(weights, nullptr);
+  auto plan_for = [&](const char* q) {
+    qpolicy::config_request r;
+    r.quantization = std::string(q);
+    return qpolicy::make_plan(qpolicy::resolve(r).config, model);
+  };
+
+  // Per tensor: a fused qkv_proj is one joint unit, and so is each expert's gate + up (spec §4, §9).
+  const auto tensor_plan = plan_for("fp8_per_tensor");
+  const auto units = io::plan_units(ck, model, tensor_plan);
+  CHECK(units.members.size() == 2 * (4 + 4 * 3));  // q, k, v, o and 4 experts x 3, per layer (not the router)
+  CHECK(units.joints.size() == 2 * (1 + 4));
+  CHECK(units.joints[0] == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                                                    "model.layers.0.self_attn.v_proj.weight"});
+  CHECK(!units.members.count("model.layers.0.mlp.gate.weight"));
+  // Per channel: no joint scale; an expert's w13 follows the per-token rule (the contract's MoE w13 key).
+  const auto channel_units = io::plan_units(ck, model, plan_for("fp8_per_channel"));
+  CHECK(channel_units.joints.empty());
+  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.up_proj.weight").key == qpolicy::key_id::fp8_per_token);
+  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.down_proj.weight").key == qpolicy::key_id::fp8_per_channel_static);
+
+  // Per block: scales named weight_scale_inv in the block grid, right after their weight.
+  const auto block_plan = plan_for("fp8_per_block");
+  const auto layout = io::plan_output(ck, io::plan_units(ck, model, block_plan), model, block_plan);
+  std::size_t at = 0;
+  while (layout.specs[at].name != "model.layers.0.self_attn.k_proj.weight") ++at;
+  CHECK(layout.specs[at].type == st::dtype::F8_E4M3);
+  CHECK(layout.specs[at + 1].name == "model.layers.0.self_attn.k_proj.weight_scale_inv");
+  CHECK(layout.specs[at + 1].shape == std::vector<std::int64_t>{1, 2});
+  CHECK(layout.specs.size() == ck.order.size() + units.members.size());
+  CHECK(layout.metadata.at("qpolicy.plan.model.layers.0.self_attn.qkv_proj") == "fp8_per_block (linear)");
+  CHECK(layout.metadata.at("format") == "pt");
+}

@@ -1,0 +1,285 @@
+// `qpolicy quantize`, stage by stage (checkpoint_stages.hpp): the units of the plan, the output
+// layout, the streaming quantization and the config block.
+#include "checkpoint_stages.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <span>
+
+#include "qpolicy/core/checked.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/schemes/contract.hpp"
+
+namespace qpolicy::checkpoint_io {
+
+namespace {
+
+namespace st = safetensors;
+
+bool is_float(st::dtype d) { return d == st::dtype::BF16 || d == st::dtype::F16 || d == st::dtype::F32; }
+
+fp8::element element_of(st::dtype d) {
+  return d == st::dtype::BF16 ? fp8::element::bf16 : d == st::dtype::F16 ? fp8::element::f16 : fp8::element::f32;
+}
+
+/// A 2-D weight as a kernel input (copied into `scratch` when the file holds it misaligned).
+fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch) {
+  return aligned_input(t.file->data(*t.info), element_of(t.info->type), t.info->shape[0], t.info->shape[1], scratch);
+}
+
+struct unit_result {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<std::int64_t> scale_shape;
+};
+
+std::string scale_name(const member& m) {
+  const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
+  return base + "." + std::string(m.scale_suffix);
+}
+
+/// Refuses weights with NaN or infinity: their codes would be saturated garbage.
+void check_finite(const tensor_ref& t) {
+  std::vector<std::uint32_t> scratch;
+  const auto x = view_of(t, scratch);
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < x.size(); ++i) bad += !std::isfinite(x.at(i));
+  if (bad)
+    throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
+                               " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
+}
+
+/// The tensor a planned layer needs: present, 2-D floating point, not empty.
+const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std::string& tensor) {
+  const auto it = ck.by_name.find(tensor);
+  if (it == ck.by_name.end())
+    throw config_error("", "layer " + layer + " is planned for quantization, but the checkpoint has no tensor " + text::py_repr(tensor));
+  const auto& t = it->second;
+  if (t.info->shape.size() != 2 || !is_float(t.info->type))
+    throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " is " +
+                               std::string(st::to_string(t.info->type)) + " " + checked::shape_text(t.info->shape) +
+                               "; quantize takes 2-D BF16, F16 or F32 weights");
+  if (t.info->elements() == 0)
+    throw config_error("", "tensor " + text::py_repr(tensor) + " of layer " + layer + " has shape " + checked::shape_text(t.info->shape) +
+                               " with no elements; there is no weight to quantize");
+  return t;
+}
+
+/// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
+void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
+                       quant_units& u, int& joint) {
+  if (!schemes::has_kernels(lp.decided))
+    throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
+                               ", but this build has no kernel for " + std::string(to_string(lp.decided)) + " (" +
+                               schemes::kernel_methods_text() + " have one)");
+  const auto& contract = schemes::contract_of(lp.decided);
+  const key_id weight_key = contract.weight_key;
+  // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9).
+  const bool joint_scale = contract.scales == fp8::weight_scales::per_tensor;
+  const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
+  auto add = [&](const std::string& tensor, key_id key, int joint_id) {
+    need(ck, layer.name, tensor);
+    u.members[tensor] = member{tensor, key, contract.checkpoint_scale, joint_id};
+    if (joint_id >= 0) {
+      if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
+      u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
+    }
+  };
+  if (layer.kind == layer_kind::moe) {
+    const std::int64_t experts = layer.num_experts.value_or(0);
+    if (experts <= 0) throw config_error("", "MoE layer " + layer.name + " has no num_experts in the model description");
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const auto base = layer.name + "." + std::to_string(e) + ".";
+      const bool named = ck.by_name.count(base + "gate_proj.weight") > 0;
+      const auto gate = base + (named ? "gate_proj" : "w1") + ".weight", up = base + (named ? "up_proj" : "w3") + ".weight";
+      const auto down = base + (named ? "down_proj" : "w2") + ".weight";
+      const int j = joint_scale ? joint++ : -1;
+      const key_id w13_key = contract.moe_w13_key.value_or(weight_key);
+      add(gate, w13_key, j);
+      add(up, w13_key, j);
+      add(down, weight_key, -1);
+    }
+    return;
+  }
+  const auto* fused = model.fused_entry(layer.name);
+  if (!fused || ck.by_name.count(layer.name + ".weight")) {
+    add(layer.name + ".weight", weight_key, -1);
+    return;
+  }
+  const int j = joint_scale ? joint++ : -1;
+  std::vector<std::int64_t> rows;
+  for (const auto& s : fused->shards) {
+    const auto tensor = text::replace_all(layer.name, fused->fused, s) + ".weight";
+    rows.push_back(need(ck, layer.name, tensor).info->shape[0]);
+    add(tensor, weight_key, j);
+  }
+  if (blocks)
+    for (auto r : rows)
+      if (r % schemes::block_k != 0)
+        throw config_error("", std::string(to_string(lp.decided)) + " needs every shard of " + layer.name + " to have a multiple of " +
+                                   std::to_string(schemes::block_k) + " rows, got " + checked::shape_text(rows));
+}
+
+
+/// Quantizes joint unit `j` as one tensor (its members' rows concatenated, as vLLM's fused weight or
+/// w13 holds them, widened to float32 exactly): one scale from the joint amax. Results go to `ready`.
+void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tensor_quant_options& qo,
+                    std::map<std::string, unit_result>& ready) {
+  std::vector<const member*> group;
+  for (const auto& name : units.joints[static_cast<std::size_t>(j)]) group.push_back(&units.members.at(name));
+  // Concatenated rows, as vLLM's fused weight (or w13) holds them, widened to float32 (exact).
+  std::int64_t rows = 0, cols = ck.by_name.at(group.front()->tensor).info->shape[1];
+  for (const auto* m : group) {
+    const auto& t = ck.by_name.at(m->tensor);
+    check_finite(t);
+    if (t.info->shape[1] != cols)
+      throw config_error("", "tensors " + text::py_repr(group.front()->tensor) + " and " + text::py_repr(m->tensor) +
+                                 " share a per-tensor scale but have different widths " + std::to_string(cols) + " and " +
+                                 std::to_string(t.info->shape[1]));
+    rows += t.info->shape[0];
+  }
+  const auto joined_size = checked::mul(rows, cols);
+  if (!joined_size) throw config_error("", "the tensors sharing a scale with " + text::py_repr(group.front()->tensor) + " are too large");
+  std::vector<float> joined(static_cast<std::size_t>(*joined_size));
+  std::int64_t at = 0;
+  std::vector<std::uint32_t> scratch;
+  for (const auto* m : group) {
+    const auto x = view_of(ck.by_name.at(m->tensor), scratch);
+    for (std::int64_t i = 0; i < x.size(); ++i) joined[static_cast<std::size_t>(at + i)] = x.at(i);
+    at += x.size();
+  }
+  qo.name = group.front()->tensor;
+  auto r = quantize_tensor(group.front()->key, {joined.data(), fp8::element::f32, rows, cols}, qo);
+  at = 0;
+  for (const auto* m : group) {
+    const auto n = ck.by_name.at(m->tensor).info->elements();
+    ready[m->tensor] = {std::vector<std::uint8_t>(r.codes.begin() + at, r.codes.begin() + at + n), r.scales, {1}};
+    at += n;
+  }
+}
+
+/// The names of the model's layers and of its fused layers' shards.
+std::set<std::string> layer_names_of(const model_desc& model) {
+  std::set<std::string> names;
+  for (const auto& l : model.layers) {
+    names.insert(l.name);
+    if (const auto* f = model.fused_entry(l.name))
+      for (const auto& shard : f->shards) names.insert(text::replace_all(l.name, f->fused, shard));
+  }
+  return names;
+}
+
+/// Whether some dotted prefix of a tensor's name is a layer (or a fused layer's shard).
+bool belongs_to_layer(const std::set<std::string>& layer_names, const std::string& name) {
+  for (auto cut = name.rfind('.'); cut != std::string::npos; cut = name.rfind('.', cut - 1)) {
+    if (layer_names.count(name.substr(0, cut))) return true;
+    if (cut == 0) break;
+  }
+  return false;
+}
+
+}  // namespace
+
+quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p) {
+  quant_units u;
+  int joint = 0;
+  for (std::size_t i = 0; i < model.layers.size(); ++i)
+    if (p.layers[i].quantized()) add_layer_members(ck, model, model.layers[i], p.layers[i], u, joint);
+  return u;
+}
+
+output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p) {
+  output_layout o;
+  for (const auto& t : ck.order) {
+    const auto it = units.members.find(t.info->name);
+    if (it == units.members.end()) {
+      o.specs.push_back({t.info->name, t.info->type, t.info->shape});
+      continue;
+    }
+    o.specs.push_back({t.info->name, st::dtype::F8_E4M3, t.info->shape});
+    const auto& m = it->second;
+    const auto rows = t.info->shape[0], cols = t.info->shape[1];
+    o.specs.push_back({scale_name(m), st::dtype::F32, tensor_scale_shape(m.key, rows, cols)});
+  }
+  o.metadata = {{"format", "pt"}};
+  for (const auto& f : ck.files)
+    if (auto it = f->metadata().find("format"); it != f->metadata().end()) o.metadata["format"] = it->second;
+  for (std::size_t i = 0; i < model.layers.size(); ++i)
+    if (p.layers[i].quantized()) {
+      const auto& l = p.layers[i];
+      const std::string pattern = l.pattern >= 0 ? " " + text::py_repr(p.pattern_of(l)) : std::string();
+      o.metadata[fmt::format("qpolicy.plan.{}", model.layers[i].name)] =
+          fmt::format("{} ({}{})", to_string(l.decided), to_string(l.source), pattern);
+    }
+  return o;
+}
+
+void stream_tensors(const checkpoint& ck, const quant_units& units, const model_desc& model,
+                    const checkpoint_request& req, st::writer& out, checkpoint_summary& sum) {
+  std::map<std::string, unit_result> ready;  // quantized, not yet written (a joint unit's other members)
+  tensor_quant_options qo;
+  qo.device = req.device;
+  qo.threads = req.threads;
+  const auto layer_names = layer_names_of(model);
+  std::size_t done = 0;
+  for (const auto& t : ck.order) {
+    const auto it = units.members.find(t.info->name);
+    const auto data = t.file->data(*t.info);
+    sum.bytes_in += data.size();
+    ++sum.tensors;
+    if (it == units.members.end()) {
+      out.write(data);
+      sum.bytes_out += data.size();
+      ++sum.copied;
+      if (!belongs_to_layer(layer_names, t.info->name)) sum.unmatched.push_back(t.info->name);
+    } else {
+      const auto& m = it->second;
+      if (!ready.count(m.tensor)) {
+        if (m.joint >= 0) {
+          quantize_joint(ck, units, m.joint, qo, ready);
+        } else {
+          check_finite(t);
+          qo.name = m.tensor;
+          std::vector<std::uint32_t> scratch;
+          auto r = quantize_tensor(m.key, view_of(t, scratch), qo);
+          ready[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
+        }
+      }
+      const auto& r = ready.at(m.tensor);
+      out.write(std::as_bytes(std::span(r.codes)));
+      out.write(std::as_bytes(std::span(r.scales)));
+      sum.bytes_out += r.codes.size() + r.scales.size() * 4;
+      ++sum.quantized;
+      ready.erase(m.tensor);
+    }
+    if (req.progress) req.progress(++done, ck.order.size());
+  }
+}
+
+/// The quantization_config block for the model's config.json (cli.md), from the plan alone.
+std::string quantization_config_json(const model_desc& model, const plan& p, std::vector<std::string>& warnings) {
+  boost::json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+  std::set<method> methods;
+  boost::json::array ignored;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& l = p.layers[i];
+    if (l.quantized()) methods.insert(l.decided);
+    else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
+  }
+  for (auto m : methods)
+    if (schemes::contract_of(m).scales == fp8::weight_scales::block_128x128) {
+      qc["weight_block_size"] = boost::json::array{schemes::block_k, schemes::block_k};
+      break;
+    }
+  if (methods.size() > 1)
+    warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
+                       " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
+  if (!ignored.empty()) qc["ignored_layers"] = ignored;
+  return boost::json::serialize(qc);
+}
+
+}  // namespace qpolicy::checkpoint_io
