@@ -6,6 +6,8 @@
 // compile-time one, and the layers reach their kernels through the runtime dispatch.
 #include <chrono>
 #include <cmath>
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -305,24 +307,24 @@ int main(int argc, char** argv) {
     const auto device = qp::cuda::query_devices();
     const bool usable_gpu = device.count > 0 && device.built_with_cuda;
     if (opts.device == "cuda" && !usable_gpu) {
-      std::fprintf(stderr, "qpolicy-demo: --device cuda: %s\n", device.description.c_str());
+      fmt::print(stderr, "qpolicy-demo: --device cuda: {}\n", device.description);
       return 2;
     }
     const bool gpu = opts.device == "cuda" || (opts.device == "auto" && usable_gpu);
-    std::printf("qpolicy demo: %s (Qwen3-30B-A3B's structure: 4 blocks, hidden 512, 16 experts of 192, top-4), "
-                "%lld tokens per layer\n",
-                std::string(qwen3_moe_mini.name).c_str(), static_cast<long long>(opts.tokens));
+    fmt::print("qpolicy demo: {} (Qwen3-30B-A3B's structure: 4 blocks, hidden 512, 16 experts of 192, top-4), "
+               "{} tokens per layer\n",
+               qwen3_moe_mini.name, opts.tokens);
     if (gpu)
-      std::printf("kernels: CUDA on %s for the quantized layers (float32 reference and bf16 layers on the CPU)\n",
-                  device.description.c_str());
+      fmt::print("kernels: CUDA on {} for the quantized layers (float32 reference and bf16 layers on the CPU)\n",
+                 device.description);
     else
-      std::printf("kernels: CPU (%s)\n", opts.threads ? (std::to_string(opts.threads) + " threads").c_str() : "all cores");
+      fmt::print("kernels: CPU ({})\n", opts.threads ? fmt::format("{} threads", opts.threads) : "all cores");
 
     const qp::plan compiled = qp::to_runtime(demo_plan);
-    std::printf("\ncompile-time plan (%zu layers, %zu decided by the rules, the rest shared by layers the "
-                "patterns cannot tell apart):\n",
-                demo_plan.size(), demo_plan.decided);
-    for (const auto& line : compiled.summary) std::printf("  %s\n", line.c_str());
+    fmt::print("\ncompile-time plan ({} layers, {} decided by the rules, the rest shared by layers the "
+               "patterns cannot tell apart):\n",
+               demo_plan.size(), demo_plan.decided);
+    for (const auto& line : compiled.summary) fmt::print("  {}\n", line);
 
     runner r(opts, gpu);
     std::size_t index = 0;
@@ -336,31 +338,28 @@ int main(int argc, char** argv) {
       const auto runtime = qp::make_plan(resolved.config, qp::to_runtime(qwen3_moe_mini));
       std::size_t differ = 0;
       for (std::size_t i = 0; i < runtime.layers.size(); ++i) differ += !(runtime.layers[i] == demo_plan.layers[i]);
-      std::printf("\nJSON plan from %s (-q %s): %s\n", opts.config_path.c_str(), opts.quantization.c_str(),
-                  runtime == demo_plan ? "identical to the compile-time plan, layer by layer"
-                                       : ("differs from the compile-time plan in " + std::to_string(differ) +
-                                          " layer(s); running the JSON plan").c_str());
+      fmt::print("\nJSON plan from {} (-q {}): {}\n", opts.config_path, opts.quantization,
+                 runtime == demo_plan
+                     ? std::string("identical to the compile-time plan, layer by layer")
+                     : fmt::format("differs from the compile-time plan in {} layer(s); running the JSON plan", differ));
       if (!(runtime == demo_plan))
-        for (const auto& line : runtime.summary) std::printf("  %s\n", line.c_str());
-      for (const auto& w : runtime.warnings) std::printf("  warning: %s\n", w.c_str());
+        for (const auto& line : runtime.summary) fmt::print("  {}\n", line);
+      for (const auto& w : runtime.warnings) fmt::print("  warning: {}\n", w);
       if (const auto* e = runtime.first_error()) throw std::invalid_argument("the JSON plan has a layer error: " + *e);
       qp::for_each_layer(runtime, [&]<class Scheme>(const qp::layer_plan& lp, Scheme) { r.run<Scheme>(index++, lp); });
     }
 
-    std::printf("\nforward pass per layer kind (%lld tokens; error = ||out - fp32|| / ||fp32||, bf16 output):\n",
-                static_cast<long long>(opts.tokens));
+    fmt::print("\nforward pass per layer kind ({} tokens; error = ||out - fp32|| / ||fp32||, bf16 output):\n", opts.tokens);
     // CPU: speed against the float32 pass of the same layer. GPU: against cuBLASLt's bf16 GEMM of the
     // same FLOPs, for the layers that ran there.
-    std::printf("  %-20s %-24s %6s %10s %10s %10s %12s %12s\n", "layer", "scheme", "layers", "mean err", "worst err",
-                "quantize", "GFLOPS", gpu ? "vs bf16 GPU" : "vs fp32");
+    fmt::print("  {:<20} {:<24} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "layer", "scheme", "layers", "mean err",
+               "worst err", "quantize", "GFLOPS", gpu ? "vs bf16 GPU" : "vs fp32");
     double flops = 0, quantized = 0, baseline = 0;
     for (const auto& [key, s] : r.stats) {
       const double base = gpu ? s.baseline_s : s.f32_s;
-      std::string ratio = "-";
-      if (base > 0) ratio = std::to_string(base / s.quantized_s).substr(0, 4) + "x";
-      std::printf("  %-20s %-24s %6d %9.2f%% %9.2f%% %8.1fms %12.1f %12s\n", key.first.c_str(), key.second.c_str(), s.layers,
-                  100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9,
-                  ratio.c_str());
+      const std::string ratio = base > 0 ? fmt::format("{:.2f}x", base / s.quantized_s) : "-";
+      fmt::print("  {:<20} {:<24} {:>6} {:>9.2f}% {:>9.2f}% {:>8.1f}ms {:>12.1f} {:>12}\n", key.first, key.second, s.layers,
+                 100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9, ratio);
       if (base > 0) {
         flops += s.flops;
         quantized += s.quantized_s;
@@ -368,18 +367,18 @@ int main(int argc, char** argv) {
       }
     }
     if (gpu)
-      std::printf("  quantized layers on the GPU: %.1f GFLOPS, %.2fx cuBLASLt bf16 of the same FLOPs\n", flops / quantized / 1e9,
-                  baseline / quantized);
+      fmt::print("  quantized layers on the GPU: {:.1f} GFLOPS, {:.2f}x cuBLASLt bf16 of the same FLOPs\n", flops / quantized / 1e9,
+                 baseline / quantized);
     else
-      std::printf("  all layers: %.1f GFLOPS quantized, %.1f GFLOPS float32 (%.2fx)\n", flops / quantized / 1e9,
-                  flops / baseline / 1e9, baseline / quantized);
+      fmt::print("  all layers: {:.1f} GFLOPS quantized, {:.1f} GFLOPS float32 ({:.2f}x)\n", flops / quantized / 1e9,
+                 flops / baseline / 1e9, baseline / quantized);
     if (r.any_nan) {
-      std::fprintf(stderr, "qpolicy-demo: a layer produced NaN\n");
+      fmt::print(stderr, "qpolicy-demo: a layer produced NaN\n");
       return 1;
     }
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "qpolicy-demo: %s\n", e.what());
+    fmt::print(stderr, "qpolicy-demo: {}\n", e.what());
     return 1;
   }
 }

@@ -1,4 +1,6 @@
 // The command line of cli.md, parsed without touching any file.
+#include <fmt/format.h>
+
 #include "cli.hpp"
 
 namespace qpolicy::cli {
@@ -27,12 +29,12 @@ const char* const usage_text =
     "exit status: 0 ok, 2 invalid configuration/model/tensor data or paths, 1 usage or I/O error\n";
 
 std::string arg_reader::once(const std::string& name, std::string v) {
-  if (!seen_.insert(name).second) throw usage_error(name + " is given twice; it takes one value");
+  if (!seen_.insert(name).second) throw usage_error(fmt::format("{} is given twice; it takes one value", name));
   return v;
 }
 
 std::string arg_reader::value(const std::string& name) {
-  if (done()) throw usage_error(name + " needs a value");
+  if (done()) throw usage_error(fmt::format("{} needs a value", name));
   return once(name, next());
 }
 
@@ -47,7 +49,7 @@ long arg_reader::integer(const std::string& name, long low, long high, const cha
   } catch (...) {
     used = 0;
   }
-  if (v.empty() || used != v.size() || n < low || n > high) throw usage_error(name + " must be " + expected + ", got '" + v + "'");
+  if (v.empty() || used != v.size() || n < low || n > high) throw usage_error(fmt::format("{} must be {}, got '{}'", name, expected, v));
   return n;
 }
 
@@ -55,7 +57,7 @@ namespace {
 
 device_kind parse_device(arg_reader& r) {
   const auto v = r.value("--device");
-  if (v != "cpu" && v != "cuda") throw usage_error("--device must be cpu or cuda, got '" + v + "'");
+  if (v != "cpu" && v != "cuda") throw usage_error(fmt::format("--device must be cpu or cuda, got '{}'", v));
   return v == "cpu" ? device_kind::cpu : device_kind::cuda;
 }
 
@@ -74,13 +76,13 @@ void parse_quantize_tensor(arg_reader& r, options& o) {
       if (v == "row") o.quant.layout = fp8::scale_layout::row_major;
       else if (v == "col") o.quant.layout = fp8::scale_layout::column_major;
       else if (v == "col-tma") o.quant.layout = fp8::scale_layout::column_major_tma;
-      else throw usage_error("--scale-layout must be row, col or col-tma, got '" + v + "'");
+      else throw usage_error(fmt::format("--scale-layout must be row, col or col-tma, got '{}'", v));
     } else if (a == "--device") o.quant.device = parse_device(r);
     else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (a == "-o" || a == "--output") o.output = r.value("-o");
-    else if (!a.empty() && a[0] == '-') throw usage_error("unknown option '" + a + "' for quantize-tensor");
+    else if (!a.empty() && a[0] == '-') throw usage_error(fmt::format("unknown option '{}' for quantize-tensor", a));
     else if (o.inputs.empty()) o.inputs.push_back(a);
-    else throw usage_error("quantize-tensor takes one input file, got '" + o.inputs.front() + "' and '" + a + "'");
+    else throw usage_error(fmt::format("quantize-tensor takes one input file, got '{}' and '{}'", o.inputs.front(), a));
   }
   if (o.key.empty()) throw usage_error("quantize-tensor needs --key KEY");
   if (o.inputs.empty()) throw usage_error("quantize-tensor needs an INPUT.safetensors");
@@ -114,7 +116,7 @@ options parse_args(const std::vector<std::string>& all) {
     return o;
   }
   if (o.command != "resolve" && o.command != "plan" && o.command != "quantize")
-    throw usage_error("unknown command '" + o.command + "'; expected resolve, plan, quantize or quantize-tensor");
+    throw usage_error(fmt::format("unknown command '{}'; expected resolve, plan, quantize or quantize-tensor", o.command));
   const bool plan = o.command == "plan", quantize = o.command == "quantize";
   while (!r.done()) {
     const auto& a = r.next();
@@ -134,10 +136,10 @@ options parse_args(const std::vector<std::string>& all) {
     else if (quantize && !a.empty() && a[0] != '-') o.inputs.push_back(a);
     else if (a == "--format" && plan) {
       o.format = r.value("--format");
-      if (o.format != "table" && o.format != "json") throw usage_error("--format must be table or json, got '" + o.format + "'");
+      if (o.format != "table" && o.format != "json") throw usage_error(fmt::format("--format must be table or json, got '{}'", o.format));
     } else if (a == "--check-shapes" && plan) o.plan.check_shapes = true;
     else if (a == "--tp" && plan) o.plan.tp = static_cast<int>(r.integer("--tp", 1, 2147483647, "a positive integer"));
-    else throw usage_error("unknown option '" + a + "' for " + o.command);
+    else throw usage_error(fmt::format("unknown option '{}' for {}", a, o.command));
   }
   if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
   if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");

@@ -1,11 +1,12 @@
 // `qpolicy`: the command line of cli.md over the C++ API.
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,12 @@ using cli::usage_error;
 using cli::usage_text;
 
 void print_warnings(const std::vector<std::string>& warnings) {
-  for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
 }
 
 int run(const cli::options& o) {
   if (o.command == "help") {
-    std::cout << usage_text;
+    fmt::print("{}", usage_text);
     return 0;
   }
   if (o.command == "quantize-tensor") return cli::quantize_tensor(o);
@@ -43,7 +44,7 @@ int run(const cli::options& o) {
   const auto resolved = resolve(request);
   if (o.command == "resolve") {
     print_warnings(resolved.warnings);
-    std::cout << resolved_to_json(resolved.config) << "\n";
+    fmt::print("{}\n", resolved_to_json(resolved.config));
     return 0;
   }
   if (o.command == "quantize") {
@@ -60,36 +61,35 @@ int run(const cli::options& o) {
     if (isatty(2))
       req.progress = [](std::size_t done, std::size_t total) {
         const int width = 40, filled = static_cast<int>(width * done / (total ? total : 1));
-        std::fprintf(stderr, "\r[%s%s] %zu/%zu tensors", std::string(static_cast<std::size_t>(filled), '=').c_str(),
-                     std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total);
-        if (done == total) std::fprintf(stderr, "\n");
+        fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} tensors", "", filled, "", width - filled, done, total);
+        if (done == total) fmt::print(stderr, "\n");
       };
     print_warnings(resolved.warnings);
     const auto s = quantize_checkpoint(req);
     print_warnings(s.warnings);
-    for (const auto& n : s.notes) std::cerr << "note: " << n << "\n";
-    std::cerr << s.convention << "\n";
+    for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
+    fmt::print(stderr, "{}\n", s.convention);
     if (!s.unmatched.empty()) {
-      std::cerr << "note: " << s.unmatched.size() << " tensors belong to no layer of the model and were copied:";
-      for (std::size_t i = 0; i < s.unmatched.size() && i < 5; ++i) std::cerr << " " << s.unmatched[i];
-      if (s.unmatched.size() > 5) std::cerr << " (and " << s.unmatched.size() - 5 << " more)";
-      std::cerr << "\n";
+      const std::size_t shown = std::min<std::size_t>(s.unmatched.size(), 5);
+      fmt::print(stderr, "note: {} tensors belong to no layer of the model and were copied: {}{}\n", s.unmatched.size(),
+                 fmt::join(s.unmatched.begin(), s.unmatched.begin() + static_cast<std::ptrdiff_t>(shown), " "),
+                 s.unmatched.size() > 5 ? fmt::format(" (and {} more)", s.unmatched.size() - 5) : "");
     }
-    std::fprintf(stderr, "quantized %zu of %zu tensors (%zu copied): %.3f GB in, %.3f GB out, %.2f s, %.2f GB/s\n",
-                 s.quantized, s.tensors, s.copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.seconds,
-                 s.seconds > 0 ? s.bytes_in / 1e9 / s.seconds : 0.0);
+    fmt::print(stderr, "quantized {} of {} tensors ({} copied): {:.3f} GB in, {:.3f} GB out, {:.2f} s, {:.2f} GB/s\n",
+               s.quantized, s.tensors, s.copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.seconds,
+               s.seconds > 0 ? s.bytes_in / 1e9 / s.seconds : 0.0);
     return 0;
   }
   model = parse_model(model_text, json_dialect::relaxed);
   const auto p = make_plan(resolved.config, *model, o.plan);
-  if (o.format == "json") std::cout << plan_to_json(p, *model, resolved.warnings) << "\n";
-  else std::cout << plan_to_table(p, *model, resolved.warnings);
-  std::cout.flush();
+  if (o.format == "json") fmt::print("{}\n", plan_to_json(p, *model, resolved.warnings));
+  else fmt::print("{}", plan_to_table(p, *model, resolved.warnings));
+  std::fflush(stdout);
   if (const auto* e = p.first_error()) {
     std::size_t n = 0;
     for (const auto& l : p.layers) n += l.failed();
-    std::cerr << "error: " << *e << "\n";
-    if (n > 1) std::cerr << "(" << n << " layers have errors; every one is in the plan output)\n";
+    fmt::print(stderr, "error: {}\n", *e);
+    if (n > 1) fmt::print(stderr, "({} layers have errors; every one is in the plan output)\n", n);
     return 2;
   }
   return 0;
@@ -102,25 +102,25 @@ int main(int argc, char** argv) {
   try {
     return run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const config_errors& e) {
-    for (const auto& d : e.all()) std::cerr << "error: " << d.text() << "\n";
+    for (const auto& d : e.all()) fmt::print(stderr, "error: {}\n", d.text());
     return 2;
   } catch (const config_error& e) {
-    std::cerr << "error: " << e.diag().text() << "\n";
+    fmt::print(stderr, "error: {}\n", e.diag().text());
     return 2;
   } catch (const usage_error& e) {
-    std::cerr << "error: " << e.what() << "\n\n" << usage_text;
+    fmt::print(stderr, "error: {}\n\n{}", e.what(), usage_text);
     return 1;
   } catch (const qpolicy::io_error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   } catch (const cuda::cuda_error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
+    fmt::print(stderr, "error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: internal error: " << e.what() << "\n";
+    fmt::print(stderr, "error: internal error: {}\n", e.what());
     return 1;
   }
 }

@@ -1,7 +1,8 @@
 // `qpolicy quantize-tensor`: one quant key's formula on every 2-D tensor of a safetensors file.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 
 #include "cli.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
@@ -26,12 +27,12 @@ int quantize_tensor(const options& o) {
     const bool floating = t.type == safetensors::dtype::BF16 || t.type == safetensors::dtype::F16 ||
                           t.type == safetensors::dtype::F32;
     if (t.shape.size() != 2 || !floating) {
-      std::cerr << "note: " << t.name << " (" << safetensors::to_string(t.type) << ", " << t.shape.size()
-                << "-D) is not a 2-D bf16/fp16/fp32 tensor; left out\n";
+      fmt::print(stderr, "note: {} ({}, {}-D) is not a 2-D bf16/fp16/fp32 tensor; left out\n", t.name,
+                 safetensors::to_string(t.type), t.shape.size());
       continue;
     }
     if (t.elements() == 0) {
-      std::cerr << "note: " << t.name << " " << checked::shape_text(t.shape) << " has no elements; left out\n";
+      fmt::print(stderr, "note: {} {} has no elements; left out\n", t.name, checked::shape_text(t.shape));
       continue;
     }
     chosen.push_back(&t);
@@ -62,10 +63,10 @@ int quantize_tensor(const options& o) {
   }
   out.finish();
   outputs.commit();
-  for (const auto& n : outputs.notes()) std::cerr << "note: " << n << "\n";
+  for (const auto& n : outputs.notes()) fmt::print(stderr, "note: {}\n", n);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "quantized %zu tensors with %s: %.1f MB in, %.1f MB out, %.3f s\n", chosen.size(),
-               key_name(*key).c_str(), bytes_in / 1e6, bytes_out / 1e6, secs);
+  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), key_name(*key),
+             bytes_in / 1e6, bytes_out / 1e6, secs);
   return 0;
 }
 

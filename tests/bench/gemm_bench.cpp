@@ -2,6 +2,8 @@
 // seconds): per-tensor and block-scaled GEMMs, and a whole fp8_per_block linear forward (activation
 // quantization included), against the float32 GEMM of the same shape on the same blocked kernel,
 // measured in this run. Best of several runs.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -23,8 +25,7 @@ int main() {
   const std::int64_t shapes[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::printf("# M=%lld, DeepGEMM's (N, K) / 4, %u hardware threads\n", static_cast<long long>(m),
-              std::thread::hardware_concurrency());
+  fmt::print("# M={}, DeepGEMM's (N, K) / 4, {} hardware threads\n", m, std::thread::hardware_concurrency());
   double fp8_sum = 0, f32_sum = 0;
   for (const auto& s : shapes) {
     const std::int64_t n = s[0] / 4, k = s[1] / 4;
@@ -50,17 +51,14 @@ int main() {
     const auto layer = cpu::quantize_linear<qp::fp8_per_block>(w, nullptr);
     const double t_linear = best_seconds(runs, [&] { cpu::linear_forward<qp::fp8_per_block>(layer, x, outb.data()); });
     const auto gf = [&](double t) { return flops / t / 1e9; };
-    std::printf("bench: cpu_gemm_f32_%lldx%lldx%lld %.1f GFLOPS\n", static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k), gf(t_f32));
-    std::printf("bench: cpu_gemm_fp8_per_tensor_%lldx%lldx%lld %.1f GFLOPS vs f32_gemm %.2fx\n", static_cast<long long>(m),
-                static_cast<long long>(n), static_cast<long long>(k), gf(t_tensor), t_f32 / t_tensor);
-    std::printf("bench: cpu_gemm_fp8_block_%lldx%lldx%lld %.1f GFLOPS vs f32_gemm %.2fx\n", static_cast<long long>(m),
-                static_cast<long long>(n), static_cast<long long>(k), gf(t_block), t_f32 / t_block);
-    std::printf("bench: cpu_linear_fp8_per_block_%lldx%lldx%lld %.1f GFLOPS vs f32_gemm %.2fx\n", static_cast<long long>(m),
-                static_cast<long long>(n), static_cast<long long>(k), gf(t_linear), t_f32 / t_linear);
+    const auto shape = fmt::format("{}x{}x{}", m, n, k);
+    fmt::print("bench: cpu_gemm_f32_{} {:.1f} GFLOPS\n", shape, gf(t_f32));
+    fmt::print("bench: cpu_gemm_fp8_per_tensor_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", shape, gf(t_tensor), t_f32 / t_tensor);
+    fmt::print("bench: cpu_gemm_fp8_block_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", shape, gf(t_block), t_f32 / t_block);
+    fmt::print("bench: cpu_linear_fp8_per_block_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", shape, gf(t_linear), t_f32 / t_linear);
     fp8_sum += t_block;
     f32_sum += t_f32;
   }
-  std::printf("bench: cpu_gemm_fp8_block_all_shapes %.3f s vs f32_gemm %.2fx\n", fp8_sum, f32_sum / fp8_sum);
+  fmt::print("bench: cpu_gemm_fp8_block_all_shapes {:.3f} s vs f32_gemm {:.2f}x\n", fp8_sum, f32_sum / fp8_sum);
   return 0;
 }

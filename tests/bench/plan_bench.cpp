@@ -1,5 +1,7 @@
 // Benchmark: parse a realistic config and plan DeepSeek-V3 and a synthetic 1000-layer model with six
 // mixed patterns; the baseline is a naive per-layer std::regex matcher measured in the same run.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -82,10 +84,9 @@ void report(const char* name, const model_desc& model, const std::string& config
   const naive_matcher naive(patterns);
   std::size_t naive_ignored = 0;
   const double base = best_us(5, [&] { naive_ignored = naive.decide(model); });
-  std::printf("bench: %s_parse_plan %.1f us vs naive_std_regex %.2fx\n", name, ours, base / ours);
-  std::printf("bench: %s_per_layer %.3f us vs naive_std_regex %.2fx\n", name, ours / model.layers.size(),
-              base / ours);
-  std::printf("# %s: %zu layers, %zu per-block, naive ignored %zu\n", name, model.layers.size(), quantized, naive_ignored);
+  fmt::print("bench: {}_parse_plan {:.1f} us vs naive_std_regex {:.2f}x\n", name, ours, base / ours);
+  fmt::print("bench: {}_per_layer {:.3f} us vs naive_std_regex {:.2f}x\n", name, ours / model.layers.size(), base / ours);
+  fmt::print("# {}: {} layers, {} per-block, naive ignored {}\n", name, model.layers.size(), quantized, naive_ignored);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // CPU quantization throughput per scheme: input bytes per second of the fast path, against memcpy of
 // the same bytes and against the scalar reference, both measured in this run. Best of several runs.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -29,8 +31,8 @@ int main() {
   const double bytes = static_cast<double>(n * 2);
   const int runs = 5;
   const double memcpy_s = best_seconds(runs, [&] { std::memcpy(copy.data(), w.data(), n * 2); });
-  std::printf("# %lldx%lld bf16 (%.0f MB), %u hardware threads; memcpy %.2f GB/s\n", static_cast<long long>(rows),
-              static_cast<long long>(cols), bytes / 1e6, std::thread::hardware_concurrency(), bytes / memcpy_s / 1e9);
+  fmt::print("# {}x{} bf16 ({:.0f} MB), {} hardware threads; memcpy {:.2f} GB/s\n", rows, cols, bytes / 1e6,
+             std::thread::hardware_concurrency(), bytes / memcpy_s / 1e9);
   const ref::block_options blocks{};
   const ref::group_options groups{};
   struct kernel {
@@ -53,8 +55,8 @@ int main() {
   };
   for (const auto& k : kernels) {
     const double fast = best_seconds(runs, k.fast), slow = best_seconds(2, k.reference);
-    std::printf("bench: cpu_%s %.2f GB/s vs memcpy %.2fx\n", k.name, bytes / fast / 1e9, memcpy_s / fast);
-    std::printf("bench: cpu_%s_speedup %.2f x vs scalar_reference %.2fx\n", k.name, slow / fast, slow / fast);
+    fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", k.name, bytes / fast / 1e9, memcpy_s / fast);
+    fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", k.name, slow / fast, slow / fast);
   }
   return 0;
 }
