@@ -1,4 +1,4 @@
-// Property tests: the CPU fast path (threads, per-scheme specializations) equals the reference bit
+// Property tests: the vectorized CPU kernels (threads, one per key of the kernel list) equal the reference bit
 // for bit on random shapes (odd sizes, one row, one column), zeros, outliers, NaN and infinity, values
 // at +-448 and at rounding ties, for bf16, fp16 and fp32 inputs.
 #include <catch2/catch.hpp>
@@ -13,8 +13,6 @@
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
 namespace ref = qpolicy::cpu::reference;
-using qpolicy::cpu::activation_kernel;
-using qpolicy::cpu::weight_kernel;
 
 namespace {
 
@@ -91,69 +89,47 @@ void require_same(const std::vector<T>& fast, const std::vector<T>& reference, S
 
 }  // namespace
 
-TEST_CASE("CPU fast path equals the reference bit for bit", "[numerics][property]") {
-  std::mt19937 rng(20261130);
-  const qpolicy::cpu::cpu_options threads{3};
-  for (int round = 0; round < 60; ++round) {
-    const auto type = static_cast<fp8::element>(round % 3);
+namespace {
+/// The options a key's formula reads, drawn per test run: both block variants and UE8M0 for 128x128
+/// blocks, every layout and UE8M0 for 1xG groups; nothing for the others.
+template <class Key>
+qpolicy::cpu::key_options options_for() {
+  qpolicy::cpu::key_options o;
+  const auto& k = qp::key_of(Key::id);
+  if (k.scale.is_static && k.scale.group.row > 1) o.blocks = {GENERATE(false, true), GENERATE(false, true)};
+  if (!k.scale.is_static && k.scale.group.row == 1 && k.scale.group.col > 0)
+    o.groups = {k.scale.group.col, GENERATE(false, true),
+                GENERATE(fp8::scale_layout::row_major, fp8::scale_layout::column_major, fp8::scale_layout::column_major_tma)};
+  return o;
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("CPU vectorized kernels equal the reference bit for bit", "[numerics][property]",
+                        qp::schemes::kernel_key_list) {
+  using Key = TestType;
+  const auto o = options_for<Key>();
+  const auto type = GENERATE(fp8::element::bf16, fp8::element::f16, fp8::element::f32);
+  const auto& scale = qp::key_of(Key::id).scale;
+  const std::int64_t group = !scale.is_static && scale.group.row == 1 && scale.group.col > 0 ? scale.group.col : 1;
+  std::mt19937 rng(20261130 + static_cast<unsigned>(Key::id) * 31 + static_cast<unsigned>(type));
+  for (int round = 0; round < 20; ++round) {
     const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 300);
-    const std::int64_t cols = round % 7 == 0 ? 1 : 1 + static_cast<std::int64_t>(rng() % 700);
+    // K: one column now and then, else up to 700; 1xG groups take whole groups.
+    const std::int64_t cols = group > 1 ? group * (1 + static_cast<std::int64_t>(rng() % 6))
+                              : round % 7 == 0 ? 1
+                                               : 1 + static_cast<std::int64_t>(rng() % 700);
     const auto s = make(rng, type, rows, cols);
-    const auto x = s.view();
-    INFO("round " << round << ": " << rows << "x" << cols << " type " << int(type));
+    INFO("round " << round << ": " << rows << "x" << cols);
+    const auto grid = qp::schemes::scale_grid(Key::id, rows, cols);
+    const auto scales = static_cast<std::size_t>(group > 1 ? fp8::scale_storage(o.groups.layout, rows, cols / group)
+                                                           : grid[0] * grid[1]);
     const auto n = static_cast<std::size_t>(rows * cols);
     std::vector<std::uint8_t> qf(n), qr(n);
-    std::vector<float> sf(static_cast<std::size_t>(rows)), sr(sf.size());
-
-    weight_kernel<qp::fp8_per_tensor>::run(x, qf.data(), sf.data(), threads);
-    ref::weight_per_tensor(x, qr.data(), sr.data());
-    require_same(qf, qr, same_code);
-    CHECK(same_float(sf[0], sr[0]));
-
-    weight_kernel<qp::fp8_per_channel>::run(x, qf.data(), sf.data(), threads);
-    ref::weight_per_channel(x, qr.data(), sr.data());
+    std::vector<float> sf(scales, -1.0f), sr(scales, -2.0f);
+    qpolicy::cpu::run_key_kernel<Key>(s.view(), o, qf.data(), sf.data(), {3});
+    qpolicy::cpu::run_key_kernel<Key, ref::weight_kernel, ref::activation_kernel>(s.view(), o, qr.data(), sr.data(),
+                                                                                  ref::no_threads{});
     require_same(qf, qr, same_code);
     require_same(sf, sr, same_float);
-
-    activation_kernel<qp::fp8_per_token>::run(x, qf.data(), sf.data(), threads);
-    ref::dynamic_per_token(x, qr.data(), sr.data());
-    require_same(qf, qr, same_code);
-    require_same(sf, sr, same_float);
-
-    activation_kernel<qp::fp8_per_tensor_dynamic>::run(x, qf.data(), sf.data(), threads);
-    ref::dynamic_per_tensor(x, qr.data(), sr.data());
-    require_same(qf, qr, same_code);
-    CHECK(same_float(sf[0], sr[0]));
-
-    for (bool variant : {false, true}) {
-      const ref::block_options o{round % 2 == 1, variant};
-      const auto blocks = static_cast<std::size_t>(((rows + 127) / 128) * ((cols + 127) / 128));
-      std::vector<float> bf(blocks), br(blocks);
-      weight_kernel<qp::fp8_per_block>::run(x, o, qf.data(), bf.data(), threads);
-      ref::block_128x128(x, o, qr.data(), br.data());
-      require_same(qf, qr, same_code);
-      require_same(bf, br, same_float);
-    }
-  }
-}
-
-TEST_CASE("CPU fast 1x128 groups equal the reference in every layout", "[numerics][property]") {
-  std::mt19937 rng(7);
-  for (int round = 0; round < 30; ++round) {
-    const auto type = static_cast<fp8::element>(round % 3);
-    const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 77), cols = 128 * (1 + static_cast<std::int64_t>(rng() % 6));
-    const auto s = make(rng, type, rows, cols);
-    for (auto layout : {fp8::scale_layout::row_major, fp8::scale_layout::column_major, fp8::scale_layout::column_major_tma}) {
-      const ref::group_options o{128, round % 2 == 0, layout};
-      const auto n = static_cast<std::size_t>(rows * cols);
-      const auto scales = static_cast<std::size_t>(fp8::scale_storage(layout, rows, cols / 128));
-      std::vector<std::uint8_t> qf(n), qr(n);
-      std::vector<float> sf(scales, -1.0f), sr(scales, -2.0f);
-      activation_kernel<qp::fp8_per_block_dynamic>::run(s.view(), o, qf.data(), sf.data(), {4});
-      ref::per_token_group(s.view(), o, qr.data(), sr.data());
-      INFO("round " << round << " layout " << int(layout));
-      require_same(qf, qr, same_code);
-      require_same(sf, sr, same_float);
-    }
   }
 }

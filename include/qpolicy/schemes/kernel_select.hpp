@@ -49,6 +49,10 @@ template <std::size_t... I>
 auto kernel_schemes(std::index_sequence<I...>)
     -> decltype(std::tuple_cat(std::conditional_t<has_kernels(static_cast<method>(I)), std::tuple<method_tag<static_cast<method>(I)>>,
                                                   std::tuple<>>{}...));
+template <std::size_t... I>
+auto kernel_keys(std::index_sequence<I...>)
+    -> decltype(std::tuple_cat(std::conditional_t<has_tensor_kernel(static_cast<key_id>(I)), std::tuple<key_tag<static_cast<key_id>(I)>>,
+                                                  std::tuple<>>{}...));
 template <class Scheme, std::size_t... I>
 auto pairs_of(std::index_sequence<I...>)
     -> decltype(std::tuple_cat(std::conditional_t<check_pairing(*contract_of(Scheme::id).scales, activation_table[I].quant, block_k) ==
@@ -62,6 +66,9 @@ auto all_pairs(std::tuple<Schemes...>*)
 /// The scheme tags with kernels, in method order: std::tuple<fp8_per_tensor, fp8_per_block, ...>. The
 /// type list tests and kernel instantiations walk (a scheme joins it by getting kernels).
 using kernel_scheme_list = decltype(detail::kernel_schemes(std::make_index_sequence<method_count>{}));
+
+/// The quant key tags with a tensor kernel, in key-table order (the kernels' property tests walk it).
+using kernel_key_list = decltype(detail::kernel_keys(std::make_index_sequence<key_count>{}));
 
 /// Every (scheme, activation key) pair a forward pass takes, as forward_pair types.
 using forward_pair_list = decltype(detail::all_pairs(static_cast<kernel_scheme_list*>(nullptr)));
