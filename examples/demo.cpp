@@ -176,26 +176,22 @@ class runner {
       cpu::linear_forward_f32({wf.data(), fp8::element::f32, n, k}, nullptr, xv, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) qp::with_activation(lp, desc.kind, [&]<class Act>(Act) {
-        if constexpr (!cpu::pairs_with<Scheme, Act>) {
-          cpu::refuse_pairing<Scheme, Act>(desc.name);
+      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
+        s.quantize_s += seconds_since(t0);
+        if (ctx_) {
+          const auto dl = cuda::upload(layer);
+          const auto dx = cuda::to_device(x.data(), x.size() * 2);
+          cuda::device_memory dout(out.size() * 2);
+          s.quantized_s += gpu_seconds(
+              [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
+          cuda::to_host(dout, out.data(), out.size() * 2);
+          s.baseline_s += gpu_bf16_seconds(t, n, k);
         } else {
           t0 = std::chrono::steady_clock::now();
-          const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
-          s.quantize_s += seconds_since(t0);
-          if (ctx_) {
-            const auto dl = cuda::upload(layer);
-            const auto dx = cuda::to_device(x.data(), x.size() * 2);
-            cuda::device_memory dout(out.size() * 2);
-            s.quantized_s += gpu_seconds(
-                [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
-            cuda::to_host(dout, out.data(), out.size() * 2);
-            s.baseline_s += gpu_bf16_seconds(t, n, k);
-          } else {
-            t0 = std::chrono::steady_clock::now();
-            cpu::linear_forward(layer, xv, out.data(), fo);
-            s.quantized_s += seconds_since(t0);
-          }
+          cpu::linear_forward(layer, xv, out.data(), fo);
+          s.quantized_s += seconds_since(t0);
         }
       });
       else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
@@ -235,26 +231,22 @@ class runner {
                            xv, route, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) qp::with_activation(lp, desc.kind, [&]<class Act>(Act) {
-        if constexpr (!cpu::pairs_with<Scheme, Act>) {
-          cpu::refuse_pairing<Scheme, Act>(desc.name);
+      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
+        s.quantize_s += seconds_since(t0);
+        if (ctx_) {
+          const auto dm = cuda::upload(layer);
+          const auto dx = cuda::to_device(x.data(), x.size() * 2);
+          cuda::device_memory dout(out.size() * 2);
+          s.quantized_s += gpu_seconds(
+              [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
+          cuda::to_host(dout, out.data(), out.size() * 2);
+          s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
         } else {
           t0 = std::chrono::steady_clock::now();
-          const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
-          s.quantize_s += seconds_since(t0);
-          if (ctx_) {
-            const auto dm = cuda::upload(layer);
-            const auto dx = cuda::to_device(x.data(), x.size() * 2);
-            cuda::device_memory dout(out.size() * 2);
-            s.quantized_s += gpu_seconds(
-                [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
-            cuda::to_host(dout, out.data(), out.size() * 2);
-            s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
-          } else {
-            t0 = std::chrono::steady_clock::now();
-            cpu::moe_forward(layer, xv, route, out.data(), fo);
-            s.quantized_s += seconds_since(t0);
-          }
+          cpu::moe_forward(layer, xv, route, out.data(), fo);
+          s.quantized_s += seconds_since(t0);
         }
       });
       else {
@@ -271,6 +263,16 @@ class runner {
 
  private:
   options opts_;
+
+  /// Runs body(Act{}) with the layer's activation key tag (the plan's, through the dispatch), or
+  /// refuses, with the pairing rule's sentence, a pairing the layer types do not take.
+  template <class Scheme, class Body>
+  static void with_pairing(const qp::layer_plan& lp, const qp::layer_desc& desc, Body&& body) {
+    qp::with_activation(lp, desc.kind, [&]<class Act>(Act act) {
+      if constexpr (!cpu::pairs_with<Scheme, Act>) cpu::refuse_pairing<Scheme, Act>(desc.name);
+      else body(act);
+    });
+  }
   std::unique_ptr<cuda::forward_context> ctx_;
 
   /// Seconds of one run of `fn` on the GPU, after a warm-up run.

@@ -130,6 +130,14 @@ constexpr std::optional<key_id> find_key(std::string_view name, key_field field)
   return std::nullopt;
 }
 
+/// The id of the row of `table` named `name` (exact, case-sensitive), as every vocabulary looks names up.
+template <class Row, std::size_t N>
+constexpr auto find_by_name(const std::array<Row, N>& table, std::string_view name) -> std::optional<decltype(Row::id)> {
+  for (const auto& row : table)
+    if (row.name == name) return row.id;
+  return std::nullopt;
+}
+
 /// Python's repr of sorted(names) for up to 16 distinct names, as vLLM's messages list them.
 template <class Names>
 constexpr std::string sorted_names_repr(const Names& names) {
@@ -188,11 +196,7 @@ inline constexpr std::array<shorthand_entry, shorthand_count> shorthand_table{{
 constexpr const shorthand_entry& entry(shorthand s) { return shorthand_table[static_cast<std::size_t>(s)]; }
 constexpr std::string_view to_string(shorthand s) { return entry(s).name; }
 
-constexpr std::optional<shorthand> find_shorthand(std::string_view name) {
-  for (const auto& e : shorthand_table)
-    if (e.name == name) return e.id;
-  return std::nullopt;
-}
+constexpr std::optional<shorthand> find_shorthand(std::string_view name) { return find_by_name(shorthand_table, name); }
 
 constexpr std::string shorthand_names_repr() {
   std::array<std::string_view, shorthand_count> names{};
@@ -217,9 +221,7 @@ inline constexpr std::array<legacy_scheme_entry, 2> legacy_scheme_table{{
 constexpr const legacy_scheme_entry& entry(legacy_scheme s) { return legacy_scheme_table[static_cast<std::size_t>(s)]; }
 constexpr std::string_view to_string(legacy_scheme s) { return entry(s).name; }
 constexpr std::optional<legacy_scheme> find_legacy_scheme(std::string_view name) {
-  for (const auto& e : legacy_scheme_table)
-    if (e.name == name) return e.id;
-  return std::nullopt;
+  return find_by_name(legacy_scheme_table, name);
 }
 /// The names `quantization` may have for a legacy config: "online" and the scheme names, sorted.
 constexpr std::string legacy_online_names_repr() {
