@@ -1,6 +1,11 @@
 // The command line of cli.md, parsed without touching any file.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
 #include "cli.hpp"
 
 namespace qpolicy::cli {
@@ -55,10 +60,30 @@ long arg_reader::integer(const std::string& name, long low, long high, const cha
 
 namespace {
 
+/// "a, b or c": how usage errors list the choices.
+template <class Names>
+std::string or_list(const Names& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += fmt::format("{}{}", i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
+  return out;
+}
+
+/// The commands, as messages list them.
+constexpr std::array<std::string_view, 4> commands{"resolve", "plan", "quantize", "quantize-tensor"};
+
+/// A flag's value from a closed list of choices; anything else is a usage error listing them.
+template <class T, std::size_t N>
+T choose(const std::string& flag, const std::string& v, const std::array<std::pair<std::string_view, T>, N>& choices) {
+  for (const auto& [name, value] : choices)
+    if (name == v) return value;
+  std::array<std::string_view, N> names{};
+  for (std::size_t i = 0; i < N; ++i) names[i] = choices[i].first;
+  throw usage_error(fmt::format("{} must be {}, got '{}'", flag, or_list(names), v));
+}
+
 device_kind parse_device(arg_reader& r) {
-  const auto v = r.value("--device");
-  if (v != "cpu" && v != "cuda") throw usage_error(fmt::format("--device must be cpu or cuda, got '{}'", v));
-  return v == "cpu" ? device_kind::cpu : device_kind::cuda;
+  constexpr std::array<std::pair<std::string_view, device_kind>, 2> devices{{{"cpu", device_kind::cpu}, {"cuda", device_kind::cuda}}};
+  return choose("--device", r.value("--device"), devices);
 }
 
 void parse_quantize_tensor(arg_reader& r, options& o) {
@@ -72,11 +97,9 @@ void parse_quantize_tensor(arg_reader& r, options& o) {
     if (a == "--key") o.key = r.value("--key");
     else if (a == "--ue8m0") o.quant.ue8m0 = true;
     else if (a == "--scale-layout") {
-      const auto v = r.value("--scale-layout");
-      if (v == "row") o.quant.layout = fp8::scale_layout::row_major;
-      else if (v == "col") o.quant.layout = fp8::scale_layout::column_major;
-      else if (v == "col-tma") o.quant.layout = fp8::scale_layout::column_major_tma;
-      else throw usage_error(fmt::format("--scale-layout must be row, col or col-tma, got '{}'", v));
+      constexpr std::array<std::pair<std::string_view, fp8::scale_layout>, 3> layouts{
+          {{"row", fp8::scale_layout::row_major}, {"col", fp8::scale_layout::column_major}, {"col-tma", fp8::scale_layout::column_major_tma}}};
+      o.quant.layout = choose("--scale-layout", r.value("--scale-layout"), layouts);
     } else if (a == "--device") o.quant.device = parse_device(r);
     else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (a == "-o" || a == "--output") o.output = r.value("-o");
@@ -103,7 +126,7 @@ void set_config(options& o, const std::string& v) {
 
 options parse_args(const std::vector<std::string>& all) {
   options o;
-  if (all.empty()) throw usage_error("missing command (resolve, plan, quantize or quantize-tensor)");
+  if (all.empty()) throw usage_error(fmt::format("missing command ({})", or_list(commands)));
   o.command = all[0];
   if (o.command == "-h" || o.command == "--help") {
     o.command = "help";
@@ -115,8 +138,8 @@ options parse_args(const std::vector<std::string>& all) {
     parse_quantize_tensor(r, o);
     return o;
   }
-  if (o.command != "resolve" && o.command != "plan" && o.command != "quantize")
-    throw usage_error(fmt::format("unknown command '{}'; expected resolve, plan, quantize or quantize-tensor", o.command));
+  if (std::find(commands.begin(), commands.end(), o.command) == commands.end())
+    throw usage_error(fmt::format("unknown command '{}'; expected {}", o.command, or_list(commands)));
   const bool plan = o.command == "plan", quantize = o.command == "quantize";
   while (!r.done()) {
     const auto& a = r.next();
@@ -135,8 +158,8 @@ options parse_args(const std::vector<std::string>& all) {
     else if (a == "--threads" && quantize) o.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (quantize && !a.empty() && a[0] != '-') o.inputs.push_back(a);
     else if (a == "--format" && plan) {
-      o.format = r.value("--format");
-      if (o.format != "table" && o.format != "json") throw usage_error(fmt::format("--format must be table or json, got '{}'", o.format));
+      constexpr std::array<std::pair<std::string_view, std::string_view>, 2> formats{{{"table", "table"}, {"json", "json"}}};
+      o.format = std::string(choose("--format", r.value("--format"), formats));
     } else if (a == "--check-shapes" && plan) o.plan.check_shapes = true;
     else if (a == "--tp" && plan) o.plan.tp = static_cast<int>(r.integer("--tp", 1, 2147483647, "a positive integer"));
     else throw usage_error(fmt::format("unknown option '{}' for {}", a, o.command));

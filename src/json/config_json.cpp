@@ -30,7 +30,7 @@ class builder {
   std::optional<key_id> spec_field(const bj::value& v, const std::string& loc, key_field field) {
     if (v.is_null()) return std::nullopt;
     if (!v.is_string()) throw abort_error{"expected str or QuantKey, got " + json_text::py_type(v)};
-    return spec_field_key(errors, loc, sv(v.get_string()), json_text::py_repr(v), field);
+    return spec_field_key(errors, loc, sv(v.get_string()), field);
   }
 
   std::optional<quant_spec> spec(const bj::object& obj, const bj::string_view name) {
@@ -38,8 +38,7 @@ class builder {
     const auto* v = obj.if_contains(name);
     if (!v || v->is_null()) return std::nullopt;
     if (v->is_string())
-      return spec_from_name(errors, field == "linear" ? layer_kind::linear : layer_kind::moe, sv(v->get_string()),
-                            json_text::py_repr(*v));
+      return spec_from_name(errors, field == "linear" ? layer_kind::linear : layer_kind::moe, sv(v->get_string()));
     if (!v->is_object()) {
       field_error(field, "Input should be a dictionary or an instance of QuantSpec");
       return std::nullopt;
@@ -129,7 +128,7 @@ std::optional<legacy_scheme> legacy_field(builder& b, const bj::object& obj, bj:
     b.field_error(std::string(sv(name)), legacy_scheme_type_message());
     return std::nullopt;
   }
-  return legacy_scheme_field(b.errors, std::string(sv(name)), sv(v->get_string()), json_text::py_repr(*v));
+  return legacy_scheme_field(b.errors, std::string(sv(name)), sv(v->get_string()));
 }
 
 legacy_config build_legacy(const bj::object& obj) {
@@ -148,8 +147,9 @@ resolved_config resolve_legacy(const maybe<std::string>& q, std::optional<bj::ob
   legacy_global_field global;
   if (cfg)
     if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null())
-      global = classify_legacy_global(existing->is_string(), existing->is_string() ? sv(existing->get_string()) : std::string_view(),
-                                      json_text::py_repr(*existing));
+      global = existing->is_string()
+                   ? classify_legacy_global(sv(existing->get_string()))
+                   : legacy_global_field{legacy_global_field::kind::other_value, {}, json_text::py_repr(*existing)};
   if (auto e = check_legacy_quantization(q, cfg.has_value(), global)) throw config_error(*e);
   maybe<legacy_config> built;
   if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(*cfg);

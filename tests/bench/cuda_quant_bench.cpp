@@ -11,6 +11,7 @@
 #include "../support/random_operands.hpp"
 #include "kernels/cuda/quant.hpp"
 #include "kernels/cuda/device_info.hpp"
+#include "kernels/cuda/device_memory.hpp"
 #include "best_gpu_time.hpp"
 
 namespace qp = qpolicy;
@@ -31,16 +32,13 @@ int main() {
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   std::mt19937 rng(1);
   const auto host = qpolicy::test::random_bf16(n, 0.02f, rng);
-  void *in = nullptr, *copy = nullptr;
-  std::uint8_t* q = nullptr;
-  float* s = nullptr;
-  std::uint32_t* scratch = nullptr;
-  cudaMalloc(&in, n * 2);
-  cudaMalloc(&copy, n * 2);
-  cudaMalloc(reinterpret_cast<void**>(&q), n);
-  cudaMalloc(reinterpret_cast<void**>(&s), static_cast<std::size_t>(rows) * 64 * sizeof(float));
-  cudaMalloc(reinterpret_cast<void**>(&scratch), 4);
-  cudaMemcpy(in, host.data(), n * 2, cudaMemcpyHostToDevice);
+  const qp::cuda::device_memory in_memory = qp::cuda::to_device(host.data(), n * 2), copy_memory(n * 2), q_memory(n),
+                                 s_memory(static_cast<std::size_t>(rows) * 64 * sizeof(float)), scratch_memory(4);
+  void* in = in_memory.get();
+  void* copy = copy_memory.get();
+  auto* q = q_memory.as<std::uint8_t>();
+  auto* s = s_memory.as<float>();
+  auto* scratch = scratch_memory.as<std::uint32_t>();
   const fp8::input_view x{in, fp8::element::bf16, rows, cols};
   const double bytes = static_cast<double>(n * 2);
   const double memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
@@ -60,10 +58,5 @@ int main() {
     const double ms = best_ms(fn);
     std::printf("bench: cuda_%s %.1f GB/s vs device_memcpy %.2fx\n", name, bytes / ms / 1e6, memcpy_ms / ms);
   }
-  cudaFree(in);
-  cudaFree(copy);
-  cudaFree(q);
-  cudaFree(s);
-  cudaFree(scratch);
   return 0;
 }

@@ -16,6 +16,14 @@ static_assert(plan["model.layers.0.self_attn.o_proj"].decided == qp::method::unq
 static_assert(plan["model.layers.23.mlp.down_proj"].decided == qp::method::fp8_per_block);
 static_assert(plan.count(qp::method::fp8_per_block) == 72);
 
+// A fused layer with shard sizes: the model rules (the shard sum, checked arithmetic) run in nvcc's
+// constant evaluation too.
+constexpr auto fused_model = qp::model(
+    qp::packed("qkv_proj", {"q_proj", "k_proj", "v_proj"}),
+    qp::linear("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", {1536, 1024}).with_shards({1024, 256, 256}));
+constexpr auto& fused_plan = qp::plan_for<qp::fp8_per_block, fused_model>;
+static_assert(fused_plan["model.layers.0.self_attn.qkv_proj"].decided == qp::method::fp8_per_block);
+
 // A kernel per scheme, templated on the tag type (class-type NTTPs do not build here): it writes the
 // method id its scheme carries, so a launch shows which instantiation ran.
 template <class Scheme>

@@ -1,6 +1,6 @@
 #pragma once
-// For the GPU tests and benchmarks: device memory (allocated, filled from and read back to host
-// vectors) and the device check every GPU test starts with.
+// For the GPU tests and benchmarks: typed device memory (cuda::device_array: allocated, filled from and
+// read back to host vectors) and the device check every GPU test starts with.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -9,29 +9,13 @@
 #include <vector>
 
 #include "kernels/cuda/device_info.hpp"
+#include "kernels/cuda/device_memory.hpp"
 
 namespace qpolicy::test {
 
-/// `n` elements of T on the device, freed at scope exit.
+/// `n` elements of T on the device, freed at scope exit: the library's one device-memory type.
 template <class T>
-struct device_buffer {
-  T* ptr = nullptr;
-  explicit device_buffer(std::size_t n) {
-    if (cudaMalloc(&ptr, sizeof(T) * (n ? n : 1)) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
-  }
-  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
-    if (cudaMemcpy(ptr, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice) != cudaSuccess)
-      throw std::runtime_error("cudaMemcpy to the device failed");
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  ~device_buffer() { cudaFree(ptr); }
-  std::vector<T> get(std::size_t n) const {
-    std::vector<T> out(n);
-    if (cudaMemcpy(out.data(), ptr, sizeof(T) * n, cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("cudaMemcpy failed");
-    return out;
-  }
-};
+using device_buffer = qpolicy::cuda::device_array<T>;
 
 /// Failures of a GPU test: counted, the first 30 printed.
 inline int failures = 0;

@@ -20,26 +20,26 @@ struct field_errors {
   constexpr void add(const std::string& loc, const std::string& message) { errors.push_back(diagnostic{loc, message}); }
 };
 
+// Each rule takes a string value as it was given; its Python repr is made only for a message.
+
 /// A spec field (`linear.weight`, `moe.activation`) given as a key name: the key, or a field error at
 /// `loc` naming the value.
-constexpr std::optional<key_id> spec_field_key(field_errors& e, const std::string& loc, std::string_view name,
-                                               std::string_view repr, key_field field) {
+constexpr std::optional<key_id> spec_field_key(field_errors& e, const std::string& loc, std::string_view name, key_field field) {
   if (auto k = find_key(name, field)) return k;
-  e.add(loc, unknown_quantization_name_message(repr));
+  e.add(loc, unknown_quantization_name_message(text::py_repr(name)));
   return std::nullopt;
 }
 
 /// A spec given as a string (`"linear": "fp8_per_block"`): a shorthand fills the slot of `field`, a
 /// key name is the weight.
-constexpr std::optional<quant_spec> spec_from_name(field_errors& e, layer_kind field, std::string_view name,
-                                                   std::string_view repr) {
+constexpr std::optional<quant_spec> spec_from_name(field_errors& e, layer_kind field, std::string_view name) {
   if (auto sh = find_shorthand(name)) {
     auto slot = shorthand_slot(*sh, field);
     if (slot.error) e.add(slot.error->loc, slot.error->message);
     return slot.value;
   }
   if (auto k = find_key(name, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
-  e.add(std::string(to_string(field)), unknown_quantization_name_message(repr));
+  e.add(std::string(to_string(field)), unknown_quantization_name_message(text::py_repr(name)));
   return std::nullopt;
 }
 
@@ -65,10 +65,9 @@ constexpr std::optional<shorthand> target_value(field_errors& e, const std::stri
 
 /// A legacy scheme field (`global_scheme`, `linear_scheme_override`, `moe_scheme_override`) given as a
 /// string: the scheme, or a field error naming the value.
-constexpr std::optional<legacy_scheme> legacy_scheme_field(field_errors& e, const std::string& field, std::string_view name,
-                                                           std::string_view repr) {
+constexpr std::optional<legacy_scheme> legacy_scheme_field(field_errors& e, const std::string& field, std::string_view name) {
   if (auto s = find_legacy_scheme(name)) return s;
-  e.add(field, legacy_not_a_scheme_message(repr));
+  e.add(field, legacy_not_a_scheme_message(text::py_repr(name)));
   return std::nullopt;
 }
 
@@ -82,13 +81,12 @@ constexpr std::string legacy_scheme_type_message() {
   return out;
 }
 
-/// quantization_config['global_scheme'] as given (present and not null), for the checks against
-/// `quantization`: a scheme, another string, or another value (`is_string`, then `name`).
-constexpr legacy_global_field classify_legacy_global(bool is_string, std::string_view name, std::string_view repr) {
+/// quantization_config['global_scheme'] given as a string (present and not null), for the checks
+/// against `quantization`: a scheme, or another string. (Another value is other_value, with its repr.)
+constexpr legacy_global_field classify_legacy_global(std::string_view name) {
   using k = legacy_global_field::kind;
-  if (is_string)
-    if (auto s = find_legacy_scheme(name)) return {k::scheme, *s, {}};
-  return {is_string ? k::other_string : k::other_value, {}, std::string(repr)};
+  if (auto s = find_legacy_scheme(name)) return {k::scheme, *s, {}};
+  return {k::other_string, {}, text::py_repr(name)};
 }
 
 }  // namespace qpolicy

@@ -3,6 +3,7 @@
 // expert indices, allocation sizes, thread splits) is computed through these, so a hostile dimension is
 // an error with a message instead of signed overflow, a wrapped allocation or an endless loop.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -10,17 +11,25 @@
 
 namespace qpolicy::checked {
 
+// Plain comparisons rather than __builtin_*_overflow: nvcc's front end cannot run the builtins during
+// constant evaluation, and the typed model definitions check shard sums at compile time in .cu files.
+inline constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+inline constexpr std::int64_t int64_min = std::numeric_limits<std::int64_t>::min();
+
 /// a * b, or nothing when the product does not fit in int64.
 constexpr std::optional<std::int64_t> mul(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
-  return r;
+  if (a == 0 || b == 0) return std::int64_t{0};
+  if ((a == -1 && b == int64_min) || (b == -1 && a == int64_min)) return std::nullopt;
+  const bool same_sign = (a > 0) == (b > 0);
+  // |a * b| <= limit, checked by division: limit / |b| >= |a| (b != 0, no overflow in the division).
+  if (same_sign ? (a > 0 ? a > int64_max / b : a < int64_max / b) : (a > 0 ? b < int64_min / a : a < int64_min / b))
+    return std::nullopt;
+  return a * b;
 }
 /// a + b, or nothing when the sum does not fit in int64.
 constexpr std::optional<std::int64_t> add(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
-  return r;
+  if ((b > 0 && a > int64_max - b) || (b < 0 && a < int64_min - b)) return std::nullopt;
+  return a + b;
 }
 /// ceil(a / b) for a >= 0, b > 0, without the a + b - 1 that overflows near the top of the range.
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }

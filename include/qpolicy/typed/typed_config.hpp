@@ -102,7 +102,7 @@ constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& l
     return std::nullopt;
   } else {
     const auto name = tag_name<Tag>();
-    return spec_field_key(e, loc, name, text::py_repr(name), field);
+    return spec_field_key(e, loc, name, field);
   }
 }
 
@@ -114,7 +114,7 @@ constexpr std::optional<quant_spec> lower_spec(field_errors& e) {
   if constexpr (!std::is_same_v<W, unset> && !std::is_same_v<W, null> && std::is_same_v<A, unset>) {
     // The string form: a shorthand fills the slot, a key name is the weight.
     const auto name = tag_name<W>();
-    return spec_from_name(e, Spec::field, name, text::py_repr(name));
+    return spec_from_name(e, Spec::field, name);
   } else {
     quant_spec s;
     if constexpr (!std::is_same_v<W, unset>) {
@@ -203,7 +203,7 @@ constexpr current_config lower_config(field_errors& e, quant_config<Parts...>) {
 template <class Scheme>
 constexpr std::optional<legacy_scheme> lower_scheme(field_errors& e, const char* field) {
   const auto name = tag_name<Scheme>();
-  return legacy_scheme_field(e, field, name, text::py_repr(name));
+  return legacy_scheme_field(e, field, name);
 }
 
 template <class... Parts>
@@ -211,7 +211,7 @@ constexpr legacy_global_field legacy_global(online_quant_config<Parts...>) {
   legacy_global_field g;
   with_part<is_global_part, Parts...>([&]<class P>(P) {
     const auto name = tag_name<typename P::scheme>();
-    g = classify_legacy_global(true, name, text::py_repr(name));
+    g = classify_legacy_global(name);
   });
   return g;
 }
