@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   if (cases_path) {
     std::ifstream in(cases_path);
+    if (!in) {
+      std::fprintf(stderr, "config fuzz seeds: cannot read QPOLICY_CONFIG_CASES=%s\n", cases_path);
+      return 1;
+    }
     std::ostringstream s;
     s << in.rdbuf();
     const auto doc = boost::json::parse(s.str());

@@ -9,6 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${QPOLICY_FUZZ_DIR:-$(mktemp -d)}
 export QPOLICY_CONFIG_CASES=${QPOLICY_CONFIG_CASES:-$root/../shared/conformance/config_cases.json}
 export QPOLICY_MODELS=${QPOLICY_MODELS:-$root/../shared/models}
+[ -f "$QPOLICY_CONFIG_CASES" ] || { echo "fuzz: $QPOLICY_CONFIG_CASES is missing (set QPOLICY_CONFIG_CASES)"; exit 1; }
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found, skipped"; exit 0; }
 if [ "$arg" = LONG ]; then limit=(-runs="${QPOLICY_FUZZ_RUNS:-10000000}"); else limit=(-max_total_time="$arg"); fi
 flags=(-std=c++20 -O1 -g -I"$root/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined -fno-sanitize-recover=undefined)
