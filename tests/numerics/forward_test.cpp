@@ -53,27 +53,24 @@ double relative_error(const std::vector<std::uint16_t>& out, const std::vector<f
 }  // namespace
 
 TEST_CASE("tiled FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
-  std::mt19937 rng(7);
-  for (std::int64_t m : {1, 5, 67})
-    for (std::int64_t n : {1, 33, 130, 256})
-      for (std::int64_t k : {128, 256, 200}) {
-        INFO("m=" << m << " n=" << n << " k=" << k);
-        const auto a = random_codes(static_cast<std::size_t>(m * k), rng), w = random_codes(static_cast<std::size_t>(n * k), rng);
-        std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
-        for (bool a_rows : {false, true})
-          for (bool w_rows : {false, true}) {
-            const auto sa = random_scales(static_cast<std::size_t>(m), rng), sw = random_scales(static_cast<std::size_t>(n), rng);
-            cpu::reference::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, want.data());
-            cpu::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, got.data(), nullptr, {3});
-            REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
-          }
-        if (k % 128 != 0) continue;
-        const auto sa = random_scales(static_cast<std::size_t>(m * (k / 128)), rng);
-        const auto sw = random_scales(static_cast<std::size_t>(((n + 127) / 128) * (k / 128)), rng);
-        cpu::reference::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, want.data());
-        cpu::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, got.data(), nullptr, {2});
-        REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
-      }
+  const std::int64_t m = GENERATE(1, 5, 67), n = GENERATE(1, 33, 130, 256), k = GENERATE(128, 256, 200);
+  INFO("m=" << m << " n=" << n << " k=" << k);
+  std::mt19937 rng(static_cast<unsigned>(7 + m * 1000 + n * 10 + k));
+  const auto a = random_codes(static_cast<std::size_t>(m * k), rng), w = random_codes(static_cast<std::size_t>(n * k), rng);
+  std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+  for (bool a_rows : {false, true})
+    for (bool w_rows : {false, true}) {
+      const auto sa = random_scales(static_cast<std::size_t>(m), rng), sw = random_scales(static_cast<std::size_t>(n), rng);
+      cpu::reference::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, want.data());
+      cpu::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, got.data(), nullptr, {3});
+      REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  if (k % 128 != 0) return;  // block scaling takes whole 128-wide K chunks
+  const auto sa = random_scales(static_cast<std::size_t>(m * (k / 128)), rng);
+  const auto sw = random_scales(static_cast<std::size_t>(((n + 127) / 128) * (k / 128)), rng);
+  cpu::reference::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, want.data());
+  cpu::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, got.data(), nullptr, {2});
+  REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("the float32 GEMM baseline computes A W^T", "[gemm]") {
@@ -125,26 +122,25 @@ TEMPLATE_LIST_TEST_CASE("linear forward per scheme: vectorized = reference, erro
   using Scheme = typename TestType::scheme;
   using Act = typename TestType::activation;
   const double bound = coarse<TestType> ? linear_bound_per_tensor : linear_bound_fine;
-  std::mt19937 rng(11);
-  for (const auto& c : linear_cases) {
-    INFO(c.what << " [" << c.out_features << ", " << c.in_features << "]");
-    const auto w = random_bf16(c.out_features, c.in_features, 0.02f, rng);
-    const auto x = random_bf16(16, c.in_features, 1.0f, rng);
-    std::vector<float> bias(static_cast<std::size_t>(c.out_features));
-    for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i % 7);
-    const auto layer = cpu::quantize_linear<Scheme, Act>(w.view(), bias.data());
-    std::vector<std::uint16_t> fast(static_cast<std::size_t>(16 * c.out_features)), slow(fast.size());
-    cpu::linear_forward(layer, x.view(), fast.data());
-    cpu::linear_forward(layer, x.view(), slow.data(), {cpu::kernel_path::reference, 1});
-    REQUIRE(fast == slow);
-    std::vector<float> ref(fast.size());
-    cpu::linear_forward_f32(w.view(), bias.data(), x.view(), ref.data());
-    const double err = relative_error(fast, ref);
-    INFO("relative error " << err << " (bound " << bound << ")");
-    CHECK(err == err);
-    CHECK(err <= bound);
-    CHECK(err > 0.005);  // it is quantized: a zero error would mean the float path ran
-  }
+  const auto& c = GENERATE(from_range(std::begin(linear_cases), std::end(linear_cases)));
+  std::mt19937 rng(static_cast<unsigned>(11 + c.out_features));
+  INFO(c.what << " [" << c.out_features << ", " << c.in_features << "]");
+  const auto w = random_bf16(c.out_features, c.in_features, 0.02f, rng);
+  const auto x = random_bf16(16, c.in_features, 1.0f, rng);
+  std::vector<float> bias(static_cast<std::size_t>(c.out_features));
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i % 7);
+  const auto layer = cpu::quantize_linear<Scheme, Act>(w.view(), bias.data());
+  std::vector<std::uint16_t> fast(static_cast<std::size_t>(16 * c.out_features)), slow(fast.size());
+  cpu::linear_forward(layer, x.view(), fast.data());
+  cpu::linear_forward(layer, x.view(), slow.data(), {cpu::kernel_path::reference, 1});
+  REQUIRE(fast == slow);
+  std::vector<float> ref(fast.size());
+  cpu::linear_forward_f32(w.view(), bias.data(), x.view(), ref.data());
+  const double err = relative_error(fast, ref);
+  INFO("relative error " << err << " (bound " << bound << ")");
+  CHECK(err == err);
+  CHECK(err <= bound);
+  CHECK(err > 0.005);  // it is quantized: a zero error would mean the float path ran
 }
 
 TEMPLATE_LIST_TEST_CASE("MoE forward per scheme: vectorized = reference, error within the FP8 bound", "[forward]",
