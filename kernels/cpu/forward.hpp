@@ -34,15 +34,14 @@ namespace detail {
 /// gets a placeholder here: the layer types' static_asserts then say what is wrong, in a sentence.
 template <class Scheme>
 constexpr key_id default_activation(layer_kind kind) {
-  const auto* c = schemes::find_contract(Scheme::id);
-  const auto& key = kind == layer_kind::moe ? c->moe_activation : c->linear_activation;
+  const auto key = schemes::default_activation(Scheme::id, kind);
   return schemes::has_kernels(Scheme::id) && key ? *key : key_id::fp8_per_tensor_dynamic;
 }
 template <class Scheme, class Act>
 constexpr bool pairs() {
-  const auto* a = schemes::find_activation(Act::id);
-  return a && schemes::check_pairing(*schemes::contract_of(Scheme::id).scales, a->quant, schemes::block_k) ==
-                  schemes::pairing::ok;
+  return schemes::has_activation(Act::id) &&
+         schemes::check_pairing(*schemes::contract_of(Scheme::id).scales, schemes::activation_quant_of(Act::id),
+                                schemes::block_k) == schemes::pairing::ok;
 }
 }  // namespace detail
 
@@ -59,15 +58,15 @@ template <class Scheme, class Act>
 struct forward_pairing {
   static_assert(schemes::has_kernels(Scheme::id),
                 "this scheme has no forward pass in this build: its contract row has no weight-scale layout yet");
-  static_assert(!schemes::has_kernels(Scheme::id) || schemes::find_activation(Act::id) != nullptr,
+  static_assert(!schemes::has_kernels(Scheme::id) || schemes::has_activation(Act::id),
                 "the activation of a forward pass must be a dynamic activation key with a quantizer");
-  static_assert(!schemes::has_kernels(Scheme::id) || !schemes::find_activation(Act::id) || detail::pairs<Scheme, Act>(),
+  static_assert(!schemes::has_kernels(Scheme::id) || !schemes::has_activation(Act::id) || detail::pairs<Scheme, Act>(),
                 "128x128 weight blocks pair with 1x128 activation groups (fp8_per_block_dynamic) and only with them");
   // Guarded, so that a failed assertion above is the only error shown.
   static constexpr weight_scales weights =
       schemes::has_kernels(Scheme::id) ? *schemes::contract_of(Scheme::id).scales : weight_scales::per_tensor;
   static constexpr activation_quant activation =
-      schemes::find_activation(Act::id) ? schemes::find_activation(Act::id)->quant : activation_quant::per_tensor;
+      schemes::has_activation(Act::id) ? schemes::activation_quant_of(Act::id) : activation_quant::per_tensor;
   static constexpr bool blocks = weights == weight_scales::block_128x128;
 };
 
@@ -83,10 +82,10 @@ inline constexpr bool pairs_with = has_forward<Scheme> && detail::pairs<Scheme, 
 /// "WHAT: " and the pairing rule's sentence.
 template <class Scheme, class Act>
 [[noreturn]] void refuse_pairing(const std::string& what) {
-  const auto* a = schemes::find_activation(Act::id);
-  throw std::invalid_argument(what + ": " + (has_forward<Scheme> && a ? schemes::pairing_sentence(
-                                                 *schemes::contract_of(Scheme::id).scales, a->quant, schemes::block_k)
-                                                                       : std::string("this scheme has no forward pass in this build")));
+  throw std::invalid_argument(what + ": " + (has_forward<Scheme> && schemes::has_activation(Act::id)
+                                                 ? schemes::pairing_sentence(*schemes::contract_of(Scheme::id).scales,
+                                                                             schemes::activation_quant_of(Act::id), schemes::block_k)
+                                                 : std::string("this scheme has no forward pass in this build")));
 }
 
 /// Which kernels a forward pass runs: the vectorized ones or the reference ones (the same bits).

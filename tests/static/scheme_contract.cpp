@@ -32,15 +32,19 @@ static_assert(!sc::dispatch_method(qp::key_id::fp8_per_tensor_static, qp::layer_
 // Every shorthand is a scheme of the contract, with the shorthand's weight key.
 consteval bool shorthands_have_contracts() {
   for (const auto& s : qp::shorthand_table) {
-    const sc::scheme_contract* c = nullptr;
-    for (std::size_t m = 0; m < qp::method_count; ++m)
-      if (qp::to_string(static_cast<qp::method>(m)) == s.name) c = sc::find_contract(static_cast<qp::method>(m));
-    if (!c || c->weight_key != *s.moe_weight) return false;
+    bool found = false;
+    for (std::size_t m = 0; m < qp::method_count; ++m) {
+      const auto method = static_cast<qp::method>(m);
+      if (qp::to_string(method) != s.name) continue;
+      found = sc::has_contract(method) && sc::contract_of(method).weight_key == *s.moe_weight;
+    }
+    if (!found) return false;
   }
   return true;
 }
 static_assert(shorthands_have_contracts());
-static_assert(!sc::find_contract(qp::method::none) && !sc::find_contract(qp::method::unquantized));
+static_assert(!sc::has_contract(qp::method::none) && !sc::has_contract(qp::method::unquantized));
+static_assert(sc::has_activation(qp::key_id::fp8_per_token) && !sc::has_activation(qp::key_id::fp8_per_tensor_static));
 
 // Scale shapes from the keys' group shapes.
 static_assert(sc::scale_grid(qp::key_id::fp8_per_block_static, 300, 200) == std::array<std::int64_t, 2>{3, 2});

@@ -78,7 +78,7 @@ constexpr void with_key(key_id k, Fn&& fn) {
 
 /// The activation keys with a quantizer (the contract's activation rows), as tag types.
 inline constexpr auto activation_key_types =
-    boost::hana::filter(key_types, [](auto t) { return boost::hana::bool_c<schemes::find_activation(decltype(t)::type::id) != nullptr>; });
+    boost::hana::filter(key_types, [](auto t) { return boost::hana::bool_c<schemes::has_activation(decltype(t)::type::id)>; });
 
 /// The activation key a planned layer of kind `kind` runs with: its explicit key, or its scheme's
 /// default. Throws std::invalid_argument for a layer without activation quantization (activation:
@@ -88,8 +88,7 @@ inline key_id activation_key_of(const layer_plan& l, layer_kind kind) {
   if (l.activation == activation_kind::none)
     throw std::invalid_argument("the plan gives this layer no activation quantization (activation: null); the FP8 GEMMs "
                                 "need FP8 activations");
-  const auto* c = schemes::find_contract(l.decided);
-  const auto key = !c ? std::nullopt : kind == layer_kind::moe ? c->moe_activation : c->linear_activation;
+  const auto key = schemes::default_activation(l.decided, kind);
   if (!key) throw std::invalid_argument(std::string(to_string(l.decided)) + " has no default activation quantizer");
   return *key;
 }
@@ -99,7 +98,7 @@ inline key_id activation_key_of(const layer_plan& l, layer_kind kind) {
 template <class Fn>
 void with_activation(const layer_plan& l, layer_kind kind, Fn&& fn) {
   const key_id key = activation_key_of(l, kind);
-  if (!schemes::find_activation(key)) {
+  if (!schemes::has_activation(key)) {
     std::string keys;
     for (const auto& a : schemes::activation_table) keys += (keys.empty() ? "" : ", ") + key_name(a.key);
     throw std::invalid_argument("activation key " + key_name(key) + " has no FP8 activation quantizer (" + keys + " have one)");

@@ -33,10 +33,11 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
     const std::string scheme(to_string(l.decided));
     // What the scheme's kernels need (its contract): block-scaled GEMMs need K in whole blocks; the
     // other scaled GEMMs prefer dimensions in multiples of 16. Schemes without kernels get no checks.
-    const auto* contract = schemes::find_contract(l.decided);
-    const bool blocks = contract && contract->scales == schemes::weight_scales::block_128x128;
-    const bool scaled = contract && contract->scales && !blocks;
-    const std::int64_t bk = schemes::block_k, multiple = contract ? contract->preferred_multiple : 1;
+    const bool has_contract = schemes::has_contract(l.decided);
+    const auto scales = has_contract ? schemes::contract_of(l.decided).scales : std::nullopt;
+    const bool blocks = scales == schemes::weight_scales::block_128x128;
+    const bool scaled = scales && !blocks;
+    const std::int64_t bk = schemes::block_k, multiple = has_contract ? schemes::contract_of(l.decided).preferred_multiple : 1;
     if (layer.kind == layer_kind::linear && layer.shape.size() == 2) {
       const auto out = layer.shape[0], in = layer.shape[1];
       const bool split_in = tp > 1 && detail::row_parallel(layer);

@@ -63,18 +63,27 @@ inline constexpr std::array<scheme_contract, 7> scheme_table{{
      std::nullopt, std::nullopt, "weight_scale", 16},
 }};
 
-/// The contract of a quantizing method; nullptr for `none` and `unquantized`.
-constexpr const scheme_contract* find_contract(method m) {
-  for (const auto& c : scheme_table)
-    if (c.id == m) return &c;
-  return nullptr;
+// Lookups return indices and values, not pointers: GCC 12's UBSan (-fsanitize=null) makes a pointer's
+// comparison with null non-constant, and these run during constant evaluation in every kernel TU.
+
+/// The row of method `m` in scheme_table, or scheme_table.size() for `none` and `unquantized`.
+constexpr std::size_t contract_index(method m) {
+  std::size_t i = 0;
+  while (i < scheme_table.size() && scheme_table[i].id != m) ++i;
+  return i;
 }
-constexpr const scheme_contract& contract_of(method m) { return *find_contract(m); }
+/// Whether a method has a contract (every quantizing method does).
+constexpr bool has_contract(method m) { return contract_index(m) < scheme_table.size(); }
+/// The contract of a quantizing method (has_contract(m) must hold).
+constexpr const scheme_contract& contract_of(method m) { return scheme_table[contract_index(m)]; }
 
 /// Whether this build has kernels for a method (every method without a contract: nothing to run).
-constexpr bool has_kernels(method m) {
-  const auto* c = find_contract(m);
-  return c && c->scales.has_value();
+constexpr bool has_kernels(method m) { return has_contract(m) && contract_of(m).scales.has_value(); }
+
+/// A method's default activation key for a layer kind, if it has one.
+constexpr std::optional<key_id> default_activation(method m, layer_kind kind) {
+  if (!has_contract(m)) return std::nullopt;
+  return kind == layer_kind::moe ? contract_of(m).moe_activation : contract_of(m).linear_activation;
 }
 
 /// The dispatch table (spec §3.6): the method a weight key selects for a layer kind, if any.
@@ -107,16 +116,21 @@ inline constexpr std::array<activation_contract, 3> activation_table{{
     {key_id::fp8_per_block_dynamic, activation_quant::group_128},
 }};
 
-constexpr const activation_contract* find_activation(key_id k) {
-  for (const auto& a : activation_table)
-    if (a.key == k) return &a;
-  return nullptr;
+/// The row of key `k` in activation_table, or activation_table.size() when it has no quantizer.
+constexpr std::size_t activation_index(key_id k) {
+  std::size_t i = 0;
+  while (i < activation_table.size() && activation_table[i].key != k) ++i;
+  return i;
 }
+/// Whether a key is a dynamic activation key with a quantizer.
+constexpr bool has_activation(key_id k) { return activation_index(k) < activation_table.size(); }
+/// The GEMM-side grouping of an activation key's scales (has_activation(k) must hold).
+constexpr activation_quant activation_quant_of(key_id k) { return activation_table[activation_index(k)].quant; }
 
 /// Whether quantize-tensor (and so the checkpoint writer) has a kernel for a key's formula: the weight
 /// keys of schemes with kernels, and the activation keys with a quantizer.
 constexpr bool has_tensor_kernel(key_id k) {
-  if (find_activation(k)) return true;
+  if (has_activation(k)) return true;
   for (const auto& c : scheme_table)
     if (c.weight_key == k && c.scales) return true;
   return false;
