@@ -1,0 +1,124 @@
+// The low-precision formats (low-precision-numerics.md §1, §7) against every entry of the format cases
+// of shared/conformance/low_precision_cases.json: e2m1 encode and decode, E8M0 decode, the CEIL,
+// UE8M0-RP and EVEN encoders (alone and in each scheme's scale formula), and the 128x4 scale layout.
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "qpolicy/numerics/low_precision.hpp"
+
+namespace bj = boost::json;
+namespace lp = qpolicy::lp;
+using qpolicy::fp8::bits_of;
+using qpolicy::fp8::float_of;
+
+namespace {
+
+const bj::object& low_precision_case(std::string_view id) {
+  static const bj::value doc = [] {
+    const char* path = std::getenv("QPOLICY_LOW_PRECISION_CASES");
+    if (!path) FAIL("QPOLICY_LOW_PRECISION_CASES is not set (run through meson test)");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) FAIL("cannot read QPOLICY_LOW_PRECISION_CASES=" << path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return bj::parse(s.str());
+  }();
+  for (const auto& c : doc.at("cases").as_array())
+    if (c.at("id").as_string() == id) return c.as_object();
+  FAIL("no case " << id);
+  throw;
+}
+
+std::uint32_t hex32(const bj::value& v) { return static_cast<std::uint32_t>(std::stoul(std::string(v.as_string()), nullptr, 16)); }
+int byte_of(const bj::value& v) { return static_cast<int>(v.as_int64()); }
+
+std::vector<std::uint8_t> bytes(const bj::value& v) {
+  const auto text = v.as_string();
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 2 <= text.size(); i += 2)
+    out.push_back(static_cast<std::uint8_t>(std::stoul(std::string(text.data() + i, 2), nullptr, 16)));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("e2m1 encode: round to nearest even code, saturate, keep the sign", "[numerics][low_precision]") {
+  const auto& c = low_precision_case("e2m1_encode_table");
+  std::size_t checked = 0;
+  for (const auto& e : c.at("entries").as_array()) {
+    const float x = float_of(hex32(e.at("x_f32_hex")));
+    INFO("x = " << e.at("x").as_string());
+    // NaN has no code: qpolicy follows vLLM's Triton bit path (0x7 | sign); finite and inf inputs take
+    // PTX's cvt.rn.satfinite (which every oracle agrees with there).
+    const auto& want = std::isnan(x) ? e.at("vllm_triton_bits") : e.at("rne_satfinite");
+    CHECK(int(lp::e2m1_encode(x)) == byte_of(want));
+    ++checked;
+  }
+  CHECK(checked == 38);
+}
+
+TEST_CASE("e2m1 decode and packing", "[numerics][low_precision]") {
+  for (const auto& v : low_precision_case("e2m1_decode_table").at("values").as_array()) {
+    const auto code = static_cast<std::uint8_t>(v.at("code").as_int64());
+    INFO("code " << int(code));
+    CHECK(bits_of(lp::e2m1_value(code)) == hex32(v.at("f32_hex")));
+    CHECK(lp::e2m1_encode(lp::e2m1_value(code)) == code);  // every code is its own value's encoding
+  }
+  const auto byte = lp::e2m1_pack(0x3, 0xC);  // element 2j in the low nibble
+  CHECK(byte == 0xC3);
+  CHECK(lp::e2m1_low(byte) == 0x3);
+  CHECK(lp::e2m1_high(byte) == 0xC);
+}
+
+TEST_CASE("E8M0 decode: 2^(b-127), b = 0 subnormal, 255 NaN", "[numerics][low_precision]") {
+  const auto& values = low_precision_case("e8m0_decode_table").at("values_f32_hex").as_array();
+  REQUIRE(values.size() == 256);
+  for (int b = 0; b < 256; ++b) {
+    INFO("byte " << b);
+    const float got = lp::e8m0_value(static_cast<std::uint8_t>(b));
+    const float want = float_of(hex32(values[static_cast<std::size_t>(b)]));
+    if (std::isnan(want)) CHECK(std::isnan(got));
+    else CHECK(bits_of(got) == bits_of(want));
+  }
+}
+
+TEST_CASE("E8M0 encoders: CEIL and UE8M0-RP per scale, and each scheme's byte per block amax", "[numerics][low_precision]") {
+  const auto& c = low_precision_case("e8m0_encode_table");
+  for (const auto& e : c.at("entries").as_array()) {
+    const float r = float_of(hex32(e.at("r_f32_hex")));
+    INFO("r = " << e.at("r").as_string());
+    if (!e.at("ceil_log2_byte").is_null()) CHECK(int(lp::e8m0_ceil(r)) == byte_of(e.at("ceil_log2_byte")));
+    CHECK(int(lp::e8m0_round_up(r)) == byte_of(e.at("ue8m0_fast_byte")));
+  }
+  // The scale formulas of each scheme, from a block's amax (§3.2, §3.3, §4.2, §4.3).
+  const float tiny = float_of(0x00800000u), r448 = float_of(0x3B124925u), r6 = float_of(0x3E2AAAABu);
+  for (const auto& e : c.at("per_amax").as_array()) {
+    const float a = float_of(hex32(e.at("amax_f32_hex")));
+    INFO("amax = " << e.at("amax").as_string());
+    CHECK(int(lp::e8m0_ceil((a > tiny ? a : tiny) / 448.0f)) == byte_of(e.at("mxfp8_torch_byte")));
+    CHECK(int(lp::e8m0_round_up(a * r448)) == byte_of(e.at("mxfp8_flashinfer_byte")));
+    CHECK(int(lp::e8m0_even(a)) == byte_of(e.at("mxfp4_even_byte")));
+    CHECK(int(lp::e8m0_round_up(a * r6)) == byte_of(e.at("mxfp4_flashinfer_rceil_byte")));
+  }
+}
+
+TEST_CASE("the 128x4 scale layout places every scale as vLLM's swizzles do", "[numerics][low_precision]") {
+  const auto& c = low_precision_case("swizzle_128x4/130x6");
+  const auto& shape = c.at("input").at("scale_shape").as_array();
+  const std::int64_t m = shape[0].as_int64(), s = shape[1].as_int64();
+  const auto scales = bytes(c.at("input").at("scale_hex"));
+  REQUIRE(scales.size() == static_cast<std::size_t>(m * s));
+  const auto want = bytes(c.at("output").at("swizzled_hex"));
+  REQUIRE(static_cast<std::int64_t>(want.size()) == lp::swizzled_rows(m) * lp::swizzled_cols(s));
+  std::vector<std::uint8_t> got(want.size(), 0);  // padding 0, as vLLM writes it
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t k = 0; k < s; ++k) got[static_cast<std::size_t>(lp::swizzled_offset(r, k, s))] = scales[static_cast<std::size_t>(r * s + k)];
+  CHECK(got == want);
+}
