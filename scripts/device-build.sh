@@ -19,7 +19,7 @@ pids=()
 for src in kernels/cuda/device_info.cu kernels/cuda/device_memory.cu kernels/cuda/quant.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
   compile "$src" "${arch[@]}" & pids+=($!)
 done
-for src in kernels/cpu/reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cuda/gemm_check.cpp; do
+for src in kernels/cpu/reference.cpp kernels/cpu/low_precision_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cuda/gemm_check.cpp; do
   compile "$src" & pids+=($!)
 done
 for src in kernels/cpu/vectorized.cpp kernels/cpu/gemm_tiled.cpp; do

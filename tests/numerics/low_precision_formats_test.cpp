@@ -5,12 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "low_precision_cases.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 
 namespace bj = boost::json;
@@ -18,36 +16,7 @@ namespace lp = qpolicy::lp;
 using qpolicy::fp8::bits_of;
 using qpolicy::fp8::float_of;
 
-namespace {
-
-const bj::object& low_precision_case(std::string_view id) {
-  static const bj::value doc = [] {
-    const char* path = std::getenv("QPOLICY_LOW_PRECISION_CASES");
-    if (!path) FAIL("QPOLICY_LOW_PRECISION_CASES is not set (run through meson test)");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) FAIL("cannot read QPOLICY_LOW_PRECISION_CASES=" << path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return bj::parse(s.str());
-  }();
-  for (const auto& c : doc.at("cases").as_array())
-    if (c.at("id").as_string() == id) return c.as_object();
-  FAIL("no case " << id);
-  throw;
-}
-
-std::uint32_t hex32(const bj::value& v) { return static_cast<std::uint32_t>(std::stoul(std::string(v.as_string()), nullptr, 16)); }
-int byte_of(const bj::value& v) { return static_cast<int>(v.as_int64()); }
-
-std::vector<std::uint8_t> bytes(const bj::value& v) {
-  const auto text = v.as_string();
-  std::vector<std::uint8_t> out;
-  for (std::size_t i = 0; i + 2 <= text.size(); i += 2)
-    out.push_back(static_cast<std::uint8_t>(std::stoul(std::string(text.data() + i, 2), nullptr, 16)));
-  return out;
-}
-
-}  // namespace
+using namespace qpolicy::test::low_precision;
 
 TEST_CASE("e2m1 encode: round to nearest even code, saturate, keep the sign", "[numerics][low_precision]") {
   const auto& c = low_precision_case("e2m1_encode_table");

@@ -1,0 +1,46 @@
+#include "low_precision_reference.hpp"
+
+#include "qpolicy/numerics/low_precision.hpp"
+
+namespace qpolicy::cpu::reference {
+
+using namespace fp8;
+
+namespace {
+constexpr std::int64_t mx_block = 32;
+}  // namespace
+
+void mxfp8_torch(const input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+  const std::int64_t blocks = x.cols / mx_block;
+  const float tiny = float_of(0x00800000u);
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * x.cols + j * mx_block;
+      float a = 0.0f;
+      for (std::int64_t i = 0; i < mx_block; ++i) a = max_nan(a, abs_f32(x.at(first + i)));  // amaxT
+      a = max_nan(a, tiny);                                                                   // clamp(min=tiny)
+      const std::uint8_t b = lp::e8m0_ceil(a / max_e4m3);
+      // torch divides by the float scale 2^(b - 127); for a NaN block that scale is NaN (its uint8
+      // byte is 0), so every code is NaN.
+      const float scale = is_nan(a) ? a : lp::e8m0_value(b);
+      for (std::int64_t i = 0; i < mx_block; ++i) q[first + i] = tcvt(x.at(first + i) / scale);
+      scales[r * blocks + j] = b;
+    }
+}
+
+void mxfp8_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+  const std::int64_t blocks = x.cols / mx_block;
+  const float r448 = float_of(inv_448_bits);
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * x.cols + j * mx_block;
+      float a = 0.0f;
+      for (std::int64_t i = 0; i < mx_block; ++i) a = max_num(a, abs_f32(x.at(first + i)));  // amaxN
+      const std::uint8_t b = lp::e8m0_round_up(a * r448);
+      const float inv = b == 0 ? 0.0f : float_of(static_cast<std::uint32_t>(b < 254 ? 254 - b : 0) << 23);
+      for (std::int64_t i = 0; i < mx_block; ++i) q[first + i] = sat(x.at(first + i) * inv);
+      scales[r * blocks + j] = b;
+    }
+}
+
+}  // namespace qpolicy::cpu::reference

@@ -1,0 +1,99 @@
+#pragma once
+// Reading shared/conformance/low_precision_cases.json (QPOLICY_LOW_PRECISION_CASES) for the
+// low-precision tests: cases by id or kind, and the hex conventions of its hex_notes.
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qpolicy/numerics/tensor_view.hpp"
+
+namespace qpolicy::test::low_precision {
+
+namespace bj = boost::json;
+
+inline const bj::array& all_cases() {
+  static const bj::value doc = [] {
+    const char* path = std::getenv("QPOLICY_LOW_PRECISION_CASES");
+    if (!path) FAIL("QPOLICY_LOW_PRECISION_CASES is not set (run through meson test)");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) FAIL("cannot read QPOLICY_LOW_PRECISION_CASES=" << path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return bj::parse(s.str());
+  }();
+  return doc.at("cases").as_array();
+}
+
+inline const bj::object& low_precision_case(std::string_view id) {
+  for (const auto& c : all_cases())
+    if (c.at("id").as_string() == id) return c.as_object();
+  FAIL("no case " << id);
+  throw;
+}
+
+/// The cases of a kind, in file order (at least one).
+inline std::vector<const bj::object*> cases_of_kind(std::string_view kind) {
+  std::vector<const bj::object*> out;
+  for (const auto& c : all_cases())
+    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
+  REQUIRE_FALSE(out.empty());
+  return out;
+}
+
+inline std::uint32_t hex32(const bj::value& v) { return static_cast<std::uint32_t>(std::stoul(std::string(v.as_string()), nullptr, 16)); }
+inline int byte_of(const bj::value& v) { return static_cast<int>(v.as_int64()); }
+
+/// 2 hex digits per byte.
+inline std::vector<std::uint8_t> bytes(const bj::value& v) {
+  const auto text = v.as_string();
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 2 <= text.size(); i += 2)
+    out.push_back(static_cast<std::uint8_t>(std::stoul(std::string(text.data() + i, 2), nullptr, 16)));
+  return out;
+}
+
+/// 4 hex digits per element (bf16 or fp16 bits).
+inline std::vector<std::uint16_t> halves(const bj::value& v) {
+  const auto text = v.as_string();
+  std::vector<std::uint16_t> out;
+  for (std::size_t i = 0; i + 4 <= text.size(); i += 4)
+    out.push_back(static_cast<std::uint16_t>(std::stoul(std::string(text.data() + i, 4), nullptr, 16)));
+  return out;
+}
+
+inline std::vector<std::int64_t> shape_of(const bj::value& v) {
+  std::vector<std::int64_t> out;
+  for (const auto& d : v.as_array()) out.push_back(d.as_int64());
+  return out;
+}
+
+/// A case's input tensor (`bf16_hex` or `f16_hex`) as [rows, cols], the last dimension as cols.
+struct input_tensor {
+  std::vector<std::uint16_t> bits;
+  fp8::element type = fp8::element::bf16;
+  std::int64_t rows = 0, cols = 0;
+  fp8::input_view view() const { return {bits.data(), type, rows, cols}; }
+};
+inline input_tensor input_of(const bj::value& input) {
+  input_tensor t;
+  const auto& o = input.as_object();
+  t.type = o.contains("f16_hex") ? fp8::element::f16 : fp8::element::bf16;
+  t.bits = halves(o.at(t.type == fp8::element::f16 ? "f16_hex" : "bf16_hex"));
+  const auto shape = shape_of(o.at("shape"));
+  t.cols = shape.back();
+  t.rows = static_cast<std::int64_t>(t.bits.size()) / t.cols;
+  REQUIRE(t.rows * t.cols == static_cast<std::int64_t>(t.bits.size()));
+  return t;
+}
+
+/// Code bytes equal, a NaN code of either sign (0x7F/0xFF) matching another NaN code.
+inline bool same_e4m3_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F); }
+
+}  // namespace qpolicy::test::low_precision
