@@ -8,6 +8,23 @@ using namespace fp8;
 
 namespace {
 constexpr std::int64_t mx_block = 32;
+
+float amax_ignoring_nan(const input_view& x, std::int64_t first) {
+  float a = 0.0f;
+  for (std::int64_t i = 0; i < mx_block; ++i) a = max_num(a, abs_f32(x.at(first + i)));
+  return a;
+}
+
+/// FlashInfer's inverse scale for byte b (§3.3 step 4): 2^(127 - b), but 0 for b = 0 and b = 254.
+float flashinfer_inverse(std::uint8_t b) {
+  return b == 0 ? 0.0f : float_of(static_cast<std::uint32_t>(b < 254 ? 254 - b : 0) << 23);
+}
+
+/// Packs the e2m1 codes of one 32-block, x[first..first+32) times `multiplier`, into 16 bytes.
+void pack_block(const input_view& x, std::int64_t first, float multiplier, std::uint8_t* out) {
+  for (std::int64_t i = 0; i < mx_block; i += 2)
+    out[i / 2] = lp::e2m1_pack(lp::e2m1_encode(x.at(first + i) * multiplier), lp::e2m1_encode(x.at(first + i + 1) * multiplier));
+}
 }  // namespace
 
 void mxfp8_torch(const input_view& x, std::uint8_t* q, std::uint8_t* scales) {
@@ -34,11 +51,33 @@ void mxfp8_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales
   for (std::int64_t r = 0; r < x.rows; ++r)
     for (std::int64_t j = 0; j < blocks; ++j) {
       const std::int64_t first = r * x.cols + j * mx_block;
-      float a = 0.0f;
-      for (std::int64_t i = 0; i < mx_block; ++i) a = max_num(a, abs_f32(x.at(first + i)));  // amaxN
-      const std::uint8_t b = lp::e8m0_round_up(a * r448);
-      const float inv = b == 0 ? 0.0f : float_of(static_cast<std::uint32_t>(b < 254 ? 254 - b : 0) << 23);
+      const std::uint8_t b = lp::e8m0_round_up(amax_ignoring_nan(x, first) * r448);
+      const float inv = flashinfer_inverse(b);
       for (std::int64_t i = 0; i < mx_block; ++i) q[first + i] = sat(x.at(first + i) * inv);
+      scales[r * blocks + j] = b;
+    }
+}
+
+void mxfp4_even(const input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+  const std::int64_t blocks = x.cols / mx_block;
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * x.cols + j * mx_block;
+      const std::uint8_t b = lp::e8m0_even(amax_ignoring_nan(x, first));
+      // qs = f32(1 / E8(b)) = 2^(127 - b): exact, 2^127 for b = 0 (no flush to zero, §11).
+      pack_block(x, first, 1.0f / lp::e8m0_value(b), q + first / 2);
+      scales[r * blocks + j] = b;
+    }
+}
+
+void mxfp4_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+  const std::int64_t blocks = x.cols / mx_block;
+  const float r6 = float_of(0x3E2AAAABu);  // f32(1/6); rcp.approx(6) ASSUMED equal (§11)
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * x.cols + j * mx_block;
+      const std::uint8_t b = lp::e8m0_round_up(amax_ignoring_nan(x, first) * r6);
+      pack_block(x, first, flashinfer_inverse(b), q + first / 2);
       scales[r * blocks + j] = b;
     }
 }

@@ -18,4 +18,14 @@ void mxfp8_torch(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales
 /// UE8M0-RP(amaxN * (1/448)), inv = 2^(127 - b) (0 for b = 0 and b = 254), q = sat(x * inv).
 void mxfp8_flashinfer(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
+/// §4.2, MXFP4 weights (and MoE emulation activations, before their dequantization): per row and
+/// 32-block, b = EVEN(amax) and c = e2m1(x * 2^(127 - b)), packed two codes a byte (element 2j in the
+/// low nibble). NaN in a block is unspecified by vLLM (§11); here NaN is ignored in the amax.
+/// q: [rows, cols / 2]; scales: [rows, cols / 32].
+void mxfp4_even(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+
+/// §4.3, MXFP4 activations of Blackwell linear layers (FlashInfer, RCEIL): b = UE8M0-RP(amaxN * (1/6)),
+/// inv as in §3.3, c = e2m1(x * inv). Outputs as mxfp4_even.
+void mxfp4_flashinfer(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+
 }  // namespace qpolicy::cpu::reference

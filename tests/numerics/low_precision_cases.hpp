@@ -93,6 +93,16 @@ inline input_tensor input_of(const bj::value& input) {
   return t;
 }
 
+/// Calls fn(case, its input tensor, its output object) for every case of `kind` (single-input kinds),
+/// with the case's id in every failure message.
+template <class Fn>
+void for_each_case(std::string_view kind, Fn&& fn) {
+  for (const auto* c : cases_of_kind(kind)) {
+    INFO(c->at("id").as_string());
+    fn(*c, input_of(c->at("input")), c->at("output").as_object());
+  }
+}
+
 /// Code bytes equal, a NaN code of either sign (0x7F/0xFF) matching another NaN code.
 inline bool same_e4m3_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F); }
 
