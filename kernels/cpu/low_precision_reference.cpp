@@ -1,5 +1,7 @@
 #include "low_precision_reference.hpp"
 
+#include <cmath>
+
 #include "qpolicy/numerics/low_precision.hpp"
 
 namespace qpolicy::cpu::reference {
@@ -80,6 +82,73 @@ void mxfp4_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales
       pack_block(x, first, flashinfer_inverse(b), q + first / 2);
       scales[r * blocks + j] = b;
     }
+}
+
+void int8_per_channel(const input_view& w, std::int8_t* q, float* scales) {
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    float a = 0.0f;
+    for (std::int64_t k = 0; k < w.cols; ++k) a = max_nan(a, abs_f32(w.at(r, k)));  // amaxT, exact in D
+    const float s = lp::round_to(w.type, a / 127.0f);
+    for (std::int64_t k = 0; k < w.cols; ++k) {
+      const float t = lp::round_to(w.type, w.at(r, k) / s);  // the D-rounded quotient: two roundings
+      const float n = std::nearbyint(t);                     // half to even (the default rounding mode)
+      q[r * w.cols + k] = static_cast<std::int8_t>(is_nan(n) ? 0.0f : n > 127.0f ? 127.0f : n < -127.0f ? -127.0f : n);
+    }
+    scales[r] = s;
+  }
+}
+
+namespace {
+constexpr std::int64_t nv_block = 16;
+
+/// One NVFP4 16-block: its e4m3 scale byte from the block's amax times `encode` (the global or per-token
+/// encode scale), returned, and its packed codes in `out`. The output scale is 0, so are the codes,
+/// when the block's scale is zero (weights) or its amax is zero (per-token activations).
+std::uint8_t nvfp4_block(const input_view& x, std::int64_t first, float encode, bool zero_if_scale_zero, std::uint8_t* out) {
+  const float r6 = float_of(0x3E2AAAABu);  // f32(1/6)
+  float v = 0.0f;
+  for (std::int64_t i = 0; i < nv_block; ++i) v = max_num(v, abs_f32(x.at(first + i)));  // amaxN
+  const std::uint8_t sf = sat(encode * (v * r6));
+  const float scale = decode(sf);
+  // The weight kernel tests the block scale, the per-token kernel the block amax (§6.2 step 4, §6.3).
+  const bool zero = zero_if_scale_zero ? scale == 0.0f : v == 0.0f;
+  const float os = zero ? 0.0f : 1.0f / (scale * (1.0f / encode));
+  for (std::int64_t i = 0; i < nv_block; i += 2)
+    out[i / 2] = lp::e2m1_pack(lp::e2m1_encode(x.at(first + i) * os), lp::e2m1_encode(x.at(first + i + 1) * os));
+  return sf;
+}
+}  // namespace
+
+nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf) {
+  float a = 0.0f;
+  for (std::int64_t i = 0; i < w.size(); ++i) a = max_nan(a, abs_f32(w.at(i)));  // amaxT
+  a = max_nan(a, float_of(0x322BCC77u));                                          // max(., f32(1e-8))
+  nvfp4_global g;
+  g.global_scale = (1.0f / a) * 2688.0f;  // torch: tensor.reciprocal() * python_float
+  g.weight_scale_2 = 1.0f / g.global_scale;
+  const std::int64_t blocks = w.cols / nv_block;
+  for (std::int64_t r = 0; r < w.rows; ++r)
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * w.cols + j * nv_block;
+      sf[r * blocks + j] = nvfp4_block(w, first, g.global_scale, true, q + first / 2);
+    }
+  return g;
+}
+
+void nvfp4_per_token(const input_view& x, std::uint8_t* q, std::uint8_t* sf, float* per_token) {
+  const float g = float_of(0x39C30C31u);  // f32(1/2688)
+  const std::int64_t blocks = x.cols / nv_block;
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    float ra = 0.0f;
+    for (std::int64_t k = 0; k < x.cols; ++k) ra = max_num(ra, abs_f32(x.at(r, k)));  // amaxN
+    const float st = ra * g;
+    const float e = 1.0f / st;  // a zero row gives +inf
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const std::int64_t first = r * x.cols + j * nv_block;
+      sf[r * blocks + j] = nvfp4_block(x, first, e, false, q + first / 2);
+    }
+    per_token[r] = st;
+  }
 }
 
 }  // namespace qpolicy::cpu::reference

@@ -28,4 +28,23 @@ void mxfp4_even(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales)
 /// inv as in §3.3, c = e2m1(x * inv). Outputs as mxfp4_even.
 void mxfp4_flashinfer(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
+/// §5.2, INT8 per-channel weights (weight-only MoE), all arithmetic in the input's dtype D: per row,
+/// s = rD(amaxT / 127), t = rD(w / s), q = clamp(round half even(t), -127, 127), NaN -> 0. q: [rows,
+/// cols] int8; scales: [rows] (the D value s, widened exactly).
+void int8_per_channel(const fp8::input_view& w, std::int8_t* q, float* scales);
+
+/// §6.2, NVFP4 weights of one expert matrix: global scale gs = rcp(max(amaxT, 1e-8)) * 2688, per
+/// 16-block e4m3 scale sf = sat(gs * (amaxN * rcp(6))), codes e2m1(x * rcp(F8(sf) * rcp(gs))) (0 when
+/// sf is 0). rcp.approx is modelled as the correctly rounded reciprocal (§11). q: [rows, cols / 2];
+/// sf: [rows, cols / 16]; returns weight_scale_2 = rcp(gs) and the global scale.
+struct nvfp4_global {
+  float weight_scale_2 = 0, global_scale = 0;
+};
+nvfp4_global nvfp4_weight(const fp8::input_view& w, std::uint8_t* q, std::uint8_t* sf);
+
+/// §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel): per row, st = amaxN * (1/2688)
+/// and E = rcp(st); per 16-block, sf = sat(E * (amaxN * rcp(6))) and codes e2m1(x * rcp(F8(sf) * rcp(E)))
+/// (0 for an all-zero block). q: [rows, cols / 2]; sf: [rows, cols / 16]; per_token: [rows] (st).
+void nvfp4_per_token(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* per_token);
+
 }  // namespace qpolicy::cpu::reference

@@ -91,3 +91,27 @@ TEST_CASE("the 128x4 scale layout places every scale as vLLM's swizzles do", "[n
     for (std::int64_t k = 0; k < s; ++k) got[static_cast<std::size_t>(lp::swizzled_offset(r, k, s))] = scales[static_cast<std::size_t>(r * s + k)];
   CHECK(got == want);
 }
+
+TEST_CASE("rounding to fp16: every fp16 value round-trips, midpoints go to the even neighbour", "[numerics][low_precision]") {
+  using qpolicy::fp8::from_fp16;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    if ((bits & 0x7C00u) == 0x7C00u && (bits & 0x3FFu)) continue;  // NaN payloads
+    INFO("fp16 " << h);
+    REQUIRE(lp::to_fp16(from_fp16(bits)) == bits);
+    // The midpoint to the next value up (in magnitude) rounds to whichever of the two is even.
+    if ((bits & 0x7FFFu) < 0x7BFFu) {
+      const auto next = static_cast<std::uint16_t>(bits + 1);
+      const double mid = (static_cast<double>(from_fp16(bits)) + from_fp16(next)) / 2;
+      const float m = static_cast<float>(mid);  // exact: fp16 midpoints have 12 significant bits
+      REQUIRE(static_cast<double>(m) == mid);
+      REQUIRE(lp::to_fp16(m) == ((bits & 1u) ? next : bits));
+    }
+  }
+  CHECK(lp::to_fp16(65519.0f) == 0x7BFFu);
+  CHECK(lp::to_fp16(65520.0f) == 0x7C00u);
+  CHECK(lp::to_fp16(-1e30f) == 0xFC00u);
+  CHECK((lp::to_fp16(std::nanf("")) & 0x7E00u) == 0x7E00u);
+  CHECK(lp::round_to(qpolicy::fp8::element::f16, 0x1p-25f) == 0.0f);  // a tie below the smallest subnormal
+  CHECK(lp::round_to(qpolicy::fp8::element::bf16, 1.00390625f) == 1.0f);
+}

@@ -85,8 +85,7 @@ mx4_result run_mx4(mx_quantizer quantize, const qpolicy::fp8::input_view& x) {
   return r;
 }
 
-void check_packed(const std::vector<std::uint8_t>& got, const bj::value& want_hex) {
-  const auto want = bytes(want_hex);
+void check_packed(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("byte " << i << ": got " << int(got[i]) << ", want " << int(want[i]));
@@ -94,6 +93,7 @@ void check_packed(const std::vector<std::uint8_t>& got, const bj::value& want_he
     REQUIRE(same_e2m1_code(lp::e2m1_high(got[i]), lp::e2m1_high(want[i])));
   }
 }
+void check_packed(const std::vector<std::uint8_t>& got, const bj::value& want_hex) { check_packed(got, bytes(want_hex)); }
 
 /// The dequantized values F4(c) * E8(b), rounded to the model dtype as vLLM's torch reference does:
 /// bf16 always; fp16 where the value is a normal fp16 or zero (vLLM first converts E8(b) to fp16,
@@ -169,4 +169,76 @@ TEST_CASE("MXFP4 MoE: experts zero-padded to 32 (gate rows at 0, up rows at Ip),
     check_packed(r2.q, out.at("w2_q_packed_hex_padded"));
     CHECK(r2.scales == bytes(out.at("w2_scale_e8m0_hex")));
   }
+}
+
+TEST_CASE("INT8 per-channel weights in the model dtype, with its double rounding (§5.2)", "[numerics][low_precision][int8]") {
+  for (const auto* c : cases_of_kind("int8_moe")) {
+    INFO(c->at("id").as_string());
+    const auto& out = c->at("output").as_object();
+    for (const char* which : {"w13", "w2"}) {
+      INFO(which);
+      const auto w = input_of(c->at("input").at(which));  // [E, R, C] as [E * R, C]: one scale per row
+      std::vector<std::int8_t> q(static_cast<std::size_t>(w.rows * w.cols));
+      std::vector<float> s(static_cast<std::size_t>(w.rows));
+      ref::int8_per_channel(w.view(), q.data(), s.data());
+      const auto want_q = bytes(out.at(std::string(which) + "_q_hex"));
+      REQUIRE(want_q.size() == q.size());
+      for (std::size_t i = 0; i < q.size(); ++i) {
+        INFO("code " << i);
+        REQUIRE(static_cast<std::uint8_t>(q[i]) == want_q[i]);
+      }
+      const auto& want_s = out.at(std::string(which) + "_scale_f32_hex").as_array();
+      REQUIRE(want_s.size() == s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        INFO("scale " << i);
+        CHECK(qpolicy::fp8::bits_of(s[i]) == hex32(want_s[i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("NVFP4 expert weights: global scale, e4m3 16-block scales, packed codes (§6.2)", "[numerics][low_precision][nvfp4]") {
+  for (const auto* c : cases_of_kind("nvfp4_moe_weight")) {
+    INFO(c->at("id").as_string());
+    const auto& out = c->at("output").as_object();
+    const auto x = input_of(c->at("input"));
+    const std::int64_t experts = c->at("params").at("experts").as_int64(), rows = c->at("params").at("rows").as_int64();
+    const auto want_q = bytes(out.at("q_packed_hex")), want_sf = bytes(out.at("sf_e4m3_hex"));
+    const auto& want_ws2 = out.at("weight_scale_2_f32_hex").as_array();
+    const auto& want_gs = out.at("global_scale_f32_hex").as_array();
+    const std::size_t q_per_expert = static_cast<std::size_t>(rows * x.cols / 2), sf_per_expert = static_cast<std::size_t>(rows * x.cols / 16);
+    for (std::int64_t e = 0; e < experts; ++e) {
+      INFO("expert " << e);
+      std::vector<std::uint8_t> q(q_per_expert), sf(sf_per_expert);
+      const auto g = ref::nvfp4_weight(x.view().rows_from(e * rows, rows), q.data(), sf.data());
+      CHECK(qpolicy::fp8::bits_of(g.weight_scale_2) == hex32(want_ws2[static_cast<std::size_t>(e)]));
+      CHECK(qpolicy::fp8::bits_of(g.global_scale) == hex32(want_gs[static_cast<std::size_t>(e)]));
+      // rcp.approx is modelled as exact; the vectors' exact-reciprocal values are the first alternative.
+      CHECK(sf == std::vector<std::uint8_t>(want_sf.begin() + static_cast<std::ptrdiff_t>(e * sf_per_expert),
+                                            want_sf.begin() + static_cast<std::ptrdiff_t>((e + 1) * sf_per_expert)));
+      check_packed(q, std::vector<std::uint8_t>(want_q.begin() + static_cast<std::ptrdiff_t>(e * q_per_expert),
+                                                want_q.begin() + static_cast<std::ptrdiff_t>((e + 1) * q_per_expert)));
+    }
+  }
+}
+
+TEST_CASE("NVFP4 per-token activations, FlashInfer's fast-math kernel (§6.3)", "[numerics][low_precision][nvfp4]") {
+  for_each_case("nvfp4_act_per_token", [](const bj::object& c, const input_tensor& x, const bj::object& out) {
+    std::vector<std::uint8_t> q(static_cast<std::size_t>(x.rows * x.cols / 2)), sf(static_cast<std::size_t>(x.rows * x.cols / 16));
+    std::vector<float> st(static_cast<std::size_t>(x.rows));
+    ref::nvfp4_per_token(x.view(), q.data(), sf.data(), st.data());
+    CHECK(sf == bytes(out.at("sf_e4m3_hex")));
+    const auto& want_st = out.at("per_token_scale_f32_hex").as_array();
+    for (std::size_t r = 0; r < st.size(); ++r) CHECK(qpolicy::fp8::bits_of(st[r]) == hex32(want_st[r]));
+    // Codes the vectors call unspecified (0 * inf in a block whose scale rounds to zero) are not compared.
+    auto want = bytes(out.at("q_packed_hex"));
+    for (const auto& u : c.at("codes_with_unspecified_value").as_array()) {
+      const auto row = u.at("row").as_int64(), col = u.at("col").as_int64();
+      auto& byte = q[static_cast<std::size_t>((row * x.cols + col) / 2)];
+      byte = col % 2 ? static_cast<std::uint8_t>(byte & 0x0Fu) : static_cast<std::uint8_t>(byte & 0xF0u);
+      auto& wbyte = want[static_cast<std::size_t>((row * x.cols + col) / 2)];
+      wbyte = col % 2 ? static_cast<std::uint8_t>(wbyte & 0x0Fu) : static_cast<std::uint8_t>(wbyte & 0xF0u);
+    }
+    check_packed(q, want);
+  });
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "numerics.hpp"
+#include "tensor_view.hpp"
 
 namespace qpolicy::lp {
 
@@ -103,6 +104,35 @@ QP_HD std::uint8_t e8m0_even(float amax) {
   if (e == 255) return 254;
   const int b = e - 2;
   return static_cast<std::uint8_t>(b < 0 ? 0 : b > 254 ? 254 : b);
+}
+
+// ---- rounding to the model dtype D (§0: rD) ----
+
+/// float32 -> fp16 bits, round to nearest even; overflow to inf, NaN to a quiet NaN of the same sign.
+QP_HD std::uint16_t to_fp16(float v) {
+  const std::uint32_t u = bits_of(v);
+  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u);
+  if (a >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
+  if (a >= 0x38800000u) {                                                   // a normal fp16
+    const std::uint32_t half = ((((a >> 23) - 112u) << 10) | ((a & 0x7FFFFFu) >> 13));
+    const std::uint32_t rest = a & 0x1FFFu;
+    return static_cast<std::uint16_t>(sign | (half + (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))));
+  }
+  // A subnormal (or zero): a count of 2^-24 steps, rounded half to even (the scaling is exact).
+  const float steps = float_of(a) * 16777216.0f;
+  std::uint32_t n = static_cast<std::uint32_t>(steps);
+  const float frac = steps - static_cast<float>(n);
+  n += frac > 0.5f || (frac == 0.5f && (n & 1u));
+  return static_cast<std::uint16_t>(sign | n);
+}
+
+/// rD(v): v rounded to the model dtype (bf16 or fp16, round to nearest even) and widened back.
+QP_HD float round_to(fp8::element d, float v) {
+  if (d == fp8::element::bf16) return fp8::from_bf16(fp8::to_bf16(v));
+  if (d == fp8::element::f16) return fp8::from_fp16(to_fp16(v));
+  return v;
 }
 
 // ---- the 128x4 scale layout (§7) ----
