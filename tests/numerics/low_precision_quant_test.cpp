@@ -242,3 +242,91 @@ TEST_CASE("NVFP4 per-token activations, FlashInfer's fast-math kernel (§6.3)", 
     check_packed(q, want);
   });
 }
+
+namespace {
+
+/// Dequantized operands (float64, exact) of the §9 GEMM references.
+std::vector<double> dequant_mx8(const qpolicy::fp8::input_view& x, mx_quantizer quantize, bool marlin_zero_scale) {
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(x.size())), s(static_cast<std::size_t>(x.rows * (x.cols / 32)));
+  quantize(x, q.data(), s.data());
+  std::vector<double> out(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    const auto b = s[i / 32];  // rows are whole blocks
+    out[i] = marlin_zero_scale && b == 0 ? 0.0 : double(qpolicy::fp8::decode(q[i])) * lp::e8m0_value(b);
+  }
+  return out;
+}
+std::vector<double> dequant_mx4(const qpolicy::fp8::input_view& x, mx_quantizer quantize, bool round_to_d) {
+  const auto r = run_mx4(quantize, x);
+  std::vector<double> out(static_cast<std::size_t>(x.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto byte = r.q[i / 2];
+    const float v = lp::e2m1_value(i % 2 ? lp::e2m1_high(byte) : lp::e2m1_low(byte)) * lp::e8m0_value(r.scales[i / 32]);
+    out[i] = round_to_d ? lp::round_to(x.type, v) : v;
+  }
+  return out;
+}
+std::vector<double> dequant_nvfp4(const qpolicy::fp8::input_view& x, bool per_token) {
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(x.size() / 2)), sf(static_cast<std::size_t>(x.size() / 16));
+  std::vector<float> st(static_cast<std::size_t>(x.rows));
+  float scale2 = 0;
+  if (per_token) ref::nvfp4_per_token(x, q.data(), sf.data(), st.data());
+  else scale2 = ref::nvfp4_weight(x, q.data(), sf.data()).weight_scale_2;
+  std::vector<double> out(static_cast<std::size_t>(x.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto byte = q[i / 2];
+    const double outer = per_token ? st[i / static_cast<std::size_t>(x.cols)] : scale2;
+    out[i] = double(lp::e2m1_value(i % 2 ? lp::e2m1_high(byte) : lp::e2m1_low(byte))) * qpolicy::fp8::decode(sf[i / 16]) * outer;
+  }
+  return out;
+}
+std::vector<double> values_of(const qpolicy::fp8::input_view& x) {
+  std::vector<double> out(static_cast<std::size_t>(x.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = x.at(static_cast<std::int64_t>(i));
+  return out;
+}
+std::vector<double> dequant_int8(const qpolicy::fp8::input_view& w) {
+  std::vector<std::int8_t> q(static_cast<std::size_t>(w.size()));
+  std::vector<float> s(static_cast<std::size_t>(w.rows));
+  ref::int8_per_channel(w, q.data(), s.data());
+  std::vector<double> out(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) out[i] = double(q[i]) * s[i / static_cast<std::size_t>(w.cols)];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the GEMM references of every path from these quantizers meet the vectors within §9's bound",
+          "[numerics][low_precision][gemm]") {
+  const auto& c = low_precision_case("gemm/3x4x64_all_schemes");
+  const auto a = input_of(c.at("input").at("A")), w = input_of(c.at("input").at("W"));
+  const std::int64_t m = a.rows, n = w.rows, k = a.cols;
+  const struct {
+    const char* path;
+    std::vector<double> a, w;
+  } paths[] = {
+      {"mxfp8_w8a8_blackwell", dequant_mx8(a.view(), ref::mxfp8_flashinfer, false), dequant_mx8(w.view(), ref::mxfp8_torch, false)},
+      {"mxfp8_w8a16_marlin_hopper", values_of(a.view()), dequant_mx8(w.view(), ref::mxfp8_torch, true)},
+      {"mxfp4_w4a16_marlin_hopper", values_of(a.view()), dequant_mx4(w.view(), ref::mxfp4_even, false)},
+      {"mxfp4_w4a4_flashinfer_blackwell_linear", dequant_mx4(a.view(), ref::mxfp4_flashinfer, false),
+       dequant_mx4(w.view(), ref::mxfp4_even, false)},
+      {"mxfp4_moe_emulation_qdq_even", dequant_mx4(a.view(), ref::mxfp4_even, true), dequant_mx4(w.view(), ref::mxfp4_even, false)},
+      {"int8_w8a16_triton", values_of(a.view()), dequant_int8(w.view())},
+      {"nvfp4_per_token_trtllm_blackwell", dequant_nvfp4(a.view(), true), dequant_nvfp4(w.view(), false)},
+  };
+  for (const auto& p : paths) {
+    INFO(p.path);
+    const auto& want = c.at("output").at(p.path).as_array();
+    const auto& terms = c.at("abs_term_sum").at(p.path).as_array();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double ref_value = 0;
+        for (std::int64_t t = 0; t < k; ++t) ref_value += p.a[static_cast<std::size_t>(i * k + t)] * p.w[static_cast<std::size_t>(j * k + t)];
+        const auto at = static_cast<std::size_t>(i * n + j);
+        const double expected = std::stod(std::string(want[at].as_string())), t_sum = std::stod(std::string(terms[at].as_string()));
+        // §9: |out - ref| <= ulp_out(ref) + (K + 4) 2^-24 T, with a bf16 output's ulp (2^-7 relative).
+        INFO("output (" << i << ", " << j << "): " << ref_value << " vs " << expected);
+        CHECK(std::fabs(ref_value - expected) <= std::ldexp(std::fabs(expected), -7) + double(k + 4) * std::ldexp(t_sum, -24));
+      }
+  }
+}
