@@ -115,3 +115,14 @@ TEST_CASE("rounding to fp16: every fp16 value round-trips, midpoints go to the e
   CHECK(lp::round_to(qpolicy::fp8::element::f16, 0x1p-25f) == 0.0f);  // a tie below the smallest subnormal
   CHECK(lp::round_to(qpolicy::fp8::element::bf16, 1.00390625f) == 1.0f);
 }
+
+TEST_CASE("the e4m3 casts the low-precision schemes use: torch >= 2.12 saturates, sat is satfinite (§1.3)",
+          "[numerics][low_precision]") {
+  for (const auto& e : low_precision_case("e4m3_torch_cast_table").at("entries").as_array()) {
+    const float x = float_of(hex32(e.at("x_f32_hex")));
+    INFO("x = " << e.at("x").as_string());
+    CHECK(int(qpolicy::fp8::tcvt(x)) == byte_of(e.at("torch_ge_2_12")));
+    CHECK(int(qpolicy::fp8::tcvt_before_2_12(x)) == byte_of(e.at("torch_lt_2_12_legacy")));
+    CHECK(int(qpolicy::fp8::sat(x)) == byte_of(e.at("satfinite")));
+  }
+}
