@@ -26,17 +26,6 @@ template <template <class> class WeightKernel, template <class> class Activation
 using kernel_of_key = std::conditional_t<key_of(Key::id).scale.is_static,
                                          WeightKernel<method_tag<weight_method_of(Key::id)>>, ActivationKernel<Key>>;
 
-/// Calls fn(key_tag<k>{}) for every key k of the key table, in table order (a compile-time walk, for
-/// explicit instantiation and tests; runtime ids become tags in dispatch/dispatch.hpp only).
-template <class Fn, std::size_t... I>
-constexpr void for_each_key_tag(Fn&& fn, std::index_sequence<I...>) {
-  (fn(key_tag<static_cast<key_id>(I)>{}), ...);
-}
-template <class Fn>
-constexpr void for_each_key_tag(Fn&& fn) {
-  for_each_key_tag(fn, std::make_index_sequence<key_count>{});
-}
-
 /// A scheme tag and an activation key tag that pair (the forward layer types' two parameters).
 template <class Scheme, class Act>
 struct forward_pair {
