@@ -19,7 +19,7 @@ fi
 echo "build: $((SECONDS - start)) s"
 failed=0
 : >"$logs/tests.txt"
-for t in device_test quant_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
+for t in device_test quant_gpu_test low_precision_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
   echo "=== $t" >>"$logs/tests.txt"
   timeout 300 "build-device/$t" >>"$logs/tests.txt" 2>&1
   rc=$?

@@ -1,6 +1,7 @@
 #include "vectorized.hpp"
 
 #include "parallel.hpp"
+#include "row_ops.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +20,10 @@ void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
   detail::parallel_ranges(items, o.threads, std::forward<Fn>(fn));
 }
 
+}  // namespace
+
+namespace detail {
+
 QP_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
 }
@@ -26,8 +31,6 @@ QP_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, flo
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
 }
 
-/// Widens elements [first, first + count) into `out`. 16-bit data at an odd address (safetensors
-/// promises no alignment) goes through an aligned staging buffer, so the vector loops load aligned.
 void widen(const input_view& x, std::int64_t first, std::int64_t count, float* out) {
   const char* bytes = static_cast<const char*>(x.data);
   if (x.type == element::f32) {
@@ -83,6 +86,13 @@ QP_CLONES float amax_range(const float* __restrict v, std::int64_t n, bool propa
   return float_of(a);
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::amax_range;
+using detail::widen;
+
 // The element loops, on restrict pointers with a local count so that GCC vectorizes them (the file is
 // built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched). Each
 // is cloned for AVX2 and AVX-512 with the baseline kept, and the loader picks one per machine
@@ -103,12 +113,25 @@ QP_CLONES void codes_times_unclamped(const float* __restrict in, std::int64_t n,
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(in[i] * inv);
 }
 
-/// amax over the whole tensor, rows split over threads.
+/// Codes of x * inv under clampS and sat (per-tensor weights and dynamic per-tensor activations).
+void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, const cpu_options& o) {
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(x, r * x.cols, x.cols, row.data());
+      codes_times(row.data(), x.cols, inv, q + r * x.cols);
+    }
+  });
+}
+
+}  // namespace
+
+namespace detail {
 float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o) {
   const unsigned n = detail::thread_count(o.threads, x.rows);
   std::vector<float> partial(n, 0.0f);
   const std::int64_t chunk = (x.rows + n - 1) / n;
-  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+  detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> row(static_cast<std::size_t>(x.cols));
     float a = 0.0f;
     for (std::int64_t r = first; r < last; ++r) {
@@ -123,18 +146,9 @@ float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o)
   return a;
 }
 
-/// Codes of x * inv under clampS and sat (per-tensor weights and dynamic per-tensor activations).
-void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, const cpu_options& o) {
-  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> row(static_cast<std::size_t>(x.cols));
-    for (std::int64_t r = first; r < last; ++r) {
-      widen(x, r * x.cols, x.cols, row.data());
-      codes_times(row.data(), x.cols, inv, q + r * x.cols);
-    }
-  });
-}
+}  // namespace detail
 
-}  // namespace
+using detail::tensor_amax;
 
 float weight_kernel<fp8_per_tensor>::amax(const input_view& w, const cpu_options& o) { return tensor_amax(w, true, o); }
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "block_reduce.cuh"
 #include "cuda_check.hpp"
 #include "device_memory.hpp"
 #include "quant.hpp"
@@ -26,24 +27,9 @@ using detail::stream_of;
 /// Reads element i; 64-bit index.
 __device__ __forceinline__ float load(const input_view& x, std::int64_t i) { return x.at(i); }
 
-/// Block-wide reduction of a non-negative float (NaN kept when `propagate`), result in thread 0.
 template <bool Propagate>
 __device__ float block_amax(float v) {
-  __shared__ float part[threads_per_block / 32];
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_down_sync(0xFFFFFFFFu, v, o);
-    v = Propagate ? max_nan(v, other) : max_num(v, other);
-  }
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other = __shfl_down_sync(0xFFFFFFFFu, v, o);
-      v = Propagate ? max_nan(v, other) : max_num(v, other);
-    }
-  }
-  return v;
+  return detail::block_amax<Propagate, threads_per_block>(v);
 }
 
 /// Elements [first, last) of x: the whole tensor, or segment blockIdx.y's rows when `offsets` (device,

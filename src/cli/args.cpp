@@ -16,7 +16,7 @@ const char* const usage_text =
     "                    [--check-shapes [--tp N]]\n"
     "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] -o OUTPUT.safetensors\n"
     "                    [--config-out CONFIG.json] [--device cpu|cuda] [--threads N] INPUT...\n"
-    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma]\n"
+    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
     "       qpolicy [COMMAND] -h|--help\n"
     "\n"
@@ -28,6 +28,10 @@ const char* const usage_text =
     "  --model FILE                   the model's layer list (MODEL.json)\n"
     "  --format table|json            plan output (default: table)\n"
     "  --check-shapes, --tp N         check each scheme against the layers' shapes on N ranks\n"
+    "  --key KEY                      an FP8 quant key (fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token,\n"
+    "                                 fp8_per_channel_static, fp8_per_block_static, fp8_per_block_dynamic) or a\n"
+    "                                 low-precision formula (mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic,\n"
+    "                                 int8_per_channel_static, nvfp4, nvfp4_per_token)\n"
     "  -o, --output FILE              the output file: written beside it, renamed into place when complete;\n"
     "                                 it may not be an input, another output, or anything but a regular file\n"
     "\n"
@@ -97,9 +101,15 @@ void parse_quantize_tensor(arg_reader& r, options& o) {
     if (a == "--key") o.key = r.value("--key");
     else if (a == "--ue8m0") o.quant.ue8m0 = true;
     else if (a == "--scale-layout") {
-      constexpr std::array<std::pair<std::string_view, fp8::scale_layout>, 3> layouts{
-          {{"row", fp8::scale_layout::row_major}, {"col", fp8::scale_layout::column_major}, {"col-tma", fp8::scale_layout::column_major_tma}}};
-      o.quant.layout = choose("--scale-layout", r.value("--scale-layout"), layouts);
+      // swizzled: the 128x4 layout of the low-precision block scales; the others lay out 1x128 groups.
+      enum class layout : std::uint8_t { row, col, col_tma, swizzled };
+      constexpr std::array<std::pair<std::string_view, layout>, 4> layouts{
+          {{"row", layout::row}, {"col", layout::col}, {"col-tma", layout::col_tma}, {"swizzled", layout::swizzled}}};
+      const auto l = choose("--scale-layout", r.value("--scale-layout"), layouts);
+      o.quant.swizzled = l == layout::swizzled;
+      o.quant.layout = l == layout::col ? fp8::scale_layout::column_major
+                       : l == layout::col_tma ? fp8::scale_layout::column_major_tma
+                                              : fp8::scale_layout::row_major;
     } else if (a == "--device") o.quant.device = parse_device(r);
     else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (a == "-o" || a == "--output") o.output = r.value("-o");

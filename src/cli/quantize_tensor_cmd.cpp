@@ -15,8 +15,10 @@ namespace qpolicy::cli {
 
 int quantize_tensor(const options& o) {
   const auto& input = o.inputs.front();
-  const auto key = find_key(o.key, key_field::plain);
-  if (!key) throw config_error("--key", unknown_quantization_name_message(text::py_repr(o.key)));
+  const auto formula = find_tensor_formula(o.key);
+  if (!formula)
+    throw config_error("--key", fmt::format("unknown quantization name {}; quantize-tensor takes {}", text::py_repr(o.key),
+                                            quantize_tensor_keys()));
   const auto start = std::chrono::steady_clock::now();
   check_run_paths({{input, "the input"}}, {{o.output, "-o"}});
   safetensors::file in(input);
@@ -39,7 +41,7 @@ int quantize_tensor(const options& o) {
   }
   if (chosen.empty()) throw config_error("", input + ": no 2-D bf16/fp16/fp32 tensor to quantize");
   // Quantize every tensor first (shape errors surface before anything is written), then write.
-  std::vector<quantized_tensor> results;
+  std::vector<std::vector<stored_part>> results;
   std::uint64_t bytes_in = 0;
   std::vector<std::uint32_t> scratch;
   for (const auto* t : chosen) {
@@ -48,24 +50,23 @@ int quantize_tensor(const options& o) {
                                                           : fp8::element::f32;
     auto q = o.quant;
     q.name = t->name;
-    results.push_back(quantize_tensor(*key, aligned_input(in.data(*t), type, t->shape[0], t->shape[1], scratch), q));
-    specs.push_back({t->name, safetensors::dtype::F8_E4M3, t->shape});
-    specs.push_back({t->name + ".scale", safetensors::dtype::F32, results.back().scale_shape});
+    results.push_back(quantize_tensor_parts(*formula, aligned_input(in.data(*t), type, t->shape[0], t->shape[1], scratch), q));
+    for (const auto& part : results.back()) specs.push_back({t->name + part.suffix, safetensors::stored_type(part.type), part.shape});
     bytes_in += t->end - t->begin;
   }
   output_transaction outputs;
-  safetensors::writer out(outputs.stage(o.output), specs, {{"qpolicy.quantize_tensor", key_name(*key)}});
+  safetensors::writer out(outputs.stage(o.output), specs, {{"qpolicy.quantize_tensor", formula_name(*formula)}});
   std::uint64_t bytes_out = 0;
-  for (const auto& r : results) {
-    out.write(std::as_bytes(std::span(r.codes)));
-    out.write(std::as_bytes(std::span(r.scales)));
-    bytes_out += r.codes.size() + r.scales.size() * sizeof(float);
-  }
+  for (const auto& parts : results)
+    for (const auto& part : parts) {
+      out.write(std::as_bytes(std::span(part.bytes)));
+      bytes_out += part.bytes.size();
+    }
   out.finish();
   outputs.commit();
   for (const auto& n : outputs.notes()) fmt::print(stderr, "note: {}\n", n);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), key_name(*key),
+  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), formula_name(*formula),
              bytes_in / 1e6, bytes_out / 1e6, secs);
   return 0;
 }

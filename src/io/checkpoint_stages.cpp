@@ -53,11 +53,6 @@ void check_finite(const tensor_ref& t) {
                                " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
 }
 
-/// A quant key's element type as safetensors stores it.
-st::dtype stored_type(dtype d) {
-  constexpr st::dtype types[] = {st::dtype::F8_E4M3, st::dtype::U8, st::dtype::I8, st::dtype::F32};  // by dtype's value
-  return types[static_cast<int>(d)];
-}
 
 /// The tensor a planned layer needs: present, 2-D floating point, not empty.
 const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std::string& tensor) {
@@ -209,9 +204,9 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
     // Codes and scales in the element types of the member's quant key (F8_E4M3 and F32 for FP8).
     const auto& m = it->second;
     const auto& key = key_of(m.key);
-    o.specs.push_back({t.info->name, stored_type(key.data), t.info->shape});
+    o.specs.push_back({t.info->name, st::stored_type(key.data), t.info->shape});
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
-    o.specs.push_back({scale_name(m), stored_type(key.scale.type), tensor_scale_shape(m.key, rows, cols)});
+    o.specs.push_back({scale_name(m), st::stored_type(key.scale.type), tensor_scale_shape(m.key, rows, cols)});
   }
   o.metadata = {{"format", "pt"}};
   for (const auto& f : ck.files)

@@ -1,6 +1,8 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 
+#include "kernels/cpu/low_precision.hpp"
 #include "kernels/cpu/vectorized.hpp"
+#include "kernels/cuda/low_precision.hpp"
 #include "kernels/cuda/quant.hpp"
 #include <cstring>
 
@@ -21,9 +23,24 @@ using cpu::reference::group_options;
                              " in this build; quantize-tensor implements " + quantize_tensor_keys());
 }
 
+/// " (tensor 'name')" for messages, or nothing.
+std::string tensor_where(const tensor_quant_options& o) {
+  return o.name.empty() ? std::string() : " (tensor " + text::py_repr(o.name) + ")";
+}
+
+/// The element count of x; an overflowing or empty shape is an error.
+std::int64_t checked_elements(const fp8::input_view& x, const std::string& where) {
+  const std::int64_t shape[] = {x.rows, x.cols};
+  const auto elements = checked::elements(shape);
+  if (!elements) throw config_error("", "shape " + checked::shape_text(shape) + where + " overflows a 64-bit element count");
+  if (*elements == 0)
+    throw config_error("", "shape " + checked::shape_text(shape) + where + " has no elements; there is nothing to quantize");
+  return *elements;
+}
+
 }  // namespace
 
-std::string quantize_tensor_keys() { return schemes::tensor_kernel_keys(); }
+std::string quantize_tensor_keys() { return schemes::tensor_kernel_keys() + ", " + schemes::formula_names(); }
 
 fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
                               std::vector<std::uint32_t>& scratch) {
@@ -36,14 +53,10 @@ fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type
 
 quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& o) {
   const std::int64_t m = x.rows, k = x.cols;
-  const std::string where = o.name.empty() ? std::string() : " (tensor " + text::py_repr(o.name) + ")";
-  const std::int64_t shape[] = {m, k};
-  const auto elements = checked::elements(shape);
-  if (!elements) throw config_error("", "shape " + checked::shape_text(shape) + where + " overflows a 64-bit element count");
-  if (*elements == 0)
-    throw config_error("", "shape " + checked::shape_text(shape) + where + " has no elements; there is nothing to quantize");
+  const std::string where = tensor_where(o);
+  const auto elements = checked_elements(x, where);
   quantized_tensor out;
-  out.codes.resize(static_cast<std::size_t>(*elements));
+  out.codes.resize(static_cast<std::size_t>(elements));
   const cpu::cpu_options cpu{o.threads};
 
   // Shapes first: a formula that cannot take the shape is an error before any work.
@@ -76,6 +89,87 @@ std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std:
   if (key_of(key).scale.group == per_tensor) return {1};
   const auto grid = schemes::scale_grid(key, rows, cols);
   return {grid[0], grid[1]};
+}
+
+std::optional<tensor_formula> find_tensor_formula(std::string_view name) {
+  if (const auto f = schemes::find_formula(name)) return tensor_formula{*f};
+  if (const auto k = find_key(name, key_field::plain)) return tensor_formula{*k};
+  return std::nullopt;
+}
+
+std::string formula_name(const tensor_formula& f) {
+  if (const auto* k = std::get_if<key_id>(&f)) return key_name(*k);
+  return std::string(schemes::formula_of(std::get<schemes::lp_formula>(f)).name);
+}
+
+std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
+  const auto& f = schemes::formula_of(id);
+  const std::int64_t m = x.rows, k = x.cols;
+  const std::string where = tensor_where(o);
+  checked_elements(x, where);
+  // What the formula cannot take, before any work.
+  if (f.block && k % f.block != 0) throw config_error("", schemes::block_message(f, k) + where);
+  if (f.model_dtype_only && x.type == fp8::element::f32)
+    throw config_error("", std::string(f.name) + " computes in the model's dtype (low-precision-numerics.md " + std::string(f.section) +
+                               ") and takes bf16 or fp16 tensors, not F32" + where);
+  if (o.ue8m0)
+    throw config_error("", "--ue8m0 rounds FP8 group and block scales; " + std::string(f.name) + "'s scales have their own encoding (" +
+                               std::string(f.section) + ")");
+  if (o.layout != fp8::scale_layout::row_major)
+    throw config_error("", "--scale-layout col and col-tma are for 1x128 activation groups; " + std::string(f.name) +
+                               " stores its scales row or swizzled");
+  if (o.swizzled && !f.block)
+    throw config_error("", "--scale-layout swizzled is the 128x4 layout of block scales; " + std::string(f.name) +
+                               " has one float32 scale per row");
+
+  const auto scale_shape = schemes::block_scale_shape(f, m, k, o.swizzled);
+  std::vector<stored_part> parts;
+  const dtype code_type = f.codes == schemes::code_format::e4m3   ? dtype::f8e4m3fn
+                          : f.codes == schemes::code_format::int8 ? dtype::i8
+                                                                  : dtype::u8;
+  parts.push_back({"", code_type, {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k},
+                   std::vector<std::uint8_t>(static_cast<std::size_t>(schemes::code_bytes(f, m, k)))});
+  const dtype scale_type = f.scales == schemes::scale_format::e8m0 ? dtype::u8
+                           : f.scales == schemes::scale_format::e4m3 ? dtype::f8e4m3fn
+                                                                     : dtype::f32;
+  const std::size_t scale_bytes = static_cast<std::size_t>(scale_shape[0] * scale_shape[1]) * (scale_type == dtype::f32 ? 4 : 1);
+  parts.push_back({".scale", scale_type, {scale_shape[0], scale_shape[1]}, std::vector<std::uint8_t>(scale_bytes)});
+  if (f.second != schemes::second_scale::none) {
+    const std::vector<std::int64_t> second_shape =
+        f.second == schemes::second_scale::per_tensor ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{m, 1};
+    std::string suffix(".");
+    suffix.append(f.second_suffix);  // not "." + string: GCC 12 warns about that (a false -Wrestrict)
+    parts.push_back({std::move(suffix), dtype::f32, second_shape,
+                     std::vector<std::uint8_t>(static_cast<std::size_t>(f.second == schemes::second_scale::per_tensor ? 4 : m * 4))});
+  }
+  // Float outputs go through aligned float buffers (a byte vector promises no float alignment).
+  std::vector<float> row_scales(static_cast<std::size_t>(m)), tensor_scale(1);
+  lp::outputs out{parts[0].bytes.data(), scale_type == dtype::f32 ? nullptr : parts[1].bytes.data(), row_scales.data(),
+                  tensor_scale.data(), o.swizzled};
+  with_formula(id, [&]<class Formula>(Formula) {
+    if (o.device == device_kind::cuda) cuda::quantize_host_low_precision<Formula>(x, out, {nullptr, o.name});
+    else cpu::lp_kernel<Formula>::run(x, out, {o.threads});
+  });
+  const auto copy_floats = [](const std::vector<float>& from, stored_part& to) { std::memcpy(to.bytes.data(), from.data(), to.bytes.size()); };
+  if (scale_type == dtype::f32) copy_floats(row_scales, parts[1]);
+  if (f.second == schemes::second_scale::per_tensor) copy_floats(tensor_scale, parts[2]);
+  if (f.second == schemes::second_scale::per_token) copy_floats(row_scales, parts[2]);
+  return parts;
+}
+
+std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp8::input_view& x, const tensor_quant_options& o) {
+  if (const auto* lp = std::get_if<schemes::lp_formula>(&f)) return quantize_low_precision(*lp, x, o);
+  const auto key = std::get<key_id>(f);
+  if (o.swizzled)
+    throw config_error("", "--scale-layout swizzled is the 128x4 layout of the low-precision keys' block scales (" +
+                               schemes::formula_names(true) + "); " + key_name(key) + " stores float32 scales");
+  auto r = quantize_tensor(key, x, o);
+  std::vector<stored_part> parts;
+  parts.push_back({"", dtype::f8e4m3fn, {x.rows, x.cols}, std::move(r.codes)});
+  std::vector<std::uint8_t> scale_bytes(r.scales.size() * sizeof(float));
+  std::memcpy(scale_bytes.data(), r.scales.data(), scale_bytes.size());
+  parts.push_back({".scale", dtype::f32, std::move(r.scale_shape), std::move(scale_bytes)});
+  return parts;
 }
 
 }  // namespace qpolicy

@@ -281,7 +281,7 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
   };
   const std::vector<bad> cases{
       {{"quantize-tensor", "--key", "fp8_per_nothing", in, "-o", out}, 2, "--key: unknown quantization name 'fp8_per_nothing'"},
-      {{"quantize-tensor", "--key", "fp8_per_token", "--scale-layout", "diagonal", in, "-o", out}, 1, "--scale-layout must be row, col or col-tma, got 'diagonal'"},
+      {{"quantize-tensor", "--key", "fp8_per_token", "--scale-layout", "diagonal", in, "-o", out}, 1, "--scale-layout must be row, col, col-tma or swizzled, got 'diagonal'"},
       {{"quantize-tensor", "--key", "fp8_per_token", "--device", "tpu", in, "-o", out}, 1, "--device must be cpu or cuda, got 'tpu'"},
       {{"quantize-tensor", "--key", "fp8_per_token", "--threads", "0", in, "-o", out}, 1, "--threads must be an integer from 1 to 4096, got '0'"},
       {{"quantize-tensor", "--key", "fp8_per_token", in}, 1, "quantize-tensor needs -o OUTPUT.safetensors"},

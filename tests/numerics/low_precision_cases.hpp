@@ -106,4 +106,27 @@ void for_each_case(std::string_view kind, Fn&& fn) {
 /// Code bytes equal, a NaN code of either sign (0x7F/0xFF) matching another NaN code.
 inline bool same_e4m3_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F); }
 
+/// e2m1 nibbles equal, a zero of either sign matching another zero (§11: 0x0 and 0x8 are both accepted).
+inline bool same_e2m1_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 7u) == 0 && (b & 7u) == 0); }
+
+/// Packed e2m1 bytes equal nibble by nibble, up to the sign of zero codes.
+inline void check_packed(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("byte " << i << ": got " << int(got[i]) << ", want " << int(want[i]));
+    REQUIRE(same_e2m1_code(got[i] & 0xFu, want[i] & 0xFu));
+    REQUIRE(same_e2m1_code(got[i] >> 4, want[i] >> 4));
+  }
+}
+inline void check_packed(const std::vector<std::uint8_t>& got, const bj::value& want_hex) { check_packed(got, bytes(want_hex)); }
+
+/// e4m3 code bytes equal, NaN codes of either sign matching.
+inline void check_e4m3_codes(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("code " << i << ": got " << int(got[i]) << ", want " << int(want[i]));
+    REQUIRE(same_e4m3_code(got[i], want[i]));
+  }
+}
+
 }  // namespace qpolicy::test::low_precision

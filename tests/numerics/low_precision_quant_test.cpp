@@ -1,6 +1,6 @@
-// The low-precision CPU references against the scheme cases of shared/conformance/low_precision_cases.json:
-// codes and scales bit for bit (a NaN code may carry either sign), scales also in the 128x4 layout
-// where a case gives it.
+// The low-precision CPU references and the CPU fast path against the scheme cases of
+// shared/conformance/low_precision_cases.json: codes and scales bit for bit (a NaN code may carry either
+// sign), scales also in the 128x4 layout where a case gives it. Each case runs on both implementations.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/low_precision_reference.hpp"
 #include "low_precision_cases.hpp"
+#include "low_precision_impls.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 
 namespace lp = qpolicy::lp;
@@ -18,6 +19,39 @@ using namespace qpolicy::test::low_precision;
 namespace {
 
 using mx_quantizer = void (*)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*);
+namespace formulas = qpolicy::formulas;
+
+/// The fast path with the reference's signatures.
+template <class Formula>
+void fast_blocks(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+  qpolicy::cpu::lp_kernel<Formula>::run(x, {q, scales, nullptr, nullptr, false}, {3});
+}
+void fast_int8(const qpolicy::fp8::input_view& x, std::int8_t* q, float* scales) {
+  qpolicy::cpu::lp_kernel<formulas::int8_per_channel>::run(x, {reinterpret_cast<std::uint8_t*>(q), nullptr, scales, nullptr, false}, {3});
+}
+ref::nvfp4_global fast_nvfp4_weight(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf) {
+  ref::nvfp4_global g{0.0f, -1.0f};  // the fast path stores weight_scale_2 only
+  qpolicy::cpu::lp_kernel<formulas::nvfp4_weight>::run(x, {q, sf, nullptr, &g.weight_scale_2, false}, {3});
+  return g;
+}
+void fast_nvfp4_per_token(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* st) {
+  qpolicy::cpu::lp_kernel<formulas::nvfp4_per_token>::run(x, {q, sf, st, nullptr, false}, {3});
+}
+
+/// One implementation of every quantizer: the reference, or the fast path.
+struct implementation {
+  const char* name;
+  mx_quantizer mxfp8_torch, mxfp8_flashinfer, mxfp4_even, mxfp4_rceil;
+  void (*int8_per_channel)(const qpolicy::fp8::input_view&, std::int8_t*, float*);
+  ref::nvfp4_global (*nvfp4_weight)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*);
+  void (*nvfp4_per_token)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*, float*);
+};
+const implementation implementations[] = {
+    {"CPU reference", ref::mxfp8_torch, ref::mxfp8_flashinfer, ref::mxfp4_even, ref::mxfp4_flashinfer, ref::int8_per_channel,
+     ref::nvfp4_weight, ref::nvfp4_per_token},
+    {"CPU fast path", fast_blocks<formulas::mxfp8_torch>, fast_blocks<formulas::mxfp8_flashinfer>,
+     fast_blocks<formulas::mxfp4_even>, fast_blocks<formulas::mxfp4_rceil>, fast_int8, fast_nvfp4_weight, fast_nvfp4_per_token},
+};
 
 /// Quantizes `x` with `quantize` and compares codes and scales with the expected hex.
 void check_mx(mx_quantizer quantize, const qpolicy::fp8::input_view& x, const bj::value& want_q, const bj::value& want_scales) {
@@ -46,34 +80,36 @@ void check_swizzled(const std::vector<std::uint8_t>& scales, std::int64_t rows, 
 }  // namespace
 
 TEST_CASE("MXFP8: the torch path (§3.2) and the FlashInfer path (§3.3) on every mxfp8_quant case", "[numerics][low_precision][mxfp8]") {
-  for_each_case("mxfp8_quant", [](const bj::object& c, const input_tensor& x, const bj::object& out) {
-    check_mx(ref::mxfp8_torch, x.view(), out.at("q_hex"), out.at("scale_e8m0_hex"));
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
+  for_each_case("mxfp8_quant", [&](const bj::object& c, const input_tensor& x, const bj::object& out) {
+    check_mx(impl.mxfp8_torch, x.view(), out.at("q_hex"), out.at("scale_e8m0_hex"));
     if (out.contains("scale_swizzled_128x4_hex")) {
       std::vector<std::uint8_t> q(static_cast<std::size_t>(x.rows * x.cols)), s(static_cast<std::size_t>(x.rows * (x.cols / 32)));
-      ref::mxfp8_torch(x.view(), q.data(), s.data());
+      impl.mxfp8_torch(x.view(), q.data(), s.data());
       check_swizzled(s, x.rows, x.cols / 32, out.at("scale_swizzled_128x4_hex"));
     }
     // Blackwell's FlashInfer path: the same bytes on ordinary data, its own where a case lists them.
     const auto& fi = c.at("flashinfer_variant").as_object();
-    if (fi.at("same_as_torch_path").as_bool()) check_mx(ref::mxfp8_flashinfer, x.view(), out.at("q_hex"), out.at("scale_e8m0_hex"));
-    else check_mx(ref::mxfp8_flashinfer, x.view(), fi.at("q_hex"), fi.at("scale_e8m0_hex"));
+    if (fi.at("same_as_torch_path").as_bool()) check_mx(impl.mxfp8_flashinfer, x.view(), out.at("q_hex"), out.at("scale_e8m0_hex"));
+    else check_mx(impl.mxfp8_flashinfer, x.view(), fi.at("q_hex"), fi.at("scale_e8m0_hex"));
   });
 }
 
 TEST_CASE("MXFP8 MoE: each expert's w13 and w2 blocked along their last dimension (§3.6)", "[numerics][low_precision][mxfp8]") {
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
   for (const auto* c : cases_of_kind("mxfp8_moe")) {
     INFO(c->at("id").as_string());
     const auto& out = c->at("output").as_object();
     // Blocks never cross rows, so [E, R, C] quantizes as [E * R, C].
-    check_mx(ref::mxfp8_torch, input_of(c->at("input").at("w13")).view(), out.at("w13_q_hex"), out.at("w13_scale_e8m0_hex"));
-    check_mx(ref::mxfp8_torch, input_of(c->at("input").at("w2")).view(), out.at("w2_q_hex"), out.at("w2_scale_e8m0_hex"));
+    check_mx(impl.mxfp8_torch, input_of(c->at("input").at("w13")).view(), out.at("w13_q_hex"), out.at("w13_scale_e8m0_hex"));
+    check_mx(impl.mxfp8_torch, input_of(c->at("input").at("w2")).view(), out.at("w2_q_hex"), out.at("w2_scale_e8m0_hex"));
   }
 }
 
 namespace {
 
-/// e2m1 nibbles equal, a zero of either sign matching another zero (§11: 0x0 and 0x8 are both accepted).
-bool same_e2m1_code(std::uint8_t a, std::uint8_t b) { return a == b || ((a & 7u) == 0 && (b & 7u) == 0); }
 
 struct mx4_result {
   std::vector<std::uint8_t> q, scales;
@@ -85,15 +121,6 @@ mx4_result run_mx4(mx_quantizer quantize, const qpolicy::fp8::input_view& x) {
   return r;
 }
 
-void check_packed(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("byte " << i << ": got " << int(got[i]) << ", want " << int(want[i]));
-    REQUIRE(same_e2m1_code(lp::e2m1_low(got[i]), lp::e2m1_low(want[i])));
-    REQUIRE(same_e2m1_code(lp::e2m1_high(got[i]), lp::e2m1_high(want[i])));
-  }
-}
-void check_packed(const std::vector<std::uint8_t>& got, const bj::value& want_hex) { check_packed(got, bytes(want_hex)); }
 
 /// The dequantized values F4(c) * E8(b), rounded to the model dtype as vLLM's torch reference does:
 /// bf16 always; fp16 where the value is a normal fp16 or zero (vLLM first converts E8(b) to fp16,
@@ -117,8 +144,10 @@ void check_dequant(const mx4_result& r, const input_tensor& x, const bj::value& 
 }  // namespace
 
 TEST_CASE("MXFP4 weights: EVEN scales and packed e2m1 codes (§4.2) on every mxfp4_quant case", "[numerics][low_precision][mxfp4]") {
-  for_each_case("mxfp4_quant", [](const bj::object&, const input_tensor& x, const bj::object& out) {
-    const auto r = run_mx4(ref::mxfp4_even, x.view());
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
+  for_each_case("mxfp4_quant", [&](const bj::object&, const input_tensor& x, const bj::object& out) {
+    const auto r = run_mx4(impl.mxfp4_even, x.view());
     check_packed(r.q, out.at("q_packed_hex"));
     CHECK(r.scales == bytes(out.at("scale_e8m0_hex")));
     if (out.contains("dequant_hex")) check_dequant(r, x, out.at("dequant_hex"));
@@ -128,14 +157,16 @@ TEST_CASE("MXFP4 weights: EVEN scales and packed e2m1 codes (§4.2) on every mxf
 
 TEST_CASE("MXFP4 activations: Blackwell's RCEIL quantizer and the MoE emulation's quantize-dequantize (§4.3)",
           "[numerics][low_precision][mxfp4]") {
-  for_each_case("mxfp4_act_flashinfer", [](const bj::object&, const input_tensor& x, const bj::object& out) {
-    const auto r = run_mx4(ref::mxfp4_flashinfer, x.view());
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
+  for_each_case("mxfp4_act_flashinfer", [&](const bj::object&, const input_tensor& x, const bj::object& out) {
+    const auto r = run_mx4(impl.mxfp4_rceil, x.view());
     check_packed(r.q, out.at("q_packed_hex"));
     CHECK(r.scales == bytes(out.at("scale_e8m0_hex")));
     check_swizzled(r.scales, x.rows, x.cols / 32, out.at("scale_swizzled_128x4_hex"));
   });
-  for_each_case("mxfp4_act_qdq", [](const bj::object&, const input_tensor& x, const bj::object& out) {
-    const auto r = run_mx4(ref::mxfp4_even, x.view());
+  for_each_case("mxfp4_act_qdq", [&](const bj::object&, const input_tensor& x, const bj::object& out) {
+    const auto r = run_mx4(impl.mxfp4_even, x.view());
     check_packed(r.q, out.at("q_packed_hex"));
     CHECK(r.scales == bytes(out.at("scale_e8m0_hex")));
     check_dequant(r, x, out.at("qdq_bf16_hex"));
@@ -143,6 +174,8 @@ TEST_CASE("MXFP4 activations: Blackwell's RCEIL quantizer and the MoE emulation'
 }
 
 TEST_CASE("MXFP4 MoE: experts zero-padded to 32 (gate rows at 0, up rows at Ip), then EVEN (§4.1)", "[numerics][low_precision][mxfp4]") {
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
   for (const auto* c : cases_of_kind("mxfp4_moe")) {
     INFO(c->at("id").as_string());
     const auto& p = c->at("params").as_object();
@@ -162,16 +195,18 @@ TEST_CASE("MXFP4 MoE: experts zero-padded to 32 (gate rows at 0, up rows at Ip),
         for (std::int64_t k = 0; k < inter; ++k) p2[static_cast<std::size_t>((e * hp + r) * ip + k)] = v2.at(e * hidden + r, k);
     }
     const auto& out = c->at("output").as_object();
-    const auto r13 = run_mx4(ref::mxfp4_even, {p13.data(), qpolicy::fp8::element::f32, experts * 2 * ip, hp});
+    const auto r13 = run_mx4(impl.mxfp4_even, {p13.data(), qpolicy::fp8::element::f32, experts * 2 * ip, hp});
     check_packed(r13.q, out.at("w13_q_packed_hex_padded"));
     CHECK(r13.scales == bytes(out.at("w13_scale_e8m0_hex")));
-    const auto r2 = run_mx4(ref::mxfp4_even, {p2.data(), qpolicy::fp8::element::f32, experts * hp, ip});
+    const auto r2 = run_mx4(impl.mxfp4_even, {p2.data(), qpolicy::fp8::element::f32, experts * hp, ip});
     check_packed(r2.q, out.at("w2_q_packed_hex_padded"));
     CHECK(r2.scales == bytes(out.at("w2_scale_e8m0_hex")));
   }
 }
 
 TEST_CASE("INT8 per-channel weights in the model dtype, with its double rounding (§5.2)", "[numerics][low_precision][int8]") {
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
   for (const auto* c : cases_of_kind("int8_moe")) {
     INFO(c->at("id").as_string());
     const auto& out = c->at("output").as_object();
@@ -180,7 +215,7 @@ TEST_CASE("INT8 per-channel weights in the model dtype, with its double rounding
       const auto w = input_of(c->at("input").at(which));  // [E, R, C] as [E * R, C]: one scale per row
       std::vector<std::int8_t> q(static_cast<std::size_t>(w.rows * w.cols));
       std::vector<float> s(static_cast<std::size_t>(w.rows));
-      ref::int8_per_channel(w.view(), q.data(), s.data());
+      impl.int8_per_channel(w.view(), q.data(), s.data());
       const auto want_q = bytes(out.at(std::string(which) + "_q_hex"));
       REQUIRE(want_q.size() == q.size());
       for (std::size_t i = 0; i < q.size(); ++i) {
@@ -198,6 +233,8 @@ TEST_CASE("INT8 per-channel weights in the model dtype, with its double rounding
 }
 
 TEST_CASE("NVFP4 expert weights: global scale, e4m3 16-block scales, packed codes (§6.2)", "[numerics][low_precision][nvfp4]") {
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
   for (const auto* c : cases_of_kind("nvfp4_moe_weight")) {
     INFO(c->at("id").as_string());
     const auto& out = c->at("output").as_object();
@@ -210,9 +247,9 @@ TEST_CASE("NVFP4 expert weights: global scale, e4m3 16-block scales, packed code
     for (std::int64_t e = 0; e < experts; ++e) {
       INFO("expert " << e);
       std::vector<std::uint8_t> q(q_per_expert), sf(sf_per_expert);
-      const auto g = ref::nvfp4_weight(x.view().rows_from(e * rows, rows), q.data(), sf.data());
+      const auto g = impl.nvfp4_weight(x.view().rows_from(e * rows, rows), q.data(), sf.data());
       CHECK(qpolicy::fp8::bits_of(g.weight_scale_2) == hex32(want_ws2[static_cast<std::size_t>(e)]));
-      CHECK(qpolicy::fp8::bits_of(g.global_scale) == hex32(want_gs[static_cast<std::size_t>(e)]));
+      if (g.global_scale >= 0) CHECK(qpolicy::fp8::bits_of(g.global_scale) == hex32(want_gs[static_cast<std::size_t>(e)]));
       // rcp.approx is modelled as exact; the vectors' exact-reciprocal values are the first alternative.
       CHECK(sf == std::vector<std::uint8_t>(want_sf.begin() + static_cast<std::ptrdiff_t>(e * sf_per_expert),
                                             want_sf.begin() + static_cast<std::ptrdiff_t>((e + 1) * sf_per_expert)));
@@ -223,10 +260,12 @@ TEST_CASE("NVFP4 expert weights: global scale, e4m3 16-block scales, packed code
 }
 
 TEST_CASE("NVFP4 per-token activations, FlashInfer's fast-math kernel (§6.3)", "[numerics][low_precision][nvfp4]") {
-  for_each_case("nvfp4_act_per_token", [](const bj::object& c, const input_tensor& x, const bj::object& out) {
+  const auto& impl = implementations[GENERATE(0, 1)];
+  INFO(impl.name);
+  for_each_case("nvfp4_act_per_token", [&](const bj::object& c, const input_tensor& x, const bj::object& out) {
     std::vector<std::uint8_t> q(static_cast<std::size_t>(x.rows * x.cols / 2)), sf(static_cast<std::size_t>(x.rows * x.cols / 16));
     std::vector<float> st(static_cast<std::size_t>(x.rows));
-    ref::nvfp4_per_token(x.view(), q.data(), sf.data(), st.data());
+    impl.nvfp4_per_token(x.view(), q.data(), sf.data(), st.data());
     CHECK(sf == bytes(out.at("sf_e4m3_hex")));
     const auto& want_st = out.at("per_token_scale_f32_hex").as_array();
     for (std::size_t r = 0; r < st.size(); ++r) CHECK(qpolicy::fp8::bits_of(st[r]) == hex32(want_st[r]));

@@ -13,6 +13,7 @@
 
 #include "qpolicy/plan/plan.hpp"
 #include "qpolicy/schemes/contract.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 #include "qpolicy/schemes/tags.hpp"
 
 namespace qpolicy {
@@ -26,6 +27,10 @@ template <std::size_t... I>
 constexpr auto key_tags(std::index_sequence<I...>) {
   return boost::hana::tuple_t<key_tag<static_cast<key_id>(I)>...>;
 }
+template <std::size_t... I>
+constexpr auto formula_tags(std::index_sequence<I...>) {
+  return boost::hana::tuple_t<formula_tag<static_cast<schemes::lp_formula>(I)>...>;
+}
 }  // namespace detail
 
 /// Every method a layer can get, as tag types: the closed list of schemes, one per value of `method`.
@@ -33,6 +38,9 @@ inline constexpr auto scheme_types = detail::method_tags(std::make_index_sequenc
 
 /// Every quant key, as tag types, one per value of `key_id`.
 inline constexpr auto key_types = detail::key_tags(std::make_index_sequence<key_count>{});
+
+/// Every low-precision formula, as tag types, one per value of `lp_formula`.
+inline constexpr auto formula_types = detail::formula_tags(std::make_index_sequence<schemes::lp_formula_count>{});
 
 /// The schemes with kernels in this build (the contract's rows with a scale layout).
 inline constexpr auto kernel_scheme_types =
@@ -46,6 +54,9 @@ inline constexpr auto kernel_key_types =
 // per value, so a new method or key joins the lists (and the dispatch) without an edit here.
 static_assert(boost::hana::length(scheme_types) == method_count && to_string(static_cast<method>(method_count - 1)) == "nvfp4_per_token",
               "scheme_types must have one tag per method");
+static_assert(boost::hana::length(formula_types) == schemes::lp_formula_count &&
+                  schemes::formula_table[schemes::lp_formula_count - 1].id == static_cast<schemes::lp_formula>(schemes::lp_formula_count - 1),
+              "formula_types must have one tag per low-precision formula");
 static_assert(boost::hana::length(key_types) == key_count && key_table[key_count - 1].id == static_cast<key_id>(key_count - 1),
               "key_types must have one tag per quant key");
 
@@ -74,6 +85,12 @@ constexpr void with_scheme(method m, Fn&& fn) {
 template <class Fn>
 constexpr void with_key(key_id k, Fn&& fn) {
   with_tag(key_types, k, fn);
+}
+
+/// Calls fn(Formula{}) with the tag type of low-precision formula `f`.
+template <class Fn>
+constexpr void with_formula(schemes::lp_formula f, Fn&& fn) {
+  with_tag(formula_types, f, fn);
 }
 
 /// The activation keys with a quantizer (the contract's activation rows), as tag types.

@@ -5,10 +5,13 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy {
 
@@ -19,6 +22,7 @@ enum class device_kind : std::uint8_t { cpu, cuda };
 struct tensor_quant_options {
   bool ue8m0 = false;                                   // 1x128 groups and 128x128 blocks
   fp8::scale_layout layout = fp8::scale_layout::row_major;  // 1x128 groups
+  bool swizzled = false;                                // low-precision block scales in the 128x4 layout
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   std::string name;  // the tensor or layer, for messages
@@ -31,8 +35,38 @@ struct quantized_tensor {
   std::vector<std::int64_t> scale_shape;
 };
 
-/// The quant keys quantize_tensor implements, by name, for messages.
+/// The quant keys and low-precision formulas quantize-tensor implements, by name, for messages.
 std::string quantize_tensor_keys();
+
+/// What quantize-tensor's --key names: an FP8 quant key's formula or a low-precision formula.
+using tensor_formula = std::variant<key_id, schemes::lp_formula>;
+
+/// The formula quantize-tensor calls `name`: the low-precision formulas' names first (`mxfp8` is the
+/// MXFP8 weight formula there, cli.md), then the quant key names.
+std::optional<tensor_formula> find_tensor_formula(std::string_view name);
+
+/// One tensor a formula stores: its name suffix ("" for the codes, ".scale", ...), element type, shape
+/// and bytes.
+struct stored_part {
+  std::string suffix;
+  dtype type = dtype::u8;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+
+/// Quantizes `x` with low-precision formula `f` (low-precision-numerics.md) on the CPU or the GPU.
+/// Throws config_error, before any work, for a K the formula's block does not tile (with vLLM's
+/// message), an fp32 input to a formula that computes in the model dtype, an empty or overflowing
+/// shape and a scale layout or option the formula does not have; cuda::cuda_error for a failed CUDA call.
+std::vector<stored_part> quantize_low_precision(schemes::lp_formula f, const fp8::input_view& x,
+                                                const tensor_quant_options& options);
+
+/// Any formula's codes and scales as stored tensors (an FP8 key gives T and T.scale).
+std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp8::input_view& x,
+                                               const tensor_quant_options& options);
+
+/// A formula's name as quantize-tensor's --key and its output metadata give it.
+std::string formula_name(const tensor_formula& f);
 
 /// The stored shape of the scales quant key `key`'s formula gives an [rows, cols] tensor (row-major
 /// layout): [1] per tensor, [rows, 1] per token or channel, the block or group grid otherwise.

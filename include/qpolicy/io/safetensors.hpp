@@ -22,6 +22,12 @@ std::string_view to_string(dtype d);
 /// Bytes per element.
 std::size_t size_of(dtype d);
 
+/// How the format stores a quantized element or scale type of the vocabulary.
+constexpr dtype stored_type(qpolicy::dtype d) {
+  constexpr dtype types[] = {dtype::F8_E4M3, dtype::U8, dtype::I8, dtype::F32};  // by qpolicy::dtype's value
+  return types[static_cast<int>(d)];
+}
+
 /// One tensor's entry in the header.
 struct tensor_info {
   std::string name;

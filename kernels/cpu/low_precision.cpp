@@ -1,0 +1,79 @@
+#include "low_precision.hpp"
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "parallel.hpp"
+#include "row_ops.hpp"
+
+namespace qpolicy::cpu {
+
+using schemes::lp_formula;
+
+namespace {
+
+/// One row of formula F: `row` holds its widened values, r its index.
+template <lp_formula F>
+void quantize_row(const float* row, std::int64_t r, std::int64_t cols, fp8::element type, float encode, const lp::outputs& out) {
+  constexpr auto& f = schemes::formula_of(F);
+  if constexpr (F == lp_formula::int8_per_channel) {
+    const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
+    auto* q = reinterpret_cast<std::int8_t*>(out.codes) + r * cols;
+    for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(type, row[k], s);
+    out.row_scales[r] = s;
+  } else {
+    const std::int64_t blocks = cols / f.block;
+    if constexpr (F == lp_formula::nvfp4_per_token) {
+      const float st = lp::nvfp4_token_scale(detail::amax_range(row, cols, false));
+      encode = 1.0f / st;  // a zero row gives +inf
+      out.row_scales[r] = st;
+    }
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const float* x = row + j * f.block;
+      const std::int64_t first = r * cols + j * f.block;
+      std::uint8_t scale;
+      if constexpr (F == lp_formula::mxfp8_torch) scale = lp::mxfp8_torch_block(x, out.codes + first);
+      else if constexpr (F == lp_formula::mxfp8_flashinfer) scale = lp::mxfp8_flashinfer_block(x, out.codes + first);
+      else if constexpr (F == lp_formula::mxfp4_even) scale = lp::mxfp4_even_block(x, out.codes + first / 2);
+      else if constexpr (F == lp_formula::mxfp4_rceil) scale = lp::mxfp4_rceil_block(x, out.codes + first / 2);
+      else if constexpr (F == lp_formula::nvfp4_weight) scale = lp::nvfp4_block(x, encode, true, out.codes + first / 2);
+      else scale = lp::nvfp4_block(x, encode, false, out.codes + first / 2);
+      out.block_scales[lp::block_scale_offset(r, j, blocks, out.swizzled)] = scale;
+    }
+  }
+}
+
+}  // namespace
+
+template <class Formula>
+void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, const cpu_options& o) {
+  constexpr lp_formula F = Formula::id;
+  float encode = 0.0f;
+  if constexpr (F == lp_formula::nvfp4_weight) {
+    encode = lp::nvfp4_global_scale(detail::tensor_amax(x, true, o));  // amaxT of the whole matrix
+    *out.tensor_scale = 1.0f / encode;                                  // weight_scale_2
+  }
+  detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      detail::widen(x, r * x.cols, x.cols, row.data());
+      quantize_row<F>(row.data(), r, x.cols, x.type, encode, out);
+    }
+  });
+}
+
+// One instantiation per row of the formula table (a formula joins by getting a row): an external
+// function odr-uses every kernel, so each is emitted here.
+namespace detail {
+template <std::size_t... I>
+auto every_formula(std::index_sequence<I...>) {
+  return std::array{&lp_kernel<formula_tag<static_cast<lp_formula>(I)>>::run...};
+}
+const void* lp_kernel_table() {
+  static const auto table = every_formula(std::make_index_sequence<schemes::lp_formula_count>{});
+  return &table;
+}
+}  // namespace detail
+
+}  // namespace qpolicy::cpu

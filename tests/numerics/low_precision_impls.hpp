@@ -1,0 +1,75 @@
+#pragma once
+// The low-precision quantizers behind one interface for the tests: output buffers sized from the
+// formula contract, and the CPU reference and the CPU fast path (and, in the GPU suite, CUDA) writing
+// into them, so one check runs against every implementation.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/low_precision.hpp"
+#include "kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/numerics/low_precision_blocks.hpp"
+#include "qpolicy/schemes/formulas.hpp"
+
+namespace qpolicy::test::low_precision {
+
+/// Host buffers for every output a formula may have, sized for [rows, cols].
+struct lp_buffers {
+  std::vector<std::uint8_t> codes, block_scales;
+  std::vector<float> row_scales, tensor_scale;
+  bool swizzled = false;
+  std::int64_t rows = 0, per_row = 0;
+
+  lp_buffers(schemes::lp_formula id, std::int64_t r, std::int64_t cols, bool swizzle) : swizzled(swizzle), rows(r) {
+    const auto& f = schemes::formula_of(id);
+    per_row = schemes::scales_per_row(f, cols);
+    const auto shape = schemes::block_scale_shape(f, rows, cols, swizzled);
+    codes.assign(static_cast<std::size_t>(schemes::code_bytes(f, rows, cols)), 0xA5);  // not a result by chance
+    if (f.scales != schemes::scale_format::f32) block_scales.assign(static_cast<std::size_t>(shape[0] * shape[1]), 0);
+    row_scales.assign(static_cast<std::size_t>(rows), -1.0f);
+    tensor_scale.assign(1, -1.0f);
+  }
+  lp::outputs outputs() {
+    return {codes.data(), block_scales.empty() ? nullptr : block_scales.data(), row_scales.data(), tensor_scale.data(), swizzled};
+  }
+  /// Block scale (r, j) wherever the layout keeps it.
+  std::uint8_t block_scale(std::int64_t r, std::int64_t j) const {
+    return block_scales[static_cast<std::size_t>(lp::block_scale_offset(r, j, per_row, swizzled))];
+  }
+  /// The block scales in row-major order.
+  std::vector<std::uint8_t> row_major_scales() const {
+    std::vector<std::uint8_t> out;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < per_row; ++j) out.push_back(block_scale(r, j));
+    return out;
+  }
+};
+
+/// The CPU reference of formula tag Formula into `out` (block scales scattered into its layout).
+template <class Formula>
+void reference_quantize(const fp8::input_view& x, lp_buffers& out) {
+  namespace ref = cpu::reference;
+  using schemes::lp_formula;
+  constexpr auto F = Formula::id;
+  std::vector<std::uint8_t> scales(static_cast<std::size_t>(x.rows * out.per_row));
+  if constexpr (F == lp_formula::mxfp8_torch) ref::mxfp8_torch(x, out.codes.data(), scales.data());
+  else if constexpr (F == lp_formula::mxfp8_flashinfer) ref::mxfp8_flashinfer(x, out.codes.data(), scales.data());
+  else if constexpr (F == lp_formula::mxfp4_even) ref::mxfp4_even(x, out.codes.data(), scales.data());
+  else if constexpr (F == lp_formula::mxfp4_rceil) ref::mxfp4_flashinfer(x, out.codes.data(), scales.data());
+  else if constexpr (F == lp_formula::int8_per_channel)
+    ref::int8_per_channel(x, reinterpret_cast<std::int8_t*>(out.codes.data()), out.row_scales.data());
+  else if constexpr (F == lp_formula::nvfp4_weight) out.tensor_scale[0] = ref::nvfp4_weight(x, out.codes.data(), scales.data()).weight_scale_2;
+  else ref::nvfp4_per_token(x, out.codes.data(), scales.data(), out.row_scales.data());
+  if (!out.block_scales.empty())
+    for (std::int64_t r = 0; r < x.rows; ++r)
+      for (std::int64_t j = 0; j < out.per_row; ++j)
+        out.block_scales[static_cast<std::size_t>(lp::block_scale_offset(r, j, out.per_row, out.swizzled))] =
+            scales[static_cast<std::size_t>(r * out.per_row + j)];
+}
+
+/// The CPU fast path of formula tag Formula into `out`.
+template <class Formula>
+void fast_quantize(const fp8::input_view& x, lp_buffers& out, unsigned threads = 3) {
+  cpu::lp_kernel<Formula>::run(x, out.outputs(), {threads});
+}
+
+}  // namespace qpolicy::test::low_precision
