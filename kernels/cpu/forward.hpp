@@ -20,6 +20,7 @@
 #include "qpolicy/numerics/gemm_desc.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/schemes/contract.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 #include "qpolicy/schemes/tags.hpp"
 #include "reference.hpp"
 #include "vectorized.hpp"
@@ -52,12 +53,20 @@ using linear_activation = key_tag<detail::default_activation<Scheme>(layer_kind:
 template <class Scheme>
 using moe_activation = key_tag<detail::default_activation<Scheme>(layer_kind::moe)>;
 
+/// Whether a scheme (method tag) is one of the low-precision schemes: its weights have a formula of
+/// schemes/formulas.hpp, and its layers are lp_linear_layer / lp_moe_layer (low_precision_forward.hpp).
+template <class Scheme>
+inline constexpr bool is_low_precision = schemes::weight_formula_of(Scheme::id).has_value();
+
 /// What every forward layer type checks about its scheme and activation key, each as a sentence
 /// (tests/compile_fail holds one case per sentence).
 template <class Scheme, class Act>
 struct forward_pairing {
-  static_assert(schemes::has_kernels(Scheme::id),
-                "this scheme has no forward pass in this build: its contract row has no weight-scale layout yet");
+  static_assert(!is_low_precision<Scheme>,
+                "linear_layer and moe_layer are the FP8 layers; a low-precision scheme's layers are lp_linear_layer and "
+                "lp_moe_layer (kernels/cpu/low_precision_forward.hpp), which quantize_linear and quantize_moe return");
+  static_assert(is_low_precision<Scheme> || schemes::has_kernels(Scheme::id),
+                "this scheme has no forward pass: it quantizes nothing (only the methods of the scheme contract do)");
   static_assert(!schemes::has_kernels(Scheme::id) || schemes::has_activation(Act::id),
                 "the activation of a forward pass must be a dynamic activation key with a quantizer");
   static_assert(!schemes::has_kernels(Scheme::id) || !schemes::has_activation(Act::id) || detail::pairs<Scheme, Act>(),
@@ -206,6 +215,7 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
 /// Quantizes weight `w` ([out, in], bf16/fp16/fp32) with Scheme's weight formula; throws
 /// std::invalid_argument with can_implement's reason when the layer cannot run.
 template <class Scheme, class Act = linear_activation<Scheme>>
+  requires(!is_low_precision<Scheme>)
 linear_layer<Scheme, Act> quantize_linear(const fp8::input_view& w, const float* bias, const forward_options& options = {}) {
   using layer_t = linear_layer<Scheme, Act>;
   detail::check_implementable(layer_t::weights, layer_t::activation, w.cols, "linear layer");
@@ -240,6 +250,7 @@ void linear_forward(const linear_layer<Scheme, Act>& layer, const fp8::input_vie
 /// with the weight formula (w13 with the contract's MoE w13 formula where it has one), zero-padded to
 /// whole 128x128 blocks first for block schemes.
 template <class Scheme, class Act = moe_activation<Scheme>>
+  requires(!is_low_precision<Scheme>)
 moe_layer<Scheme, Act> quantize_moe(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
                                     const forward_options& options = {}) {
   using layer_t = moe_layer<Scheme, Act>;

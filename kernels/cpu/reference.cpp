@@ -102,8 +102,8 @@ void moe_per_tensor(const input_view& w13, const input_view& w2, std::int64_t ex
 }
 
 void moe_pad_expert(const input_view& w13, const input_view& w2, std::int64_t e, std::int64_t inter, std::int64_t hidden,
-                    float* pad13, float* pad2) {
-  const std::int64_t hp = (hidden + 127) / 128 * 128, ip = (inter + 127) / 128 * 128;
+                    float* pad13, float* pad2, std::int64_t multiple) {
+  const std::int64_t hp = (hidden + multiple - 1) / multiple * multiple, ip = (inter + multiple - 1) / multiple * multiple;
   std::fill(pad13, pad13 + 2 * ip * hp, 0.0f);
   std::fill(pad2, pad2 + hp * ip, 0.0f);
   const input_view x13 = w13.rows_from(e * 2 * inter, 2 * inter), x2 = w2.rows_from(e * hidden, hidden);

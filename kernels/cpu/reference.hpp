@@ -52,10 +52,11 @@ void block_128x128(const input_view& w, const block_options& options, std::uint8
 void moe_per_tensor(const input_view& w13, const input_view& w2, std::int64_t experts, std::uint8_t* q13,
                     float* s13, std::uint8_t* q2, float* s2);
 
-/// §9's padded copy of expert `e` (I and H rounded up to 128 as Ip, Hp): pad13 [2Ip, Hp] with the gate rows at
-/// [0, I) and the up rows at [Ip, Ip + I), pad2 [Hp, Ip]; every other element is written as zero.
+/// §9's padded copy of expert `e` (I and H rounded up to `multiple` as Ip, Hp: 128 for FP8 blocks, 32
+/// for MXFP4, low-precision-numerics.md §4.1): pad13 [2Ip, Hp] with the gate rows at [0, I) and the up
+/// rows at [Ip, Ip + I), pad2 [Hp, Ip]; every other element is written as zero.
 void moe_pad_expert(const input_view& w13, const input_view& w2, std::int64_t e, std::int64_t inter, std::int64_t hidden,
-                    float* pad13, float* pad2);
+                    float* pad13, float* pad2, std::int64_t multiple = 128);
 
 /// §9 per-block: pads I and H to 128 (gate rows at [0, I), up rows at [Ip, Ip + I)), blocks each
 /// padded expert matrix. q13: [E, 2Ip, Hp], s13: [E, 2Ip/128, Hp/128], q2: [E, Hp, Ip], s2: [E, Hp/128, Ip/128].

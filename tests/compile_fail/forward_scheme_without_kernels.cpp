@@ -1,7 +1,7 @@
-// expect: this scheme has no forward pass in this build: its contract row has no weight-scale layout yet
-// Must not compile: a forward layer of a scheme that plans but has no kernels yet.
+// expect: this scheme has no forward pass: it quantizes nothing
+// Must not compile: a forward layer of a method that quantizes nothing.
 #include "kernels/cpu/forward.hpp"
 
 namespace qp = qpolicy;
-qp::cpu::linear_layer<qp::mxfp8> layer;
+qp::cpu::linear_layer<qp::unquantized> layer;
 int main() {}

@@ -8,6 +8,7 @@
 
 #include "low_precision.hpp"
 #include "numerics.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 #include "tensor_view.hpp"
 
 namespace qpolicy::lp {
@@ -118,6 +119,31 @@ QP_HD std::int8_t int8_code(fp8::element d, float w, float s) {
   // Adding and subtracting 1.5 * 2^23 rounds |c| <= 2^22 to an integer, half to even (the rounding mode).
   const float magic = 12582912.0f;
   return static_cast<std::int8_t>((c + magic) - magic);
+}
+
+// ---- the GEMM operands (§9): a weight element as the weight-only kernels multiply it ----
+
+/// Weight element (n, k) of an [*, cols] matrix quantized by formula F, dequantized up to its outer
+/// scale (INT8's per-row scale and NVFP4's scale_2 multiply the sum instead): exact in float32, and in
+/// bf16 within the normal range. MXFP8 follows Marlin, whose scale byte 0 decodes as 0 (§3.5).
+/// `codes` and `block_scales` are row-major.
+template <schemes::lp_formula F>
+QP_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
+                           std::int64_t k) {
+  using lf = schemes::lp_formula;
+  static_assert(schemes::formula_of(F).weight, "weight_operand decodes weights");
+  const std::int64_t i = n * cols + k;
+  if constexpr (F == lf::int8_per_channel) {
+    return static_cast<float>(static_cast<std::int8_t>(codes[i]));
+  } else if constexpr (F == lf::mxfp8_torch || F == lf::mxfp8_flashinfer) {
+    const std::uint8_t b = block_scales[n * (cols / mx_block) + k / mx_block];
+    return b == 0 ? 0.0f : fp8::decode(codes[i]) * e8m0_value(b);
+  } else {
+    const std::uint8_t byte = codes[i / 2];
+    const float v = e2m1_value(i % 2 ? e2m1_high(byte) : e2m1_low(byte));
+    if constexpr (F == lf::mxfp4_even) return v * e8m0_value(block_scales[n * (cols / mx_block) + k / mx_block]);
+    else return v * fp8::decode(block_scales[n * (cols / nv_block) + k / nv_block]);
+  }
 }
 
 }  // namespace qpolicy::lp

@@ -1,0 +1,96 @@
+#include "low_precision_forward.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include "parallel.hpp"
+
+namespace qpolicy::cpu::detail {
+
+using schemes::activation_treatment;
+using schemes::lp_formula;
+
+template <lp_formula F>
+std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
+  std::vector<float> out(static_cast<std::size_t>(w.rows * w.cols));
+  detail::parallel_ranges(w.rows, threads, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t n = first; n < last; ++n)
+      for (std::int64_t k = 0; k < w.cols; ++k)
+        out[static_cast<std::size_t>(n * w.cols + k)] = lp::weight_operand<F>(w.codes.data(), w.block_scales.data(), w.cols, n, k);
+  });
+  return out;
+}
+template std::vector<float> decode_weights<lp_formula::mxfp8_torch>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<lp_formula::mxfp4_even>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<lp_formula::int8_per_channel>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<lp_formula::nvfp4_weight>(const lp_matrix&, unsigned);
+
+treated_activations treat_activations(activation_treatment t, const float* x, std::int64_t rows, std::int64_t k, unsigned threads) {
+  treated_activations a;
+  const std::size_t n = static_cast<std::size_t>(rows * k);
+  if (t == activation_treatment::none) {
+    a.values.assign(x, x + n);
+    return a;
+  }
+  const fp8::input_view xv{x, fp8::element::f32, rows, k};
+  std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
+  a.values.resize(n);
+  if (t == activation_treatment::mxfp4_qdq) {
+    // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
+    lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * lp::e8m0_value(scales[i / 32]);
+      a.values[i] = lp::round_to(fp8::element::bf16, v);
+    }
+    return a;
+  }
+  // §6.3: codes and e4m3 block scales per token; the token scale multiplies the sum (§6.4). An all-zero
+  // token has NaN block scales (0x7F) and zero codes: its operands are 0, as its exact product is.
+  a.row_scale.resize(static_cast<std::size_t>(rows));
+  lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data(), nullptr, false}, {threads});
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t c = i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2]);
+    a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * fp8::decode(scales[i / 16]);
+  }
+  return a;
+}
+
+void weight_only_gemm(const float* a, const float* a_scale, const float* w, const float* w_scale, float tensor_scale, std::int64_t rows,
+                      std::int64_t n, std::int64_t k, const float* bias, float* out, const forward_options& o) {
+  if (o.path == kernel_path::vectorized) {
+    gemm_f32(a, w, rows, n, k, out, {o.threads});
+  } else {
+    for (std::int64_t m = 0; m < rows; ++m)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (std::int64_t t = 0; t < k; ++t) acc += a[m * k + t] * w[j * k + t];
+        out[m * n + j] = acc;
+      }
+  }
+  // The outer scales after the sum, in a fixed order: token (NVFP4), row (INT8), tensor (NVFP4's scale_2).
+  for (std::int64_t m = 0; m < rows; ++m)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float v = out[m * n + j];
+      if (a_scale) v *= a_scale[m];
+      if (w_scale) v *= w_scale[j];
+      v *= tensor_scale;
+      if (bias) v += bias[j];
+      out[m * n + j] = v;
+    }
+}
+
+void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter) {
+  if (c.moe_pads || c.moe_multiple <= 1) return;
+  for (const std::int64_t size : {hidden, inter})
+    if (size % c.moe_multiple != 0) {
+      std::string message(c.moe_message);
+      if (const auto at = message.find("{K}"); at != std::string::npos) message.replace(at, 3, std::to_string(size));
+      throw std::invalid_argument(message);
+    }
+}
+
+void check_lp_linear_k(const schemes::formula_contract& f, std::int64_t k) {
+  if (f.block && k % f.block != 0) throw std::invalid_argument(schemes::block_message(f, k));
+}
+
+}  // namespace qpolicy::cpu::detail
