@@ -111,15 +111,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 using qpolicy::test::random_bf16;  // synthetic weights and activations, as the tests draw them
 
-double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double o = fp8::from_bf16(out[i]);
-    num += (o - ref[i]) * (o - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
+using qpolicy::test::relative_error;
 
 /// bf16 data widened to float32 (the float32 baseline's weights, prepared before it is timed, as the
 /// quantized weights are).

@@ -19,7 +19,16 @@ fi
 echo "build: $((SECONDS - start)) s"
 failed=0
 : >"$logs/tests.txt"
-for t in device_test quant_gpu_test low_precision_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
+# The low-precision vectors: ../shared's when the checkout has it, else a copy carried as
+# build-device/low_precision_cases.json (cp ../shared/conformance/low_precision_cases.json build-device/).
+if [ -z "${QPOLICY_LOW_PRECISION_CASES:-}" ]; then
+  if [ -f ../shared/conformance/low_precision_cases.json ]; then
+    export QPOLICY_LOW_PRECISION_CASES=../shared/conformance/low_precision_cases.json
+  else
+    export QPOLICY_LOW_PRECISION_CASES=build-device/low_precision_cases.json
+  fi
+fi
+for t in device_test quant_gpu_test low_precision_gpu_test weight_only_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
   echo "=== $t" >>"$logs/tests.txt"
   timeout 300 "build-device/$t" >>"$logs/tests.txt" 2>&1
   rc=$?

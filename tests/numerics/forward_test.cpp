@@ -38,17 +38,7 @@ bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt1
   return {rows, cols, qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), sd, rng, 997)};
 }
 
-/// ||out - ref|| / ||ref|| over bf16 outputs; NaN when any output is NaN.
-double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double o = fp8::from_bf16(out[i]);
-    if (std::isnan(o)) return std::nan("");
-    num += (o - ref[i]) * (o - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
+using qpolicy::test::relative_error;
 
 }  // namespace
 

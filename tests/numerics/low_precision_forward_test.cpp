@@ -20,6 +20,7 @@ namespace cpu = qpolicy::cpu;
 namespace lp = qpolicy::lp;
 using qp::schemes::activation_treatment;
 using qp::schemes::lp_formula;
+using qpolicy::test::relative_error;
 using qpolicy::test::low_precision::lp_buffers;
 using qpolicy::test::low_precision::reference_quantize;
 
@@ -125,16 +126,6 @@ struct linear_case {
 const linear_case linear_cases[] = {{"llama qkv_proj", 1536, 1024}, {"llama o_proj", 1024, 1024}, {"llama gate_up_proj", 7168, 1024},
                                     {"llama down_proj", 1024, 3584}, {"qwen3 qkv_proj", 1280, 512},  {"qwen3 o_proj", 512, 1024}};
 
-double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double o = fp8::from_bf16(out[i]);
-    if (std::isnan(o)) return std::nan("");
-    num += (o - ref[i]) * (o - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
 
 }  // namespace
 

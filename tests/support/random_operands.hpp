@@ -1,6 +1,7 @@
 #pragma once
 // Random operands for the tests, the benchmarks and the demo: bf16 tensors of normal values (weights
 // and activations), finite e4m3fn codes and positive scales (GEMM operands).
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -39,6 +40,18 @@ inline std::vector<float> random_scales(std::size_t n, std::mt19937& rng, float 
   std::vector<float> v(n);
   for (auto& s : v) s = d(rng);
   return v;
+}
+
+/// ||out - ref|| / ||ref|| of bf16 outputs against a float32 reference; NaN when any output is NaN.
+inline double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = fp8::from_bf16(out[i]);
+    if (std::isnan(o)) return std::nan("");
+    num += (o - ref[i]) * (o - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
 }
 
 }  // namespace qpolicy::test
