@@ -20,7 +20,9 @@
 
 #include "tests/support/random_operands.hpp"
 #include "kernels/cpu/forward.hpp"
+#include "kernels/cpu/low_precision_forward.hpp"
 #include "kernels/cuda/forward.hpp"
+#include "kernels/cuda/low_precision_forward.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "qpolicy/qpolicy.hpp"
 
@@ -30,7 +32,7 @@ namespace cuda = qpolicy::cuda;
 namespace fp8 = qpolicy::fp8;
 
 // Qwen3-30B-A3B's structure (../shared/models/qwen3-30b-a3b.json) at a size two CPU cores run in
-// seconds: 4 blocks instead of 48, hidden 512 instead of 2048, 16 experts of 192 instead of 128 of 768.
+// seconds: 8 blocks instead of 48, hidden 512 instead of 2048, 16 experts of 192 instead of 128 of 768.
 constexpr auto mini_block = qp::block(
     qp::linear("model.layers.{i}.self_attn.qkv_proj", "QKVParallelLinear", {768, 512}).with_shards({512, 128, 128}).with_bias(false),
     qp::linear("model.layers.{i}.self_attn.o_proj", "RowParallelLinear", {512, 512}).with_bias(false),
@@ -38,20 +40,31 @@ constexpr auto mini_block = qp::block(
     qp::moe("model.layers.{i}.mlp.experts", "FusedMoE", 16, 512, 192));
 constexpr auto qwen3_moe_mini = qp::model(
     "qwen3-moe-mini", qp::packed("qkv_proj", {"q_proj", "k_proj", "v_proj"}), qp::packed("gate_up_proj", {"gate_proj", "up_proj"}),
-    qp::other("model.embed_tokens", "VocabParallelEmbedding", {151936, 512}), qp::repeat<4>(mini_block),
+    qp::other("model.embed_tokens", "VocabParallelEmbedding", {151936, 512}), qp::repeat<8>(mini_block),
     qp::other("lm_head", "ParallelLMHead", {151936, 512}));
 
-// The deployment's policy (examples/demo_policy.json is the same in JSON): attention of blocks 1.. in
-// 128x128 blocks (qkv) and per channel (o_proj), experts per tensor; block 0's attention stays bf16.
+// The deployment's policy (examples/demo_policy.json is the same in JSON), all seven shorthands: block
+// 0's attention stays bf16; blocks 1-3 attention in FP8 (qkv 128x128 blocks, o_proj per channel),
+// blocks 4-7 in MXFP8 (qkv) and MXFP4 (o_proj); experts per tensor in blocks 0-1, then MXFP4,
+// NVFP4 per token and INT8 weight-only, two blocks each.
 using demo_policy = qp::quant_config<qp::targets<
-    qp::target<"re:model\\.layers\\.[1-9]\\d*\\.self_attn\\.qkv_proj", qp::fp8_per_block>,
-    qp::target<"re:model\\.layers\\.[1-9]\\d*\\.self_attn\\.o_proj", qp::fp8_per_channel>,
-    qp::target<"re:.*\\.mlp\\.experts", qp::fp8_per_tensor>>>;
+    qp::target<"re:model\\.layers\\.[1-3]\\.self_attn\\.qkv_proj", qp::fp8_per_block>,
+    qp::target<"re:model\\.layers\\.[1-3]\\.self_attn\\.o_proj", qp::fp8_per_channel>,
+    qp::target<"re:model\\.layers\\.[4-7]\\.self_attn\\.qkv_proj", qp::mxfp8>,
+    qp::target<"re:model\\.layers\\.[4-7]\\.self_attn\\.o_proj", qp::mxfp4>,
+    qp::target<"re:model\\.layers\\.[01]\\.mlp\\.experts", qp::fp8_per_tensor>,
+    qp::target<"re:model\\.layers\\.[23]\\.mlp\\.experts", qp::mxfp4>,
+    qp::target<"re:model\\.layers\\.[45]\\.mlp\\.experts", qp::nvfp4_per_token>,
+    qp::target<"re:model\\.layers\\.[67]\\.mlp\\.experts", qp::int8_per_channel_weight_only>>>;
 
 constexpr auto& demo_plan = qp::plan_for<demo_policy, qwen3_moe_mini>;
 static_assert(demo_plan["model.layers.0.self_attn.qkv_proj"].decided == qp::method::unquantized);
 static_assert(demo_plan["model.layers.2.self_attn.o_proj"].decided == qp::method::fp8_per_channel);
-static_assert(demo_plan.count(qp::method::fp8_per_tensor) == 4);
+static_assert(demo_plan["model.layers.5.self_attn.qkv_proj"].decided == qp::method::mxfp8);
+static_assert(demo_plan["model.layers.3.mlp.experts"].decided == qp::method::mxfp4);
+static_assert(demo_plan["model.layers.4.mlp.experts"].decided == qp::method::nvfp4_per_token);
+static_assert(demo_plan["model.layers.7.mlp.experts"].decided == qp::method::int8_per_channel_weight_only);
+static_assert(demo_plan.count(qp::method::fp8_per_tensor) == 2);
 
 namespace {
 
@@ -168,16 +181,13 @@ class runner {
       cpu::linear_forward_f32({wf.data(), fp8::element::f32, n, k}, nullptr, xv, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
-        s.quantize_s += seconds_since(t0);
+      // A quantized layer (FP8 or low-precision: the same calls) run on the GPU or the CPU.
+      const auto run_layer = [&](const auto& layer) {
         if (ctx_) {
           const auto dl = cuda::upload(layer);
           const auto dx = cuda::to_device(x.data(), x.size() * 2);
           cuda::device_memory dout(out.size() * 2);
-          s.quantized_s += gpu_seconds(
-              [&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
+          s.quantized_s += gpu_seconds([&] { cuda::linear_forward(*ctx_, dl, dx.as<std::uint16_t>(), t, dout.as<std::uint16_t>()); });
           cuda::to_host(dout, out.data(), out.size() * 2);
           s.baseline_s += gpu_bf16_seconds(t, n, k);
         } else {
@@ -185,8 +195,21 @@ class runner {
           cpu::linear_forward(layer, xv, out.data(), fo);
           s.quantized_s += seconds_since(t0);
         }
+      };
+      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
+        s.quantize_s += seconds_since(t0);
+        run_layer(layer);
       });
-      else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
+      else if constexpr (cpu::is_low_precision<Scheme> && !qp::schemes::contract_of(Scheme::id).linear) {
+        throw std::invalid_argument(desc.name + ": " + std::string(Scheme::name) + " quantizes MoE experts only");
+      } else if constexpr (cpu::is_low_precision<Scheme>) {  // weight-only GEMM (W8A16 / W4A16)
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_linear<Scheme>(wv, nullptr, fo);
+        s.quantize_s += seconds_since(t0);
+        run_layer(layer);
+      } else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
       }
@@ -223,16 +246,12 @@ class runner {
                            xv, route, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
-        s.quantize_s += seconds_since(t0);
+      const auto run_layer = [&](const auto& layer) {
         if (ctx_) {
           const auto dm = cuda::upload(layer);
           const auto dx = cuda::to_device(x.data(), x.size() * 2);
           cuda::device_memory dout(out.size() * 2);
-          s.quantized_s += gpu_seconds(
-              [&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
+          s.quantized_s += gpu_seconds([&] { cuda::moe_forward(*ctx_, dm, dx.as<std::uint16_t>(), t, route, dout.as<std::uint16_t>()); });
           cuda::to_host(dout, out.data(), out.size() * 2);
           s.baseline_s += gpu_bf16_seconds(t * top_k, 3 * inter, h);
         } else {
@@ -240,8 +259,19 @@ class runner {
           cpu::moe_forward(layer, xv, route, out.data(), fo);
           s.quantized_s += seconds_since(t0);
         }
+      };
+      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
+        s.quantize_s += seconds_since(t0);
+        run_layer(layer);
       });
-      else {
+      else if constexpr (cpu::is_low_precision<Scheme>) {
+        t0 = std::chrono::steady_clock::now();
+        const auto layer = cpu::quantize_moe<Scheme>(w13v, w2v, e, fo);
+        s.quantize_s += seconds_since(t0);
+        run_layer(layer);
+      } else {
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
       }
@@ -305,7 +335,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const bool gpu = opts.device == "cuda" || (opts.device == "auto" && usable_gpu);
-    fmt::print("qpolicy demo: {} (Qwen3-30B-A3B's structure: 4 blocks, hidden 512, 16 experts of 192, top-4), "
+    fmt::print("qpolicy demo: {} (Qwen3-30B-A3B's structure: 8 blocks, hidden 512, 16 experts of 192, top-4), "
                "{} tokens per layer\n",
                qwen3_moe_mini.name, opts.tokens);
     if (gpu)
@@ -346,13 +376,13 @@ int main(int argc, char** argv) {
     fmt::print("\nforward pass per layer kind ({} tokens; error = ||out - fp32|| / ||fp32||, bf16 output):\n", opts.tokens);
     // CPU: speed against the float32 pass of the same layer. GPU: against cuBLASLt's bf16 GEMM of the
     // same FLOPs, for the layers that ran there.
-    fmt::print("  {:<20} {:<24} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "layer", "scheme", "layers", "mean err",
+    fmt::print("  {:<20} {:<30} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "layer", "scheme", "layers", "mean err",
                "worst err", "quantize", "GFLOPS", gpu ? "vs bf16 GPU" : "vs fp32");
     double flops = 0, quantized = 0, baseline = 0;
     for (const auto& [key, s] : r.stats) {
       const double base = gpu ? s.baseline_s : s.f32_s;
       const std::string ratio = base > 0 ? fmt::format("{:.2f}x", base / s.quantized_s) : "-";
-      fmt::print("  {:<20} {:<24} {:>6} {:>9.2f}% {:>9.2f}% {:>8.1f}ms {:>12.1f} {:>12}\n", key.first, key.second, s.layers,
+      fmt::print("  {:<20} {:<30} {:>6} {:>9.2f}% {:>9.2f}% {:>8.1f}ms {:>12.1f} {:>12}\n", key.first, key.second, s.layers,
                  100 * s.error_sum / s.layers, 100 * s.worst_error, 1e3 * s.quantize_s, s.flops / s.quantized_s / 1e9, ratio);
       if (base > 0) {
         flops += s.flops;
@@ -366,6 +396,16 @@ int main(int argc, char** argv) {
     else
       fmt::print("  all layers: {:.1f} GFLOPS quantized, {:.1f} GFLOPS float32 ({:.2f}x)\n", flops / quantized / 1e9,
                  flops / baseline / 1e9, baseline / quantized);
+    // What the low-precision layers ran: Hopper's kernels, and where that emulates another architecture.
+    for (const auto& c : qp::schemes::lp_layer_table) {
+      bool used_linear = false, used_moe = false;
+      for (const auto& [key, s] : r.stats) {
+        if (key.second != qp::to_string(c.scheme)) continue;
+        (key.first == "mlp.experts" ? used_moe : used_linear) = true;
+      }
+      if (used_linear) fmt::print("  note: {} linear layers run {}\n", qp::to_string(c.scheme), c.linear_kernel);
+      if (used_moe) fmt::print("  note: {} experts run {}\n", qp::to_string(c.scheme), c.moe_kernel);
+    }
     if (r.any_nan) {
       fmt::print(stderr, "qpolicy-demo: a layer produced NaN\n");
       return 1;

@@ -177,21 +177,16 @@ std::string grouped_refusal(const forward_context& ctx, const device_experts& m,
 
 namespace detail {
 
-moe_kernel moe_forward(forward_context& ctx, const device_experts& m, fp8::weight_scales weights,
-                       fp8::activation_quant activation, const activation_quantizer& quantize, const std::uint16_t* x,
-                       std::int64_t tokens, const cpu::routing& route, std::uint16_t* out) {
+void moe_pipeline(forward_context& ctx, const moe_dims& m, const std::uint16_t* x, std::int64_t tokens, const cpu::routing& route,
+                  std::uint16_t* out, const moe_projection& project) {
   const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded, experts = m.experts;
-  cpu::detail::check_implementable(weights, activation, hp, "moe_forward w13");
-  cpu::detail::check_implementable(weights, activation, ip, "moe_forward w2");
   const auto plan = cpu::plan_routing(route, tokens, experts);  // on the host, as on the CPU
   const std::int64_t slots = tokens * route.top_k;
-  if (tokens == 0) return ctx.moe;  // no rows: no launches
+  if (tokens == 0) return;  // no rows: no launches
   const auto& count = plan.first;
   const auto& o = ctx.launch;
   const auto stream = stream_of(o);
-  ctx.moe_loop_reason = grouped_refusal(ctx, m, weights, activation);
-  const bool grouped = ctx.moe_loop_reason.empty();
-  const auto tiles = grouped ? fp8::grouped::make_tiles(count.data(), experts) : std::vector<fp8::grouped::tile>{};
+  const auto tiles = fp8::grouped::make_tiles(count.data(), experts);
   upload_pack pack;
   const std::size_t rows_at = pack.add(plan.token_of_row.data(), plan.token_of_row.size());
   const std::size_t slots_at = pack.add(plan.row_of_slot.data(), plan.row_of_slot.size());
@@ -199,7 +194,8 @@ moe_kernel moe_forward(forward_context& ctx, const device_experts& m, fp8::weigh
   const std::size_t offsets_at = pack.add(count.data(), count.size());
   const std::size_t tiles_at = pack.add(tiles.data(), tiles.size());
   pack.upload(ctx.routing, o);
-  const auto* offsets = at<std::int64_t>(ctx.routing, offsets_at);
+  const moe_rows rows{count, at<std::int64_t>(ctx.routing, offsets_at), at<fp8::grouped::tile>(ctx.routing, tiles_at),
+                      static_cast<std::int64_t>(tiles.size()), slots};
   ctx.gathered.reserve(static_cast<std::size_t>(slots * hp) * 2);
   ctx.h13.reserve(static_cast<std::size_t>(slots * 2 * ip) * 2);
   ctx.act.reserve(static_cast<std::size_t>(slots * ip) * 2);
@@ -210,33 +206,47 @@ moe_kernel moe_forward(forward_context& ctx, const device_experts& m, fp8::weigh
   auto* y2 = ctx.y2.as<std::uint16_t>();
   gather_rows<<<row_grid(hp, slots), 256, 0, stream>>>(x, m.hidden, hp, at<std::int64_t>(ctx.routing, rows_at), slots, xin);
   check(cudaGetLastError(), "gather_rows", o);
-  // in [slots, k] (bf16) -> result [slots, n] with each expert's matrix on its rows.
-  auto project = [&](const std::uint16_t* in, std::int64_t k, const device_memory& w, const device_memory& scales,
-                     std::int64_t scale_step, std::int64_t scale_stride, std::int64_t n, std::uint16_t* result) {
-    if (grouped) {
-      quantize(ctx, in, slots, k, fp8::scale_layout::row_major, offsets, experts);
-      grouped_gemm(grouped_problem(weights, activation, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w, scales, scale_step, scale_stride, n,
-                                   k, result),
-                   at<fp8::grouped::tile>(ctx.routing, tiles_at), static_cast<std::int64_t>(tiles.size()), o);
-      return;
-    }
-    for (std::int64_t e = 0; e < experts; ++e) {
-      const std::int64_t first = count[static_cast<std::size_t>(e)], rows = count[static_cast<std::size_t>(e) + 1] - first;
-      if (rows == 0) continue;
-      quantize(ctx, in + first * k, rows, k, fp8::scale_layout::column_major, nullptr, 1);
-      ctx.runner.run({rows, n, k, activation, weights, false},
-                     {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w.as<std::uint8_t>() + e * n * k,
-                      scales.as<float>() + e * scale_step, scale_stride, nullptr, result + first * n},
-                     o, ctx.prefer);
-    }
-  };
-  project(xin, hp, m.w13, m.s13, m.s13_step, m.s13_stride, 2 * ip, h13);
+  project(xin, hp, 13, 2 * ip, h13, rows);
   silu_and_mul<<<row_grid(ip, slots), 256, 0, stream>>>(h13, slots, m.intermediate, ip, act);
   check(cudaGetLastError(), "silu_and_mul", o);
-  project(act, ip, m.w2, m.s2, m.s2_step, m.s2_stride, hp, y2);
+  project(act, ip, 2, hp, y2, rows);
   combine<<<row_grid(m.hidden, tokens), 256, 0, stream>>>(y2, hp, at<std::int64_t>(ctx.routing, slots_at),
                                                           at<float>(ctx.routing, weights_at), route.top_k, tokens, m.hidden, out);
   check(cudaGetLastError(), "combine", o);
+}
+
+moe_kernel moe_forward(forward_context& ctx, const device_experts& m, fp8::weight_scales weights,
+                       fp8::activation_quant activation, const activation_quantizer& quantize, const std::uint16_t* x,
+                       std::int64_t tokens, const cpu::routing& route, std::uint16_t* out) {
+  const std::int64_t hp = m.hidden_padded, ip = m.intermediate_padded, experts = m.experts;
+  cpu::detail::check_implementable(weights, activation, hp, "moe_forward w13");
+  cpu::detail::check_implementable(weights, activation, ip, "moe_forward w2");
+  ctx.moe_loop_reason = grouped_refusal(ctx, m, weights, activation);
+  const bool grouped = ctx.moe_loop_reason.empty();
+  const auto& o = ctx.launch;
+  // in [slots, k] (bf16) -> result [slots, n] with each expert's matrix on its rows.
+  moe_pipeline(ctx, m, x, tokens, route, out,
+               [&](const std::uint16_t* in, std::int64_t k, int which, std::int64_t n, std::uint16_t* result, const moe_rows& rows) {
+                 const device_memory& w = which == 13 ? m.w13 : m.w2;
+                 const device_memory& scales = which == 13 ? m.s13 : m.s2;
+                 const std::int64_t scale_step = which == 13 ? m.s13_step : m.s2_step, scale_stride = which == 13 ? m.s13_stride : m.s2_stride;
+                 if (grouped) {
+                   quantize(ctx, in, rows.slots, k, fp8::scale_layout::row_major, rows.offsets, experts);
+                   grouped_gemm(grouped_problem(weights, activation, ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w, scales,
+                                                scale_step, scale_stride, n, k, result),
+                                rows.tiles, rows.tile_count, o);
+                   return;
+                 }
+                 for (std::int64_t e = 0; e < experts; ++e) {
+                   const std::int64_t first = rows.count[static_cast<std::size_t>(e)], r = rows.count[static_cast<std::size_t>(e) + 1] - first;
+                   if (r == 0) continue;
+                   quantize(ctx, in + first * k, r, k, fp8::scale_layout::column_major, nullptr, 1);
+                   ctx.runner.run({r, n, k, activation, weights, false},
+                                  {ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), w.as<std::uint8_t>() + e * n * k,
+                                   scales.as<float>() + e * scale_step, scale_stride, nullptr, result + first * n},
+                                  o, ctx.prefer);
+                 }
+               });
   return grouped ? moe_kernel::grouped : moe_kernel::loop;
 }
 

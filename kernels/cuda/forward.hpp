@@ -14,6 +14,7 @@
 
 #include "device_memory.hpp"
 #include "gemm.hpp"
+#include "qpolicy/numerics/grouped_tile.hpp"
 #include "kernels/cpu/forward.hpp"
 
 namespace qpolicy::cuda {
@@ -25,6 +26,7 @@ enum class moe_kernel : std::uint8_t { grouped, loop };
 struct forward_context {
   gemm_runner runner;
   device_memory codes, scales, amax, h13, act, y2, gathered, routing;
+  device_memory treated, token_scales;  // low-precision activation treatments: operands and token scales
   launch_options launch;
   gemm_backend prefer = gemm_backend::cublaslt;  // fallback: the kernel that equals the CPU reference
   /// grouped runs when the device and shapes allow it and `prefer` is cublaslt (the grouped kernel sums
@@ -40,9 +42,13 @@ struct device_linear : cpu::forward_pairing<Scheme, Act> {
   device_memory codes, scales, bias;  // bias: bf16 [out], or empty
 };
 
-/// The experts of a MoE layer on the device (layout as cpu::moe_layer), whatever their scheme.
-struct device_experts {
+/// The sizes of a MoE layer on the device: experts, hidden and intermediate, and their padded sizes.
+struct moe_dims {
   std::int64_t experts = 0, hidden = 0, intermediate = 0, hidden_padded = 0, intermediate_padded = 0;
+};
+
+/// The experts of a MoE layer on the device (layout as cpu::moe_layer), whatever their scheme.
+struct device_experts : moe_dims {
   device_memory w13, w2, s13, s2;
   std::int64_t s13_step = 0, s2_step = 0, s13_stride = 0, s2_stride = 0;  // scales per expert; block row strides
 };
@@ -92,6 +98,23 @@ std::int64_t upload_linear(const std::vector<std::uint8_t>& codes, const std::ve
 /// Uploads a MoE layer's experts (each expert's block grids restrided on their own).
 void upload_experts(const std::vector<std::uint8_t>& w13, const std::vector<std::uint8_t>& w2, const std::vector<float>& s13,
                     const std::vector<float>& s2, bool blocks, device_experts& d);
+
+/// The rows of a MoE pass grouped by expert: host `count` (expert e's rows are [count[e], count[e + 1])),
+/// the same offsets on the device, the device tile table of the grouped kernels, and the row count.
+struct moe_rows {
+  const std::vector<std::int64_t>& count;
+  const std::int64_t* offsets;
+  const fp8::grouped::tile* tiles;
+  std::int64_t tile_count, slots;
+};
+/// One projection of every expert: `in` [slots, k] (bf16, device) times matrix `which` (13 or 2) of
+/// each expert's rows into `result` [slots, n] (bf16, device).
+using moe_projection = std::function<void(const std::uint16_t* in, std::int64_t k, int which, std::int64_t n, std::uint16_t* result,
+                                          const moe_rows& rows)>;
+/// The MoE pass around the projections, for every scheme: routing planned on the host, tokens
+/// gathered per expert, w13, SiLU-and-mul, w2, and each token's experts summed with its weights.
+void moe_pipeline(forward_context& ctx, const moe_dims& m, const std::uint16_t* x, std::int64_t tokens, const cpu::routing& route,
+                  std::uint16_t* out, const moe_projection& project);
 
 /// The MoE pass of any scheme: `quantize` is the scheme's activation quantizer, `weights` and
 /// `activation` its GEMM scalings.

@@ -62,22 +62,28 @@ __global__ void __launch_bounds__(wo::threads) weight_only_kernel(wo::problem p,
 }  // namespace
 
 template <class Formula>
-void weight_only_gemm(const wo::problem& p, const std::int64_t* offsets, std::int64_t experts, const launch_options& o) {
+void weight_only_gemm_tiles(const wo::problem& p, const wo::tile* tiles, std::int64_t tile_count, const launch_options& o) {
   constexpr lp_formula F = Formula::id;
   static_assert(schemes::formula_of(F).weight, "the weight-only GEMM takes a weight formula");
   if (const auto why = wo::can_implement(schemes::formula_of(F), p.n, p.k); !why.empty())
     throw std::invalid_argument(why + (o.layer.empty() ? "" : " (layer " + o.layer + ")"));
+  if (tile_count == 0) return;
+  const std::int64_t column_tiles = (p.n + wo::tile_n - 1) / wo::tile_n;
+  if (tile_count > 0x7FFFFFFF || column_tiles > 65535)
+    throw std::invalid_argument("the weight-only GEMM takes at most 65535 x 128 output columns, got N = " + std::to_string(p.n));
+  const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(column_tiles));
+  weight_only_kernel<F><<<grid, wo::threads, 0, stream_of(o)>>>(p, tiles);
+  check_launch("weight_only_kernel", o);
+}
+
+template <class Formula>
+void weight_only_gemm(const wo::problem& p, const std::int64_t* offsets, std::int64_t experts, const launch_options& o) {
   const auto tiles = fp8::grouped::make_tiles(offsets, experts);
   if (tiles.empty()) return;
-  const std::int64_t column_tiles = (p.n + wo::tile_n - 1) / wo::tile_n;
-  if (tiles.size() > 0x7FFFFFFFu || column_tiles > 65535)
-    throw std::invalid_argument("the weight-only GEMM takes at most 65535 x 128 output columns, got N = " + std::to_string(p.n));
   device_memory table(tiles.size() * sizeof(wo::tile));
   check(cudaMemcpyAsync(table.get(), tiles.data(), tiles.size() * sizeof(wo::tile), cudaMemcpyHostToDevice, stream_of(o)),
         "cudaMemcpyAsync (tile table)", o);
-  const dim3 grid(static_cast<unsigned>(tiles.size()), static_cast<unsigned>(column_tiles));
-  weight_only_kernel<F><<<grid, wo::threads, 0, stream_of(o)>>>(p, table.as<wo::tile>());
-  check_launch("weight_only_kernel", o);
+  weight_only_gemm_tiles<Formula>(p, table.as<wo::tile>(), static_cast<std::int64_t>(tiles.size()), o);
   // The tile table is freed on return: wait for the kernel that reads it.
   check(cudaStreamSynchronize(stream_of(o)), "cudaStreamSynchronize", o);
 }
@@ -86,13 +92,15 @@ namespace detail {
 // Every weight formula, instantiated (a formula joins by getting a row with `weight` set): an external
 // function takes each one's address.
 using weight_only_entry = void (*)(const wo::problem&, const std::int64_t*, std::int64_t, const launch_options&);
+using weight_only_tiles_entry = void (*)(const wo::problem&, const wo::tile*, std::int64_t, const launch_options&);
 template <std::size_t I>
-void add_weight_formula(std::vector<weight_only_entry>& out) {
-  if constexpr (schemes::formula_table[I].weight) out.push_back(&weight_only_gemm<formula_tag<static_cast<lp_formula>(I)>>);
+void add_weight_formula(std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>>& out) {
+  using formula = formula_tag<static_cast<lp_formula>(I)>;
+  if constexpr (schemes::formula_table[I].weight) out.emplace_back(&weight_only_gemm<formula>, &weight_only_gemm_tiles<formula>);
 }
 template <std::size_t... I>
-std::vector<weight_only_entry> every_weight_formula(std::index_sequence<I...>) {
-  std::vector<weight_only_entry> out;
+std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>> every_weight_formula(std::index_sequence<I...>) {
+  std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>> out;
   (add_weight_formula<I>(out), ...);
   return out;
 }

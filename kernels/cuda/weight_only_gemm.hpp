@@ -19,4 +19,10 @@ namespace qpolicy::cuda {
 template <class Formula>
 void weight_only_gemm(const lp::weight_only::problem& p, const std::int64_t* offsets, std::int64_t experts, const launch_options& = {});
 
+/// The same over a device tile table (fp8::grouped::make_tiles of the experts' row offsets, uploaded
+/// by the caller, as a MoE pass does for all its projections): no upload, no synchronization.
+template <class Formula>
+void weight_only_gemm_tiles(const lp::weight_only::problem& p, const lp::weight_only::tile* tiles, std::int64_t tile_count,
+                            const launch_options& = {});
+
 }  // namespace qpolicy::cuda

@@ -79,6 +79,7 @@ struct problem {
   std::int64_t code_step, scale_step;
   std::uint16_t* out;                 // bf16 [rows, n]
   std::int64_t n, k;
+  const std::uint16_t* bias = nullptr;  // bf16 [n], added after the scales (linear layers), or null
 };
 
 /// Staged A element `idx` (row idx / tile_k, k idx % tile_k) of K tile `kt`: bf16 bits, 0 out of bounds.
@@ -102,7 +103,8 @@ QP_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int64_t 
 QP_HD int stage_offset(bool weight, int idx) { return ((weight ? tile_m : 0) + idx / tile_k) * smem_row + idx % tile_k; }
 
 /// Writes a lane's outputs of the CTA at (t, n0) as bf16 after the outer scales, in a fixed order:
-/// token, row (INT8), tensor (NVFP4's scale_2). Rows past the tile's end and columns past n are skipped.
+/// token, row (INT8), tensor (NVFP4's scale_2), then the bias. Rows past the tile's end and columns past
+/// n are skipped.
 QP_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane, const float (&acc)[accumulators]) {
   QP_UNROLL
   for (int mf = 0; mf < m_frags; ++mf)
@@ -116,6 +118,7 @@ QP_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int w
         if (p.a_scale) v *= p.a_scale[row];
         if (p.row_scales) v *= p.row_scales[t.expert * p.n + col];
         if (p.tensor_scales) v *= p.tensor_scales[t.expert];
+        if (p.bias) v += fp8::from_bf16(p.bias[col]);
         p.out[row * p.n + col] = fp8::to_bf16(v);
       }
 }

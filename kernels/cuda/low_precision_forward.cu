@@ -1,0 +1,86 @@
+// The device side of the low-precision forward passes: uploads, and the activation treatments
+// (the CUDA quantizers, then the codes decoded to the bf16 operands of the weight-only GEMM).
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+#include "low_precision.hpp"
+#include "low_precision_forward.hpp"
+
+namespace qpolicy::cuda {
+
+namespace {
+
+using detail::check;
+using detail::stream_of;
+
+/// values[i] = the operand of element i: MXFP4 EVEN codes decoded and rounded to bf16 (exact), or
+/// NVFP4 codes times their e4m3 block scale (exact in bf16; 0 for a zero code, whose block scale may
+/// be NaN in an all-zero token).
+template <bool Mxfp4>
+__global__ void decode_operands(const std::uint8_t* codes, const std::uint8_t* scales, std::int64_t n, std::uint16_t* values) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::uint8_t byte = codes[i / 2];
+    const std::uint8_t c = i % 2 ? lp::e2m1_high(byte) : lp::e2m1_low(byte);
+    float v;
+    if constexpr (Mxfp4) v = lp::e2m1_value(c) * lp::e8m0_value(scales[i / 32]);
+    else v = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * fp8::decode(scales[i / 16]);
+    values[i] = fp8::to_bf16(v);
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>& matrices) {
+  device_lp_matrices d;
+  if (matrices.empty()) return d;
+  d.rows = matrices.front().rows;
+  d.cols = matrices.front().cols;
+  d.code_step = static_cast<std::int64_t>(matrices.front().codes.size());
+  d.scale_step = static_cast<std::int64_t>(matrices.front().block_scales.size());
+  std::vector<std::uint8_t> codes, scales;
+  std::vector<float> rows, tensors;
+  for (const auto& m : matrices) {
+    codes.insert(codes.end(), m.codes.begin(), m.codes.end());
+    scales.insert(scales.end(), m.block_scales.begin(), m.block_scales.end());
+    rows.insert(rows.end(), m.row_scales.begin(), m.row_scales.end());
+    tensors.push_back(m.tensor_scale);
+  }
+  d.codes = to_device(codes.data(), codes.size());
+  if (!scales.empty()) d.block_scales = to_device(scales.data(), scales.size());
+  d.row_scales = to_device(rows.data(), rows.size() * sizeof(float));
+  d.tensor_scales = to_device(tensors.data(), tensors.size() * sizeof(float));
+  return d;
+}
+
+device_treated treat_activations(forward_context& ctx, schemes::activation_treatment t, const std::uint16_t* x, std::int64_t rows,
+                                 std::int64_t k) {
+  if (t == schemes::activation_treatment::none || rows == 0) return {x, nullptr};
+  const std::int64_t n = rows * k;
+  const fp8::input_view xv{x, fp8::element::bf16, rows, k};
+  ctx.codes.reserve(static_cast<std::size_t>(n / 2));
+  ctx.scales.reserve(static_cast<std::size_t>(n / 16));
+  ctx.treated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+  ctx.amax.reserve(sizeof(std::uint32_t));
+  auto* codes = ctx.codes.as<std::uint8_t>();
+  auto* scales = ctx.scales.as<std::uint8_t>();
+  auto* values = ctx.treated.as<std::uint16_t>();
+  const unsigned grid = static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+  if (t == schemes::activation_treatment::mxfp4_qdq) {
+    lp_kernel<formulas::mxfp4_even>::run(xv, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+    decode_operands<true><<<grid, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+    check(cudaGetLastError(), "decode_operands (MXFP4)", ctx.launch);
+    return {values, nullptr};
+  }
+  ctx.token_scales.reserve(static_cast<std::size_t>(rows) * sizeof(float));
+  auto* st = ctx.token_scales.as<float>();
+  lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes, scales, st, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+  decode_operands<false><<<grid, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+  check(cudaGetLastError(), "decode_operands (NVFP4)", ctx.launch);
+  return {values, st};
+}
+
+}  // namespace detail
+
+}  // namespace qpolicy::cuda
