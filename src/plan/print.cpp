@@ -6,6 +6,7 @@
 
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/plan/summary.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy {
 
@@ -62,6 +63,27 @@ std::string plan_to_json(const plan& p, const model_desc& model, const std::vect
   return bj::serialize(out);
 }
 
+namespace {
+
+/// What the low-precision layers of a plan run, from the schemes' layer contracts: one line per
+/// (scheme, layer kind) that occurs, saying where the kernels emulate another architecture.
+std::vector<std::string> kernel_notes(const plan& p, const model_desc& model) {
+  std::vector<std::string> out;
+  for (const auto& c : schemes::lp_layer_table)
+    for (const layer_kind kind : {layer_kind::linear, layer_kind::moe}) {
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < p.layers.size(); ++i)
+        n += !p.layers[i].failed() && p.layers[i].decided == c.scheme && model.layers[i].kind == kind;
+      if (n == 0) continue;
+      const bool moe = kind == layer_kind::moe;
+      out.push_back(fmt::format("{} {} layers ({}): {}", to_string(c.scheme), moe ? "MoE" : "linear", n,
+                                moe ? c.moe_kernel : c.linear_kernel));
+    }
+  return out;
+}
+
+}  // namespace
+
 std::string plan_to_table(const plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {
   struct row {
     std::string cells[6];
@@ -107,6 +129,10 @@ std::string plan_to_table(const plan& p, const model_desc& model, const std::vec
   if (!p.summary.empty()) {
     out += "\n" + summary_log_line(p) + "\nsummary:\n";
     for (const auto& s : p.summary) out += "  " + s + "\n";
+  }
+  if (const auto notes = kernel_notes(p, model); !notes.empty()) {
+    out += "\nkernels (Hopper and the CPU):\n";
+    for (const auto& n : notes) out += "  " + n + "\n";
   }
   const auto warnings = all_warnings(p, extra_warnings);
   if (!warnings.empty()) {

@@ -13,6 +13,8 @@
 
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
+#include "kernels/cpu/low_precision.hpp"
+#include "kernels/cpu/low_precision_reference.hpp"
 #include "kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
@@ -28,6 +30,7 @@ int main() {
   const fp8::input_view x{w.data(), fp8::element::bf16, rows, cols};
   std::vector<std::uint8_t> q(n), copy(n * 2);
   std::vector<float> s(static_cast<std::size_t>(rows) * 32 + 64);
+  std::vector<std::uint8_t> sb(n / 16);  // block scales (E8M0 or e4m3 bytes)
   const double bytes = static_cast<double>(n * 2);
   const int runs = 5;
   const double memcpy_s = best_seconds(runs, [&] { std::memcpy(copy.data(), w.data(), n * 2); });
@@ -52,6 +55,23 @@ int main() {
        [&] { ref::dynamic_per_tensor(x, q.data(), s.data()); }},
       {"act_group_1x128", [&] { qp::cpu::activation_kernel<qp::fp8_per_block_dynamic>::run(x, groups, q.data(), s.data()); },
        [&] { ref::per_token_group(x, groups, q.data(), s.data()); }},
+      // The low-precision formulas (quantize-tensor's keys), outputs as they store them.
+      {"mxfp8", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp8_torch>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
+       [&] { ref::mxfp8_torch(x, q.data(), sb.data()); }},
+      {"mxfp8_dynamic", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp8_flashinfer>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
+       [&] { ref::mxfp8_flashinfer(x, q.data(), sb.data()); }},
+      {"mxfp4", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp4_even>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
+       [&] { ref::mxfp4_even(x, q.data(), sb.data()); }},
+      {"mxfp4_dynamic", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp4_rceil>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
+       [&] { ref::mxfp4_flashinfer(x, q.data(), sb.data()); }},
+      {"int8_per_channel_static",
+       [&] { qp::cpu::lp_kernel<qp::formulas::int8_per_channel>::run(x, {q.data(), nullptr, s.data(), nullptr, false}); },
+       [&] { ref::int8_per_channel(x, reinterpret_cast<std::int8_t*>(q.data()), s.data()); }},
+      {"nvfp4", [&] { qp::cpu::lp_kernel<qp::formulas::nvfp4_weight>::run(x, {q.data(), sb.data(), nullptr, s.data(), false}); },
+       [&] { ref::nvfp4_weight(x, q.data(), sb.data()); }},
+      {"nvfp4_per_token",
+       [&] { qp::cpu::lp_kernel<qp::formulas::nvfp4_per_token>::run(x, {q.data(), sb.data(), s.data(), nullptr, false}); },
+       [&] { ref::nvfp4_per_token(x, q.data(), sb.data(), s.data()); }},
   };
   for (const auto& k : kernels) {
     const double fast = best_seconds(runs, k.fast), slow = best_seconds(2, k.reference);

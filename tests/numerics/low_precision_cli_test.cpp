@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -285,4 +286,35 @@ TEST_CASE("quantize-tensor refuses what a low-precision formula cannot take, bef
     INFO(key << "\n" << r.err);
     CHECK(r.status == 0);
   }
+}
+
+TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tensor an expert weight", "[numerics][cli][low_precision]") {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  const char* models = std::getenv("QPOLICY_MODELS");
+  REQUIRE(exe);
+  REQUIRE(models);
+  const std::string model = std::string(models) + "/qwen3-30b-a3b.json";
+  const auto nv = qpolicy::test::run_process({exe, "plan", "-q", "nvfp4_per_token", "--model", model});
+  INFO(nv.err);
+  REQUIRE(nv.status == 0);
+  CHECK_THAT(nv.out, Catch::Contains("nvfp4_per_token MoE layers (48): emulation of Blackwell's TRT-LLM NVFP4 MoE"));
+  // -q mxfp4 alone defers to the checkpoint (a checkpoint method name); with a config it is online.
+  const auto mx = qpolicy::test::run_process({exe, "plan", "-q", "mxfp4", "-c", R"({"ignore": ["re:.*self_attn.*"]})", "--model", model});
+  INFO(mx.err);
+  REQUIRE(mx.status == 0);
+  CHECK_THAT(mx.out, Catch::Contains("mxfp4 MoE layers (48): emulation: activations MXFP4 quantize-dequantized"));
+  // One expert's w13 [2I, H] = [1536, 2048], as the plan's MoE layers hold them.
+  const std::int64_t rows = 1536, cols = 2048;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  input_tensor w{std::vector<std::uint16_t>(static_cast<std::size_t>(rows * cols)), qpolicy::fp8::element::bf16, rows, cols};
+  for (auto& b : w.bits) b = qpolicy::fp8::to_bf16(normal(rng));
+  const std::vector<cli_tensor> tensors{{"model.layers.0.mlp.experts.0.w13", std::move(w), nullptr, ""}};
+  const auto nv4 = run_cli(tensors, "nvfp4", {});
+  CHECK(stored(*nv4, tensors[0].name(), st::dtype::U8, {rows, cols / 2}).size() == static_cast<std::size_t>(rows * cols / 2));
+  CHECK(stored(*nv4, tensors[0].name() + ".scale", st::dtype::F8_E4M3, {rows, cols / 16}).size() == static_cast<std::size_t>(rows * cols / 16));
+  const auto scale2 = stored_words(*nv4, tensors[0].name() + ".scale_2", {1});
+  CHECK(qpolicy::fp8::float_of(scale2[0]) > 0.0f);
+  const auto mx4 = run_cli(tensors, "mxfp4", {"--scale-layout", "swizzled"});
+  CHECK(stored(*mx4, tensors[0].name() + ".scale", st::dtype::U8, {rows, cols / 32}).size() == static_cast<std::size_t>(rows * cols / 32));
 }
