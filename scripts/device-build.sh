@@ -26,7 +26,8 @@ for src in kernels/cpu/vectorized.cpp kernels/cpu/gemm_tiled.cpp kernels/cpu/low
   compile "$src" -Xcompiler -fno-trapping-math,-ffp-contract=off & pids+=($!)
 done
 programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/low_precision_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/low_precision_forward_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp
-          tests/gpu/forward_gpu_test.cpp tests/bench/cuda_quant_bench.cpp tests/bench/cuda_gemm_bench.cpp)
+          tests/gpu/forward_gpu_test.cpp tests/bench/cuda_quant_bench.cpp tests/bench/cuda_gemm_bench.cpp
+          tests/bench/cuda_weight_only_bench.cpp)
 for src in "${programs[@]}"; do
   compile "$src" & pids+=($!)
 done

@@ -39,7 +39,7 @@ for t in device_test quant_gpu_test low_precision_gpu_test weight_only_gpu_test 
   esac
 done
 grep -E "FAIL|from the CPU|bound|cuBLASLt|fallback" "$logs/tests.txt" | head -60
-for b in cuda_quant_bench cuda_gemm_bench; do
+for b in cuda_quant_bench cuda_gemm_bench cuda_weight_only_bench; do
   timeout 420 "build-device/$b" 2>&1 | tee -a "$logs/bench.txt"
 done
 exit $failed

@@ -82,11 +82,7 @@ void weight_only_gemm(const float* a, const float* a_scale, const float* w, cons
 void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter) {
   if (c.moe_pads || c.moe_multiple <= 1) return;
   for (const std::int64_t size : {hidden, inter})
-    if (size % c.moe_multiple != 0) {
-      std::string message(c.moe_message);
-      if (const auto at = message.find("{K}"); at != std::string::npos) message.replace(at, 3, std::to_string(size));
-      throw std::invalid_argument(message);
-    }
+    if (size % c.moe_multiple != 0) throw std::invalid_argument(schemes::with_k(c.moe_message, size));
 }
 
 void check_lp_linear_k(const schemes::formula_contract& f, std::int64_t k) {

@@ -303,6 +303,13 @@ TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tens
   INFO(mx.err);
   REQUIRE(mx.status == 0);
   CHECK_THAT(mx.out, Catch::Contains("mxfp4 MoE layers (48): emulation: activations MXFP4 quantize-dequantized"));
+  // --check-shapes applies the schemes' size rules with vLLM's messages: I = 768 / 32 ranks = 24.
+  const auto shapes = qpolicy::test::run_process(
+      {exe, "plan", "-q", "mxfp8", "-c", R"({"ignore": []})", "--model", model, "--check-shapes", "--tp", "32"});
+  CHECK_THAT(shapes.out + shapes.err, Catch::Contains("model.layers.0.mlp.experts: Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32."));
+  const auto padded = qpolicy::test::run_process(
+      {exe, "plan", "-q", "mxfp4", "-c", R"({"ignore": []})", "--model", model, "--check-shapes", "--tp", "32"});
+  CHECK_THAT(padded.out + padded.err, Catch::Contains("expert weights are zero-padded (vLLM's maybe_roundup_sizes)"));
   // One expert's w13 [2I, H] = [1536, 2048], as the plan's MoE layers hold them.
   const std::int64_t rows = 1536, cols = 2048;
   std::mt19937 rng(1);

@@ -7,6 +7,7 @@
 #include "qpolicy/model/model.hpp"
 #include "qpolicy/plan/plan.hpp"
 #include "qpolicy/schemes/contract.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy {
 
@@ -38,6 +39,9 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
     const bool blocks = scales == schemes::weight_scales::block_128x128;
     const bool scaled = scales && !blocks;
     const std::int64_t bk = schemes::block_k, multiple = has_contract ? schemes::contract_of(l.decided).preferred_multiple : 1;
+    // The low-precision schemes: K in whole blocks for linear layers, the MoE sizes their contract takes
+    // (vLLM's messages), padding reported.
+    const auto lp_weights = schemes::weight_formula_of(l.decided);
     if (layer.kind == layer_kind::linear && layer.shape.size() == 2) {
       const auto out = layer.shape[0], in = layer.shape[1];
       const bool split_in = tp > 1 && detail::row_parallel(layer);
@@ -49,6 +53,11 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
       }
       const auto in_rank = split_in ? in / tp : in;
       const auto out_rank = split_out ? out / tp : out;
+      if (lp_weights) {
+        const auto& f = schemes::formula_of(*lp_weights);
+        if (f.block && in_rank % f.block) fail(layer.name + ": " + schemes::block_message(f, in_rank));
+        continue;
+      }
       if (blocks) {
         if (in_rank % bk) {
           fail(layer.name + ": " + scheme + " needs in_features" + (split_in ? " per rank (" + detail::num(in) + "/" + detail::num(tp) + " = " : " (") +
@@ -72,6 +81,17 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
         continue;
       }
       const auto i_rank = inter / tp;
+      if (lp_weights) {
+        const auto& c = schemes::lp_layers_of(l.decided);
+        if (c.moe_multiple > 1 && (h % c.moe_multiple || i_rank % c.moe_multiple)) {
+          if (c.moe_pads)
+            warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) +
+                 " not a multiple of " + detail::num(c.moe_multiple) + "; expert weights are zero-padded (vLLM's maybe_roundup_sizes)");
+          else
+            fail(layer.name + ": " + schemes::with_k(c.moe_message, h % c.moe_multiple ? h : i_rank));
+        }
+        continue;
+      }
       if (blocks && (h % bk || i_rank % bk))
         warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) + " not a multiple of " + detail::num(bk) + "; expert weights are zero-padded");
       if (scaled && (h % multiple || i_rank % multiple))

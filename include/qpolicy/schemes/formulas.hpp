@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "qpolicy/core/text.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy::schemes {
@@ -108,12 +109,14 @@ constexpr std::string formula_names(bool blocks_only = false) {
   return out;
 }
 
-/// The block message for K, with {K} replaced.
-inline std::string block_message(const formula_contract& f, std::int64_t k) {
-  std::string out(f.block_message);
-  if (const auto at = out.find("{K}"); at != std::string::npos) out.replace(at, 3, std::to_string(k));
+/// A message with its {K} replaced by k.
+constexpr std::string with_k(std::string_view message, std::int64_t k) {
+  std::string out(message);
+  if (const auto at = out.find("{K}"); at != std::string::npos) out.replace(at, 3, text::to_decimal(k));
   return out;
 }
+/// The block message of formula f for K.
+constexpr std::string block_message(const formula_contract& f, std::int64_t k) { return with_k(f.block_message, k); }
 
 // ---- what the low-precision schemes' layers run (Hopper, and the CPU) ----
 
