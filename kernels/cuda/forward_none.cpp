@@ -17,6 +17,10 @@ void upload_experts(const std::vector<std::uint8_t>&, const std::vector<std::uin
                     const std::vector<float>&, bool, device_experts&) {
   no_cuda();
 }
+void moe_pipeline(forward_context&, const moe_dims&, const std::uint16_t*, std::int64_t, const cpu::routing&, std::uint16_t*,
+                  const moe_projection&) {
+  no_cuda();
+}
 moe_kernel moe_forward(forward_context&, const device_experts&, fp8::weight_scales, fp8::activation_quant,
                        const activation_quantizer&, const std::uint16_t*, std::int64_t, const cpu::routing&, std::uint16_t*) {
   no_cuda();

@@ -73,10 +73,12 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
 /// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
 void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
                        quant_units& u, int& joint) {
+  // The checkpoint writer knows the FP8 formats ("codes + one float32 scale tensor"); the low-precision
+  // schemes have kernels (quantize-tensor, the forward passes) but no checkpoint format yet (issue 15).
   if (!schemes::has_kernels(lp.decided))
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
-                               ", but this build has no kernel for " + std::string(to_string(lp.decided)) + " (" +
-                               schemes::kernel_methods_text() + " have one)");
+                               ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " yet (" +
+                               schemes::kernel_methods_text() + " have one; qpolicy quantize-tensor runs its formulas)");
   const auto& contract = schemes::contract_of(lp.decided);
   const key_id weight_key = contract.weight_key;
   // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9).

@@ -259,8 +259,8 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
     refused({"-q", "fp8_per_block", "-o", out, path}, out,
             "fp8_per_block needs every shard of model.layers.0.self_attn.qkv_proj to have a multiple of 128 rows, got [256, 100, 128]");
   }
-  // A scheme without a kernel.
-  refused({"-q", "mxfp8", "-c", R"({"ignore": ["lm_head"]})", "-o", out, good}, out, "no kernel for mxfp8");
+  // A scheme without a checkpoint format.
+  refused({"-q", "mxfp8", "-c", R"({"ignore": ["lm_head"]})", "-o", out, good}, out, "quantize has no checkpoint format for mxfp8 yet");
   // Nothing configured (a checkpoint method name resolves to None).
   refused({"-q", "fp8", "-o", out, good}, out, "nothing to quantize");
 }
