@@ -104,7 +104,7 @@ TEST_CASE("bad regexes carry the regex package's messages", "[unit][match]") {
 
 TEST_CASE("valid Python the engine cannot run is refused, never mis-matched", "[unit][match]") {
   for (const char* p : {"re:(?=a)", "re:(?!a)", "re:(?<=a)b", "re:(a)\\1", "re:(?i)a", "re:a*+", "re:(?>a)", "re:\\p{L}",
-                        "re:[a-\\d]", "re:(?:a{1000}){1000}"}) {
+                        "re:[a-\\d]", "re:(?:a{1000}){1000}", "re:[[:digit:]]+", "re:x[[:^alpha:]_]", "re:[a[:punct:]]"}) {
     const auto r = match_one(p, "a", glob_mode::on);
     INFO(p);
     REQUIRE(r.error);
@@ -113,6 +113,25 @@ TEST_CASE("valid Python the engine cannot run is refused, never mis-matched", "[
   const auto lookahead = match_one("re:x(?=a)", "x", glob_mode::on);
   CHECK(lookahead.error->message.find("lookahead") != std::string::npos);
   CHECK(lookahead.error->message.find("position 1") != std::string::npos);
+  // A POSIX class means [0-9] to the `regex` package and "one of [:digt" then "]" to Python's `re`: refused,
+  // naming it. `[:digit:]` outside a set is an ordinary set for both.
+  const auto posix = match_one("re:layers\\.[[:digit:]]+", "layers.1", glob_mode::on);
+  REQUIRE(posix.error);
+  CHECK(posix.error->message.find("POSIX character class [:digit:]") != std::string::npos);
+  CHECK(posix.error->message.find("position 9") != std::string::npos);
+  const auto plain_set = match_one("re:[:digit:]+", "dig", glob_mode::on);
+  CHECK_FALSE(plain_set.error);
+  // The package's own forms (a spaced, qualified or negated name) are POSIX classes too; without the
+  // closing ":]" the '[' is a literal, there and here.
+  for (const char* p : {"re:[[: digit:]]", "re:[[:^alpha:]]", "re:[[:a:b:]]", "re:[[:script=latin:]]"}) {
+    INFO(p);
+    const auto r = match_one(p, "a", glob_mode::on);
+    REQUIRE(r.error);
+    CHECK(r.error->unsupported);
+  }
+  CHECK(m("re:[[:foo]+", "[:of"));
+  CHECK(m("re:[[:digit]:]]", "d:]]"));
+  CHECK_FALSE(m("re:[[:digit]:]]", "d:]"));
   // \w cannot be decided on non-ASCII names: an error, not a guess.
   const auto u = match_one("re:\\w+x", "\xc3\xa9x", glob_mode::on);
   CHECK(u.error);

@@ -3,8 +3,9 @@
 // '.', classes (ranges, negation, \d \w \s), * + ? {m,n} greedy and lazy, groups, (?:), named groups,
 // alternation, ^ $ \A \Z \b \B and escapes. Errors carry the `regex` package's text and positions
 // (counted in code points). Constructs that change what matches in ways an NFA cannot express
-// (lookaround, backreferences, possessive/atomic groups, inline flags) are refused with a clear
-// "unsupported" error instead of being mis-matched.
+// (lookaround, backreferences, possessive/atomic groups, inline flags) and POSIX classes (`[[:digit:]]`,
+// which `re` and the `regex` package read differently) are refused with a clear "unsupported" error
+// instead of being mis-matched.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -354,6 +355,25 @@ class regex_parser {
     return literal(*c);
   }
 
+  /// Where a POSIX class `[:...:]` starting at pos_ ends (one past its ']'), or 0 when there is none.
+  constexpr std::size_t posix_class_end() const {
+    if (peek() != U'[' || peek(1) != U':') return 0;
+    auto name_part = [](char32_t c, bool qualified) {
+      return is_digit(c) || (c | 0x20u) - U'a' < 26u || c == U' ' || c == U'&' || c == U'_' || c == U'-' || c == U'.' ||
+             (qualified && c == U'/');
+    };
+    std::size_t i = pos_ + 2;
+    if (i < p_.size() && p_[i] == U'^') ++i;
+    while (i < p_.size() && name_part(p_[i], false)) ++i;
+    if (i < p_.size() && (p_[i] == U':' || p_[i] == U'=')) {
+      std::size_t j = i + 1;
+      bool named = false;
+      for (; j < p_.size() && name_part(p_[j], true); ++j) named = named || p_[j] != U' ';
+      if (named) i = j;  // a qualified name; else the ':' is the closing one
+    }
+    return i + 1 < p_.size() && p_[i] == U':' && p_[i + 1] == U']' ? i + 2 : 0;
+  }
+
   constexpr std::uint32_t parse_set() {
     ++pos_;  // '['
     char_set s;
@@ -379,6 +399,17 @@ class regex_parser {
       if (at_end()) { fail("unterminated character set", pos_); return 0; }
       if (peek() == U']' && !first) { ++pos_; break; }
       first = false;
+      // `[:name:]` in a set is a POSIX class for the `regex` package vLLM compiles with (Python's `re`
+      // reads it as the characters '[', ':', ...): refused rather than matched as `re` would. The form
+      // is the package's parse_posix_class: '[:', an optional '^', a property name (letters, digits and
+      // " &_-."), optionally qualified after ':' or '=' (those and '/'), then ':]'; anything else leaves
+      // '[' a literal, as there.
+      if (const auto end = posix_class_end(); end) {
+        std::string shown;
+        for (std::size_t k = pos_; k < end; ++k) text::append_utf8(shown, p_[k]);
+        unsupported("the POSIX character class " + shown + " (the regex package reads it as a Unicode property)", pos_);
+        return 0;
+      }
       bool lo_class = false;
       const auto lo = item(lo_class);
       if (error) return 0;
