@@ -14,11 +14,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The outside witnesses of the tests (never part of the product): Python's safetensors and ml_dtypes
-# in a virtual environment, .venv-witness/. Skipped quietly once present; a failure here only means
+# The outside witnesses of the tests (never part of the product): Python's safetensors, ml_dtypes and
+# the `regex` package vLLM matches with (pinned: the Unicode tables are generated from it) in a virtual environment, .venv-witness/. Skipped quietly once present; a failure here only means
 # the witness tests report that they were skipped.
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -x "$root/.venv-witness/bin/python3" ] || ! "$root/.venv-witness/bin/python3" -c "import safetensors, ml_dtypes, numpy" 2>/dev/null; then
+if [ ! -x "$root/.venv-witness/bin/python3" ] || ! "$root/.venv-witness/bin/python3" -c "import safetensors, ml_dtypes, numpy, regex" 2>/dev/null; then
   for p in python3 python3-venv; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_py+=("$p")
   done
@@ -28,7 +28,7 @@ if [ ! -x "$root/.venv-witness/bin/python3" ] || ! "$root/.venv-witness/bin/pyth
         "${missing_py[@]}"; } >/dev/null || true
   fi
   if command -v python3 >/dev/null; then
-    { python3 -m venv "$root/.venv-witness" && "$root/.venv-witness/bin/pip" install -q safetensors ml_dtypes numpy; } \
+    { python3 -m venv "$root/.venv-witness" && "$root/.venv-witness/bin/pip" install -q safetensors ml_dtypes numpy regex==2026.11.19; } \
       >/dev/null 2>&1 || echo "note: could not set up the Python test witnesses (.venv-witness); those checks will be skipped"
   fi
 fi

@@ -43,8 +43,11 @@ void pattern_set::build_char_classes(const program& prog) {
     split([&](char32_t c) { return c < 64 ? ((bits.first >> c) & 1) != 0 : ((bits.second >> (c - 64)) & 1) != 0; });
   }
   std::uint64_t literals[2] = {0, 0};  // each ASCII literal character is a class of its own
-  for (const auto& in : prog.insts)
+  for (const auto& in : prog.insts) {
     if (in.code == op::literal && in.a < 128) literals[in.a >> 6] |= std::uint64_t{1} << (in.a & 63);
+    // A case-insensitive literal: its ASCII cases form one class (a non-ASCII case never reaches the DFA).
+    if (in.code == op::literal_fold) split([&in](char32_t d) { return folded_equal(in.a, d, in.b != 0); });
+  }
   for (char32_t c = 0; c < 128; ++c)
     if ((literals[c >> 6] >> (c & 63)) & 1) split([c](char32_t d) { return d == c; });
   split([](char32_t c) { return c == U'\n'; });
@@ -70,7 +73,7 @@ void pattern_set::match_nfa(std::string_view name, pattern_hits& out) {
 }
 
 void pattern_set::match(std::string_view name, pattern_hits& out) {
-  out.uncertain.clear();
+  out.over_budget.clear();
   if (dfa_.size() == 0) {
     out.bits.clear();
     return;
@@ -116,6 +119,7 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
   last_name_.assign(name);
   const auto& done = dfa_.finish(row / static_cast<std::int32_t>(classes_));
   out.bits.assign(done.begin(), done.end());
+  dfa_.add_backtracking(name, out);
 }
 
 }  // namespace qpolicy::match

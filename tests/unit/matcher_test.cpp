@@ -102,39 +102,97 @@ TEST_CASE("bad regexes carry the regex package's messages", "[unit][match]") {
   CHECK(err("re:a{99999999999}") == "repeat count too big at position 2");
 }
 
-TEST_CASE("valid Python the engine cannot run is refused, never mis-matched", "[unit][match]") {
-  for (const char* p : {"re:(?=a)", "re:(?!a)", "re:(?<=a)b", "re:(a)\\1", "re:(?i)a", "re:a*+", "re:(?>a)", "re:\\p{L}",
-                        "re:[a-\\d]", "re:(?:a{1000}){1000}", "re:[[:digit:]]+", "re:x[[:^alpha:]_]", "re:[a[:punct:]]"}) {
+TEST_CASE("the regex package's language: lookaround, references, flags, atomic groups, conditionals", "[unit][match]") {
+  // Lookahead and lookbehind, positive and negative, variable-length lookbehind.
+  CHECK(m("re:^(?!.*(?:lm_head|gate)).*", "model.layers.0.mlp.down_proj"));
+  CHECK_FALSE(m("re:^(?!.*(?:lm_head|gate)).*", "model.layers.0.mlp.gate_proj"));
+  CHECK(m("re:.*(?<=mlp\\.)down_proj", "model.layers.0.mlp.down_proj"));
+  CHECK_FALSE(m("re:.*(?<!mlp\\.)down_proj", "model.layers.0.mlp.down_proj"));
+  CHECK(m("re:.*(?<=layers\\.\\d+\\.)mlp", "model.layers.17.mlp"));  // variable length
+  CHECK(m("re:x(?=a)", "xa"));
+  CHECK_FALSE(m("re:x(?=a)", "x"));
+  // Backreferences, numbered and named, and conditionals.
+  CHECK(m("re:(a|b)\\1", "bb"));
+  CHECK_FALSE(m("re:(a|b)\\1", "ab"));
+  CHECK(m("re:(?P<p>ab)(?P=p)", "abab"));
+  CHECK(m("re:(?<p>x)\\g<p>", "xx"));
+  CHECK(m("re:(a)?(?(1)b|c)", "ab"));
+  CHECK(m("re:(a)?(?(1)b|c)", "c"));
+  CHECK_FALSE(m("re:(a)?(?(1)b|c)", "ac"));
+  CHECK(m("re:(?(?=x)xy|z)", "xy"));
+  // Inline flags, global and scoped, with simple case folding.
+  CHECK(m("re:(?i)MODEL", "model"));
+  CHECK(m("re:a(?i)b", "aB"));
+  CHECK_FALSE(m("re:a(?i)b", "AB"));
+  CHECK(m("re:a(?i:b)c", "aBc"));
+  CHECK_FALSE(m("re:a(?i:b)c", "aBC"));
+  CHECK(m("re:(?i)k", "\xe2\x84\xaa"));        // KELVIN SIGN folds to k
+  CHECK_FALSE(m("re:(?i)ss", "\xc3\x9f"));      // simple folding only: no ß -> ss
+  CHECK(m("re:(?s)a.b", "a\nb"));
+  CHECK(m("re:(?m)a$", "a\nb"));
+  CHECK(m("re:(?x) model \\. layers # comment", "model.layers"));
+  CHECK_FALSE(m("re:(?a)\\w", "\xc3\xa9"));
+  // Atomic groups and possessive quantifiers.
+  CHECK_FALSE(m("re:(?>a+)a", "aaa"));
+  CHECK_FALSE(m("re:a++a", "aaa"));
+  CHECK(m("re:a+a", "aaa"));
+  // Unicode classes and properties on non-ASCII names.
+  CHECK(m("re:\\w+x", "\xc3\xa9x"));
+  CHECK(m("re:\\p{Lu}\\p{Ll}", "\xc3\x89t"));
+  CHECK_FALSE(m("re:\\P{L}", "\xc3\xa9"));
+  CHECK(m("re:\\bmlp\\b", "mlp"));
+  CHECK(m("re:layers\\.[[:digit:]]+", "layers.1"));  // the package's POSIX class, not Python re's set
+  CHECK_FALSE(m("re:[[:digit:]]", ":"));
+  CHECK(m("re:[[:alpha:]]", "\xc3\xa9"));
+  CHECK(m("re:[:digit:]+", "dig"));  // outside a set: an ordinary set
+  CHECK(m("re:[[:foo]+", "[:of"));   // no closing ":]": a literal '['
+  CHECK(m("re:[\\w\\W]", "\n"));     // complementary properties: any character, as the package optimises
+  CHECK(m("re:[^\\w\\W]", "a"));
+}
+
+TEST_CASE("constructs qpolicy does not run are refused, naming them", "[unit][match]") {
+  for (const char* p : {"re:(?:ab){e<=1}", "re:a(?R)?", "re:(a)(?1)", "re:(?|(a)|(b))", "re:(*FAIL)",
+                        "re:\\N{LATIN SMALL LETTER A}", "re:\\p{Greek}", "re:\\X", "re:(?f)a", "re:(?V1)a",
+                        "re:(?w)\\b", "re:(?L)\\w", "re:(?(DEFINE)(a))"}) {
     const auto r = match_one(p, "a", glob_mode::on);
     INFO(p);
     REQUIRE(r.error);
     CHECK(r.error->unsupported);
+    CHECK(r.error->message.rfind("unsupported regex syntax at position ", 0) == 0);
   }
-  const auto lookahead = match_one("re:x(?=a)", "x", glob_mode::on);
-  CHECK(lookahead.error->message.find("lookahead") != std::string::npos);
-  CHECK(lookahead.error->message.find("position 1") != std::string::npos);
-  // A POSIX class means [0-9] to the `regex` package and "one of [:digt" then "]" to Python's `re`: refused,
-  // naming it. `[:digit:]` outside a set is an ordinary set for both.
-  const auto posix = match_one("re:layers\\.[[:digit:]]+", "layers.1", glob_mode::on);
-  REQUIRE(posix.error);
-  CHECK(posix.error->message.find("POSIX character class [:digit:]") != std::string::npos);
-  CHECK(posix.error->message.find("position 9") != std::string::npos);
-  const auto plain_set = match_one("re:[:digit:]+", "dig", glob_mode::on);
-  CHECK_FALSE(plain_set.error);
-  // The package's own forms (a spaced, qualified or negated name) are POSIX classes too; without the
-  // closing ":]" the '[' is a literal, there and here.
-  for (const char* p : {"re:[[: digit:]]", "re:[[:^alpha:]]", "re:[[:a:b:]]", "re:[[:script=latin:]]"}) {
-    INFO(p);
-    const auto r = match_one(p, "a", glob_mode::on);
-    REQUIRE(r.error);
-    CHECK(r.error->unsupported);
-  }
-  CHECK(m("re:[[:foo]+", "[:of"));
-  CHECK(m("re:[[:digit]:]]", "d:]]"));
-  CHECK_FALSE(m("re:[[:digit]:]]", "d:]"));
-  // \w cannot be decided on non-ASCII names: an error, not a guess.
-  const auto u = match_one("re:\\w+x", "\xc3\xa9x", glob_mode::on);
-  CHECK(u.error);
+  CHECK(err("re:\\p{Greek}").find("'Greek'") != std::string::npos);
+  CHECK(err("re:a(?R)?").find("position 1") != std::string::npos);
+}
+
+TEST_CASE("the package's refusals and its error texts for the new constructs", "[unit][match]") {
+  CHECK(err("re:(?P<1>a)") == "bad character in group name at position 5");
+  CHECK(err("re:[[:foo:]]") == "unknown property at position 8");
+  CHECK(err("re:\\p{Foo}") == "unknown property at position 7");
+  CHECK(err("re:\\p{gc=Foo}") == "unknown property value at position 10");
+  CHECK(err("re:(a)\\2") == "invalid group reference at position 5");
+  CHECK(err("re:(?P=x)") == "unknown group at position 3");
+  CHECK(err("re:(?(x)a)") == "unknown group at position 3");
+  CHECK(err("re:(?i-i)a") == "bad inline flags: flag turned on and off at position 5");
+  CHECK(err("re:(?a)(?u)x") == "ASCII, LOCALE and UNICODE flags are mutually incompatible");
+  CHECK(err("re:(a\\1)") == "cannot refer to an open group at position 4");
+  CHECK(err("re:\\U00110000") == "bad hex escape \\U00110000 at position 2");
+  // The package adds the line and column on a pattern with a newline.
+  CHECK(err("re:a\nb(") == "missing ) at position 4 (line 2, column 3)");
+  CHECK(err("re:(?x)a # c\n[") == "unterminated character set at position 11 (line 2, column 2)");
+}
+
+TEST_CASE("a catastrophic pattern ends within the step budget with an error naming it", "[unit][match]") {
+  const std::string long_name = std::string(40, 'a') + "b";
+  // Regular: the DFA answers in linear time, with the package's answer.
+  CHECK_FALSE(m("re:(a+)+$", long_name));
+  // A backreference makes it a backtracking pattern: past the budget, the error names pattern and name.
+  const auto r = match_one("re:(a+)+\\1$", long_name, glob_mode::on);
+  REQUIRE(r.error);
+  CHECK(r.error->message.find("'re:(a+)+\\\\1$'") != std::string::npos);
+  CHECK(r.error->message.find(long_name) != std::string::npos);
+  CHECK(r.error->message.find("100000 backtracking steps") != std::string::npos);
+  // Without references, failed states are remembered: the same shape with a lookahead stays linear.
+  CHECK_FALSE(m("re:(?=a)(a+)+$", long_name));
 }
 
 TEST_CASE("the lazy DFA answers exactly like the NFA", "[unit][match]") {

@@ -27,7 +27,6 @@ class dfa_pattern_set {
     states_.reserve(256);  // growth would move every state (each a handful of vectors)
     index_.assign(64, -1);
     scratch_.matched.assign(compiled_.size(), false);
-    scratch_.uncertain.assign(compiled_.size(), false);
     next_bits_ = buffer<std::uint64_t>(core_words_);
     next_done_ = buffer<std::uint64_t>(words_);
     const auto& starts = compiled_.prog.starts;
@@ -86,16 +85,24 @@ class dfa_pattern_set {
 
   /// Matches every pattern against `name` on the NFA (any name; no DFA state is built).
   constexpr void match_nfa(std::string_view name, pattern_hits& out) const {
-    const auto res = run_nfa(compiled_.prog, text::decode_utf8(name).code_points);
+    const auto points = text::decode_utf8(name).code_points;
+    const auto res = run_nfa(compiled_.prog, points);
     out.bits = to_bits(res.matched);
-    out.uncertain.clear();
-    for (std::size_t k = 0; k < res.uncertain.size(); ++k)
-      if (res.uncertain[k] && !res.matched[k]) out.uncertain.push_back(static_cast<std::uint32_t>(k));
+    run_backtracking(compiled_, points, out);
+  }
+
+  /// Whether some pattern runs on the backtracker (its answers are not a function of DFA states).
+  constexpr bool has_backtracking() const { return !compiled_.backtracking.empty(); }
+  /// Adds the backtracking patterns' answers for `name` to hits the DFA produced.
+  constexpr void add_backtracking(std::string_view name, pattern_hits& out) const {
+    out.over_budget.clear();
+    if (compiled_.backtracking.empty()) return;
+    run_backtracking(compiled_, text::decode_utf8(name).code_points, out);
   }
 
   /// Matches every pattern against `name` (the Matcher interface of the planner).
   constexpr void match(std::string_view name, pattern_hits& out) {
-    out.uncertain.clear();
+    out.over_budget.clear();
     if (!walkable(name)) {
       match_nfa(name, out);
       return;
@@ -119,6 +126,7 @@ class dfa_pattern_set {
       states[i + 1] = at;
     }
     out.bits = finish(at);
+    add_backtracking(name, out);
   }
 
  private:

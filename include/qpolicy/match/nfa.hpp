@@ -18,18 +18,38 @@ struct position_context {
   bool has_prev = false, has_next = false;
 };
 
-/// Whether a zero-width assertion holds; `unknown` for \b next to a non-ASCII character.
-constexpr tri assertion_holds(op code, const position_context& ctx) {
+/// The context between text[i - 1] and text[i] of a text of n code points.
+constexpr position_context context_at(const char32_t* text, std::size_t n, std::size_t i) {
+  position_context ctx;
+  ctx.at_begin = i == 0;
+  ctx.at_end = i == n;
+  ctx.before_final_newline = i + 1 == n && text[i] == U'\n';
+  ctx.has_prev = i > 0;
+  ctx.prev = i > 0 ? text[i - 1] : 0;
+  ctx.has_next = i < n;
+  ctx.next = i < n ? text[i] : 0;
+  return ctx;
+}
+
+/// Whether a zero-width assertion holds (`ascii`: the instruction's ASCII flag for word tests).
+constexpr tri assertion_holds(op code, const position_context& ctx, bool ascii = false) {
   switch (code) {
     case op::at_begin: return ctx.at_begin ? tri::yes : tri::no;
     case op::at_dollar: return (ctx.at_end || ctx.before_final_newline) ? tri::yes : tri::no;
     case op::at_end: return ctx.at_end ? tri::yes : tri::no;
+    case op::line_begin: return (ctx.at_begin || (ctx.has_prev && ctx.prev == U'\n')) ? tri::yes : tri::no;
+    case op::line_end: return (ctx.at_end || (ctx.has_next && ctx.next == U'\n')) ? tri::yes : tri::no;
     case op::word_edge:
-    case op::not_word_edge: {
-      if ((ctx.has_prev && ctx.prev >= 128) || (ctx.has_next && ctx.next >= 128)) return tri::unknown;
-      const bool a = ctx.has_prev && is_word_ascii(ctx.prev);
-      const bool b = ctx.has_next && is_word_ascii(ctx.next);
-      return ((a != b) == (code == op::word_edge)) ? tri::yes : tri::no;
+    case op::not_word_edge:
+    case op::word_start:
+    case op::word_end: {
+      const bool a = ctx.has_prev && unicode::is_word(ctx.prev, ascii);
+      const bool b = ctx.has_next && unicode::is_word(ctx.next, ascii);
+      bool holds = a != b;
+      if (code == op::not_word_edge) holds = !holds;
+      if (code == op::word_start) holds = !a && b;
+      if (code == op::word_end) holds = a && !b;
+      return holds ? tri::yes : tri::no;
     }
     default: return tri::yes;
   }
@@ -38,7 +58,6 @@ constexpr tri assertion_holds(op code, const position_context& ctx) {
 /// Per-pattern answers of one run.
 struct run_result {
   std::vector<std::uint8_t> matched;  // bytes, not vector<bool>: far cheaper during constant evaluation
-  std::vector<std::uint8_t> uncertain;  // a path depended on a Unicode class above ASCII
 };
 
 /// Follows the epsilon edges from `pcs` under `ctx`; appends consuming instructions to `out` and marks
@@ -90,12 +109,12 @@ class closure_builder {
         case op::match: matched[in.a] = 1; break;
         case op::set:
         case op::literal:
+        case op::literal_fold:
         case op::any:
         case op::any_but_nl: out.push_back(pc); break;
         default: {
-          const tri t = assertion_holds(in.code, ctx);
+          const tri t = assertion_holds(in.code, ctx, in.b != 0);
           if (t == tri::yes) stack[top++] = pc + 1;
-          else if (t == tri::unknown) res.uncertain[owner[pc]] = 1;
           break;
         }
       }
@@ -106,6 +125,7 @@ class closure_builder {
 /// Whether consuming instruction `in` accepts `c`.
 constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
   if (in.code == op::literal) return c == in.a ? tri::yes : tri::no;
+  if (in.code == op::literal_fold) return folded_equal(in.a, c, in.b != 0) ? tri::yes : tri::no;
   if (in.code == op::any) return tri::yes;
   if (in.code == op::any_but_nl) return c == U'\n' ? tri::no : tri::yes;
   return set_contains(prog.sets[in.a], c);
@@ -113,19 +133,12 @@ constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
 
 /// Runs every pattern of `prog` over `text`, each anchored at the start of the text.
 constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& text) {
-  run_result res{std::vector<std::uint8_t>(prog.starts.size(), 0), std::vector<std::uint8_t>(prog.starts.size(), 0)};
+  run_result res{std::vector<std::uint8_t>(prog.starts.size(), 0)};
   closure_builder closure(prog);
   std::vector<std::uint32_t> current, next;
   const std::size_t n = text.size();
   for (std::size_t i = 0;; ++i) {
-    position_context ctx;
-    ctx.at_begin = i == 0;
-    ctx.at_end = i == n;
-    ctx.before_final_newline = i + 1 == n && text[i] == U'\n';
-    ctx.has_prev = i > 0;
-    ctx.prev = i > 0 ? text[i - 1] : 0;
-    ctx.has_next = i < n;
-    ctx.next = i < n ? text[i] : 0;
+    const position_context ctx = context_at(text.data(), n, i);
     next.clear();
     if (i == 0) closure.run(prog, prog.starts, ctx, next, res);
     else closure.run(prog, current, ctx, next, res);
@@ -135,7 +148,6 @@ constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& t
       if (res.matched[prog.owner[pc]]) continue;
       const tri t = consumes(prog, prog.insts[pc], text[i]);
       if (t == tri::yes) current.push_back(pc + 1);
-      else if (t == tri::unknown) res.uncertain[prog.owner[pc]] = true;
     }
     if (current.empty()) break;
   }

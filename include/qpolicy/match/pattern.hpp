@@ -107,6 +107,7 @@ constexpr std::string glob_to_regex(std::string_view glob) {
 struct compiled_patterns {
   program prog;
   std::vector<maybe<regex_error>> errors;  // a bad regex, raised when the pattern is tried
+  std::vector<backtrack_pattern> backtracking;  // the patterns prog only holds a stand-in for
   constexpr std::size_t size() const { return errors.size(); }
 };
 
@@ -124,12 +125,12 @@ constexpr void emit_literal_whole(program& prog, std::string_view name, std::uin
 }  // namespace detail
 
 /// Compiles one pattern as owner `owner` (appending to `prog`); returns its regex error, if any.
-constexpr maybe<regex_error> compile_pattern(program& prog, std::string_view pattern, std::uint32_t owner,
-                                                     glob_mode globs) {
+constexpr maybe<regex_error> compile_pattern(program& prog, std::vector<backtrack_pattern>& backtracking,
+                                             std::string_view pattern, std::uint32_t owner, glob_mode globs) {
   const auto entry = static_cast<std::uint32_t>(prog.insts.size());
   prog.starts.push_back(entry);
   if (is_regex_pattern(pattern)) {
-    auto err = compile_regex(prog, pattern.substr(3), owner, anchoring::prefix);
+    auto err = compile_regex(prog, &backtracking, pattern.substr(3), owner, anchoring::prefix);
     if (err) {  // a never-matching entry keeps pattern ids aligned
       prog.sets.push_back(char_set{});
       prog.insts.push_back({op::set, static_cast<std::uint32_t>(prog.sets.size() - 1), 0});
@@ -163,14 +164,14 @@ constexpr compiled_patterns compile_patterns(const std::vector<std::string>& pat
   out.prog.insts.reserve(3 * chars + 4 * patterns.size());  // typical size: no reallocation
   out.prog.owner.reserve(3 * chars + 4 * patterns.size());
   for (std::size_t k = 0; k < patterns.size(); ++k)
-    out.errors.push_back(compile_pattern(out.prog, patterns[k], static_cast<std::uint32_t>(k), globs));
+    out.errors.push_back(compile_pattern(out.prog, out.backtracking, patterns[k], static_cast<std::uint32_t>(k), globs));
   return out;
 }
 
 /// Which patterns of a list matched one name.
 struct pattern_hits {
   std::vector<std::uint64_t> bits;
-  std::vector<std::uint32_t> uncertain;  // patterns the engine could not decide (Unicode classes)
+  std::vector<std::uint32_t> over_budget;  // backtracking patterns that ran out of steps on this name
   constexpr bool test(std::size_t k) const { return (bits[k >> 6] >> (k & 63)) & 1; }
   constexpr bool any() const {
     for (auto w : bits)
@@ -186,6 +187,17 @@ struct pattern_hits {
   bool operator==(const pattern_hits&) const = default;
 };
 
+/// Adds the answers of the backtracking patterns to `out` (over_budget reset first).
+constexpr void run_backtracking(const compiled_patterns& compiled, const std::vector<char32_t>& name,
+                                pattern_hits& out) {
+  out.over_budget.clear();
+  for (const auto& bp : compiled.backtracking) {
+    const auto answer = run_backtrack(bp.code, name);
+    if (answer.over_budget) out.over_budget.push_back(bp.owner);
+    else if (answer.matched) out.bits[bp.owner >> 6] |= std::uint64_t{1} << (bp.owner & 63);
+  }
+}
+
 /// The constexpr counterpart of pattern_set: same program, NFA simulation only.
 class nfa_pattern_set {
  public:
@@ -194,18 +206,26 @@ class nfa_pattern_set {
   constexpr std::size_t size() const { return compiled_.size(); }
   constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
   constexpr void match(std::string_view name, pattern_hits& out) const {
-    const auto res = run_nfa(compiled_.prog, text::decode_utf8(name).code_points);
+    const auto points = text::decode_utf8(name).code_points;
+    const auto res = run_nfa(compiled_.prog, points);
     out.bits.assign((size() + 63) / 64, 0);
-    out.uncertain.clear();
-    for (std::size_t k = 0; k < size(); ++k) {
+    for (std::size_t k = 0; k < size(); ++k)
       if (res.matched[k]) out.bits[k >> 6] |= std::uint64_t{1} << (k & 63);
-      else if (res.uncertain[k]) out.uncertain.push_back(static_cast<std::uint32_t>(k));
-    }
+    run_backtracking(compiled_, points, out);
   }
 
  private:
   compiled_patterns compiled_;
 };
+
+/// The error of a backtracking pattern that ran out of steps on a name.
+constexpr regex_error budget_error(std::string_view pattern, std::string_view name) {
+  return regex_error{"qpolicy stopped matching pattern " + text::py_repr(pattern) + " against layer name " +
+                         text::py_repr(name) + " after " + text::to_decimal(static_cast<long long>(backtrack_step_budget)) +
+                         " backtracking steps (its budget per name): the pattern backtracks catastrophically on it; "
+                         "rewrite it without nested quantifiers over the same characters",
+                     true};
+}
 
 /// One pattern against one name with the constexpr NFA (tests and compile-time use).
 struct single_match {
@@ -214,15 +234,17 @@ struct single_match {
 };
 
 constexpr single_match match_one(std::string_view pattern, std::string_view name, glob_mode globs) {
-  program prog;
-  auto err = compile_pattern(prog, pattern, 0, globs);
+  compiled_patterns c;
+  auto err = compile_pattern(c.prog, c.backtracking, pattern, 0, globs);
   if (err) return {false, err};
-  const auto res = run_nfa(prog, text::decode_utf8(name).code_points);
-  if (res.uncertain[0] && !res.matched[0])
-    return {false, regex_error{"cannot decide a Unicode class (\\d, \\w, \\s, \\b) on the non-ASCII name " +
-                                   text::py_repr(name) + " with pattern " + text::py_repr(pattern),
-                               true}};
-  return {static_cast<bool>(res.matched[0]), std::nullopt};
+  c.errors.push_back(std::nullopt);
+  const auto points = text::decode_utf8(name).code_points;
+  const auto res = run_nfa(c.prog, points);
+  pattern_hits hits;
+  hits.bits.assign(1, res.matched[0] ? 1 : 0);
+  run_backtracking(c, points, hits);
+  if (!hits.over_budget.empty()) return {false, budget_error(pattern, name)};
+  return {hits.test(0), std::nullopt};
 }
 
 }  // namespace qpolicy::match

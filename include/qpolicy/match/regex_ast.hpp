@@ -1,6 +1,8 @@
 #pragma once
 // The parsed form of a regex (a small tree of nodes) and its Thompson construction into a program,
-// counted repetitions expanded up to max_program_size.
+// counted repetitions expanded up to max_program_size. Patterns that need more than an NFA
+// (backreferences, lookaround, atomic groups, conditionals) run on the backtracker (backtrack.hpp),
+// compiled from the same tree.
 #include <cstdint>
 #include <vector>
 
@@ -8,23 +10,76 @@
 
 namespace qpolicy::match::detail {
 
-enum class node_kind : std::uint8_t { empty, set, literal, any, assertion, concat, alt, repeat };
+enum class node_kind : std::uint8_t {
+  empty,
+  set,        // sets[value]
+  literal,    // the code point value (fold: under IGNORECASE)
+  any,        // '.' (dotall: matches '\n')
+  assertion,  // a zero-width op (ascii: word tests over ASCII)
+  concat,
+  alt,
+  repeat,     // kids[0] min..max times (lazy)
+  group,      // capture group `value` around kids[0]
+  backref,    // the text of group `value` (fold)
+  look,       // lookahead / lookbehind (behind, negative) of kids[0]
+  atomic,     // kids[0] without backtracking into it
+  cond,       // value > 0: group `value` matched ? kids[0] : kids[1]; value == 0: kids[2] is a look node
+};
+
+/// Where an encoding-dependent item took its encoding: a scoped (?a) / (?u), or the pattern's own
+/// flags once it is parsed (the package resolves "default" items with the final flags).
+enum class encoding : std::uint8_t { deferred, ascii, unicode };
 
 struct node {
   node_kind kind = node_kind::empty;
-  op assertion = op::at_begin;      // for assertion
-  std::uint32_t set = 0;            // for set: its index; for literal: the code point
-  std::uint32_t min = 0, max = 0;   // for repeat; max == unbounded for '*'/'+'
-  std::vector<std::uint32_t> kids;  // concat/alt children, repeat child
+  op assertion = op::at_begin;
+  std::uint32_t value = 0;
+  std::uint32_t min = 0, max = 0;
+  std::vector<std::uint32_t> kids;
+  bool fold = false, dotall = false, lazy = false, behind = false, negative = false;
+  encoding enc = encoding::deferred;
 };
 
 inline constexpr std::uint32_t unbounded = 0xFFFFFFFFu;
 
-// Thompson construction with counted repetitions expanded.
+/// Whether a tree needs the backtracker (anything beyond literals, classes, repeats and anchors).
+constexpr bool needs_backtracking(const std::vector<node>& nodes) {
+  for (const auto& n : nodes)
+    if (n.kind == node_kind::backref || n.kind == node_kind::look || n.kind == node_kind::atomic ||
+        n.kind == node_kind::cond)
+      return true;
+  return false;
+}
+
+/// Whether node `id` can match the empty string.
+constexpr bool can_be_empty(const std::vector<node>& nodes, std::uint32_t id) {
+  const node& n = nodes[id];
+  switch (n.kind) {
+    case node_kind::set:
+    case node_kind::literal:
+    case node_kind::any: return false;
+    case node_kind::concat:
+      for (auto k : n.kids)
+        if (!can_be_empty(nodes, k)) return false;
+      return true;
+    case node_kind::alt:
+      for (auto k : n.kids)
+        if (can_be_empty(nodes, k)) return true;
+      return n.kids.empty();
+    case node_kind::repeat: return n.min == 0 || can_be_empty(nodes, n.kids[0]);
+    case node_kind::group:
+    case node_kind::atomic: return can_be_empty(nodes, n.kids[0]);
+    case node_kind::cond: return can_be_empty(nodes, n.kids[0]) || can_be_empty(nodes, n.kids[1]);
+    default: return true;  // empty, assertions, lookaround, backreferences
+  }
+}
+
+// Thompson construction with counted repetitions expanded (regular trees only).
 class emitter {
  public:
-  constexpr emitter(program& prog, const std::vector<node>& nodes, std::uint32_t set_base, std::uint32_t owner, bool dotall)
-      : prog_(prog), nodes_(nodes), set_base_(set_base), owner_(owner), dotall_(dotall) {}
+  constexpr emitter(program& prog, const std::vector<node>& nodes, std::uint32_t set_base, std::uint32_t owner,
+                    bool ascii)
+      : prog_(prog), nodes_(nodes), set_base_(set_base), owner_(owner), ascii_(ascii) {}
 
   bool too_large = false;
 
@@ -34,10 +89,21 @@ class emitter {
     const node& n = nodes_[id];
     switch (n.kind) {
       case node_kind::empty: return;
-      case node_kind::set: push({op::set, set_base_ + n.set, 0}); return;
-      case node_kind::literal: push({op::literal, n.set, 0}); return;
-      case node_kind::any: push({dotall_ ? op::any : op::any_but_nl, 0, 0}); return;
-      case node_kind::assertion: push({n.assertion, 0, 0}); return;
+      case node_kind::set: push({op::set, set_base_ + n.value, 0}); return;
+      case node_kind::literal:
+        if (n.fold) push({op::literal_fold, n.value, ascii_ ? 1u : 0u});
+        else push({op::literal, n.value, 0});
+        return;
+      case node_kind::any: push({n.dotall ? op::any : op::any_but_nl, 0, 0}); return;
+      case node_kind::assertion: {
+        const bool ascii = n.enc == encoding::ascii || (n.enc == encoding::deferred && ascii_);
+        push({n.assertion, 0, ascii ? 1u : 0u});
+        if (n.assertion == op::word_edge || n.assertion == op::not_word_edge || n.assertion == op::word_start ||
+            n.assertion == op::word_end)
+          prog_.uses_word_edges = true;
+        return;
+      }
+      case node_kind::group: emit(n.kids[0]); return;
       case node_kind::concat:
         for (auto k : n.kids) emit(k);
         return;
@@ -78,6 +144,7 @@ class emitter {
         }
         return;
       }
+      default: too_large = true; return;  // backtracking nodes never reach here
     }
   }
 
@@ -93,7 +160,7 @@ class emitter {
   const std::vector<node>& nodes_;
   std::uint32_t set_base_;
   std::uint32_t owner_;
-  bool dotall_;
+  bool ascii_;  // the pattern's final encoding is ASCII (or LOCALE)
 };
 
 }  // namespace qpolicy::match::detail

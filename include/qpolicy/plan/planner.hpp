@@ -61,10 +61,9 @@ class planner {
         }
       }
     }
-    for (auto u : scratch_.uncertain)
+    for (auto u : scratch_.over_budget)
       if (!(stop_at_first_match && !r.matched.empty() && r.matched.front() < u)) {
-        r.error = "qpolicy cannot decide pattern " + text::py_repr(out_.patterns[base + u]) + " on layer name " +
-                  text::py_repr(name) + ": \\d, \\w, \\s and \\b are only decided for ASCII characters";
+        r.error = match::budget_error(out_.patterns[base + u], name).message;
         return r;
       }
     return r;

@@ -175,8 +175,13 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   // The loop below runs once per layer, so it is written for the evaluator: indices and raw arrays.
   std::vector<probe> probes;
   std::vector<record_split> splits;
+  // A backtracking pattern's answer is not a function of the DFA state: every layer is then decided
+  // on its own.
+  bool backtracking = false;
+  for (auto* matcher : matchers) backtracking = backtracking || (matcher && matcher->has_backtracking());
   for (const auto& d : m.defs) {
     splits.push_back(split_record(m, packed, d));
+    if (backtracking) splits.back().groupable = false;
     if (!splits.back().groupable) continue;
     for (std::uint8_t k = 0; k < 2; ++k) {
       if (!matchers[k]) continue;
