@@ -7,4 +7,5 @@ if [ ! -x "$py" ] || ! "$py" -c "import regex" 2>/dev/null; then
   echo "skipped: no witness venv with the regex package (run scripts/install-deps.sh)"
   exit 77
 fi
+if [ "${1:-}" = --idioms ]; then exec "$py" "$(dirname "$0")/check_idioms.py" "$2"; fi
 exec "$py" "$(dirname "$0")/differential.py" "$@"

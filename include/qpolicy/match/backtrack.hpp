@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "qpolicy/core/buffer.hpp"
 #include "qpolicy/match/nfa.hpp"
 #include "qpolicy/match/regex_ast.hpp"
 
@@ -45,6 +46,7 @@ struct binst {
   op assertion = op::at_begin;
   std::uint8_t flags = 0;
   std::uint32_t a = 0, b = 0, c = 0;
+  std::uint32_t slot = 0;  // split: its row of the visited table; look, atomic, cond_look: of the results
 };
 
 /// A compiled backtracking pattern.
@@ -54,6 +56,7 @@ struct backtrack_program {
   std::uint32_t groups = 0;
   std::uint32_t registers = 0;
   bool memo = false;  // no backreferences or group conditions: failed (pc, position) pairs stay failed
+  std::uint32_t splits = 0, looks = 0;  // rows of the memo tables
 };
 
 namespace detail {
@@ -181,6 +184,16 @@ class backtrack_compiler {
     }
   }
 
+  /// Ends the program and numbers the memo rows: a state is remembered where the run branches (every
+  /// other instruction leads to one next state), which keeps the tables a few rows per name.
+  constexpr void finish() {
+    push({bop::match});
+    for (auto& in : p_.insts) {
+      if (in.code == bop::split) in.slot = p_.splits++;
+      else if (in.code == bop::look || in.code == bop::atomic || in.code == bop::cond_look) in.slot = p_.looks++;
+    }
+  }
+
   constexpr std::size_t push(binst i) {
     p_.insts.push_back(i);
     return p_.insts.size() - 1;
@@ -202,44 +215,60 @@ class backtrack_compiler {
 };
 
 /// Runs one backtracking program over one name (start-anchored, as regex.match).
+// Written for constant evaluation as much as for run time, where each vector call is a constexpr call
+// and GCC fills a vector element by element: zero-filled buffers (positions stored plus one, 0 for
+// unset), one frame stack for every run of a name (a look or atomic body runs above its caller's
+// frames, under a fresh stamp of the visited table, so nothing is cleared), raw pointers in the loop.
 class backtracker {
  public:
   constexpr backtracker(const backtrack_program& p, const std::vector<char32_t>& text)
-      : p_(p), t_(text.data()), n_(text.size()), caps_(2 * (p.groups + 1), -1), regs_(p.registers, -1) {}
+      : p_(p), t_(text.data()), n_(static_cast<std::int64_t>(text.size())), caps_(2 * (p.groups + 1)),
+        regs_(p.registers), frames_(16) {}
 
   bool over_budget = false;
 
-  constexpr bool matches() {
-    std::vector<std::uint64_t> visited;
-    if (p_.memo) visited.assign((p_.insts.size() * (n_ + 1) + 63) / 64, 0);
-    return run(0, 0, visited) >= 0 && !over_budget;
-  }
+  constexpr bool matches() { return run(0, 0) >= 0 && !over_budget; }
 
  private:
-  enum class frame_kind : std::uint8_t { branch, capture, reg };
-  struct frame {
-    frame_kind kind;
-    std::uint32_t pc;
-    std::int64_t value;  // branch: position; capture / reg: the old value
-  };
+  // A frame is two words: its kind and pc (kind << 32 | pc), and its value (branch: the position;
+  // capture / register: the old value). Scalars, so that the stack is cheap to make.
+  enum frame_kind : std::int64_t { branch, capture, reg };
 
   const backtrack_program& p_;
   const char32_t* t_;
-  std::size_t n_;
-  std::vector<std::int64_t> caps_;
-  std::vector<std::int64_t> regs_;
+  std::int64_t n_;
+  buffer<std::int64_t> caps_;  // slot 2g: start of group g plus one, 2g + 1: its end plus one
+  buffer<std::int64_t> regs_;  // loop entry positions plus one
+  buffer<std::int64_t> frames_;
+  std::size_t depth_ = 0;  // frames on the stack
   std::uint64_t steps_ = 0;
-  // memo mode: the result of a look / atomic instruction at a position (-2 unknown, -1 failed, else
-  // the end position), shared by every run.
-  std::vector<std::int32_t> results_;
+  // memo mode, from step `memo_from` on (a typical name is decided in fewer steps, and the tables cost
+  // more to make than those steps): the (split, position) pairs visited by the run stamped `stamp_`
+  // (they failed, or lie on the path being tried), and the result of a look / atomic instruction at a
+  // position plus 2 (0 unknown, 1 failed, else the end position + 2), shared by every run.
+  static constexpr std::uint64_t memo_from = 256;
+  buffer<std::uint32_t> stamps_;
+  std::uint32_t stamp_ = 0;
+  buffer<std::int32_t> results_;
+
+  constexpr void push(frame_kind kind, std::uint32_t pc, std::int64_t value) {
+    if (2 * depth_ == frames_.size()) {
+      buffer<std::int64_t> bigger(2 * frames_.size());
+      for (std::size_t k = 0; k < frames_.size(); ++k) bigger[k] = frames_[k];
+      frames_ = std::move(bigger);
+    }
+    frames_[2 * depth_] = kind << 32 | pc;
+    frames_[2 * depth_ + 1] = value;
+    ++depth_;
+  }
 
   constexpr bool backref_at(const binst& in, std::int64_t& pos) const {
-    const auto s = caps_[2 * in.a], e = caps_[2 * in.a + 1];
+    const auto s = caps_[2 * in.a] - 1, e = caps_[2 * in.a + 1] - 1;
     if (s < 0 || e < 0) return false;
     const auto len = e > s ? e - s : 0;
     const bool rev = (in.flags & bflag::reverse) != 0;
     const auto from = rev ? pos - len : pos;  // backwards: the text that ends here
-    if (from < 0 || from + len > static_cast<std::int64_t>(n_)) return false;
+    if (from < 0 || from + len > n_) return false;
     for (std::int64_t k = 0; k < len; ++k) {
       const char32_t want = t_[s + k], got = t_[from + k];
       if (want == got) continue;
@@ -249,89 +278,87 @@ class backtracker {
     return true;
   }
 
-  // The end of a look / atomic body started at `pos` (a lookbehind's body runs backwards), or -1.
-  constexpr std::int64_t sub_run(std::uint32_t body, std::int64_t pos) {
-    std::vector<std::uint64_t> visited;
-    if (p_.memo) visited.assign((p_.insts.size() * (n_ + 1) + 63) / 64, 0);
-    return run(body, pos, visited);
-  }
-
   // A look or atomic instruction at (pc, pos): its end (the position itself for a look), or -1.
-  constexpr std::int64_t evaluate(std::uint32_t pc, std::int64_t pos, std::vector<frame>& stack) {
+  // Captures made inside a positive look or an atomic group stay (undone on backtracking).
+  constexpr std::int64_t evaluate(std::uint32_t pc, std::int64_t pos) {
     const binst& in = p_.insts[pc];
-    const std::size_t key = pc * (n_ + 1) + static_cast<std::size_t>(pos);
-    if (p_.memo) {
-      if (results_.empty()) results_.assign(p_.insts.size() * (n_ + 1), -2);
-      if (results_[key] != -2) return results_[key];
-    }
+    const std::size_t key = in.slot * static_cast<std::size_t>(n_ + 1) + static_cast<std::size_t>(pos);
+    const bool memo = results_.size() != 0;
+    if (memo && results_[key] != 0) return results_[key] - 2;
     const bool negative = in.code != bop::atomic && (in.flags & bflag::negative);
-    const std::vector<std::int64_t> before = p_.memo ? std::vector<std::int64_t>{} : caps_;
-    auto end = sub_run(in.a, pos);
+    buffer<std::int64_t> before;
+    if (!p_.memo) before = caps_;
+    auto end = run(in.a, pos);
     if (over_budget) return -1;
     if (negative) {
-      if (!p_.memo) caps_ = before;
+      if (!p_.memo) caps_ = std::move(before);
       end = end >= 0 ? -1 : pos;
     } else if (end >= 0 && !p_.memo) {
-      for (std::uint32_t s = 0; s < caps_.size(); ++s)  // captures made inside stay, undone on backtracking
-        if (caps_[s] != before[s]) stack.push_back({frame_kind::capture, s, before[s]});
+      for (std::uint32_t s = 0; s < caps_.size(); ++s)
+        if (caps_[s] != before[s]) push(capture, s, before[s]);
     }
     if (in.code != bop::atomic && end >= 0) end = pos;
-    if (p_.memo) results_[key] = static_cast<std::int32_t>(end);
+    if (memo) results_[key] = static_cast<std::int32_t>(end + 2);
     return end;
   }
 
-  constexpr std::int64_t run(std::uint32_t pc, std::int64_t pos, std::vector<std::uint64_t>& visited) {
-    std::vector<frame> stack;
+  // Runs from (pc, pos) to a match / succeed instruction: its position, or -1. The frames it pushes
+  // are gone when it returns; the captures it made stay (its caller keeps or restores them).
+  constexpr std::int64_t run(std::uint32_t pc, std::int64_t pos) {
+    const std::size_t base = depth_;
+    const std::uint32_t stamp = ++stamp_;
     const binst* insts = p_.insts.data();
-    const std::size_t width = n_ + 1;
+    const std::size_t width = static_cast<std::size_t>(n_ + 1);
     while (true) {
-      bool ok = true;
       if (++steps_ > backtrack_step_budget) {
         over_budget = true;
+        depth_ = base;
         return -1;
       }
-      if (p_.memo) {
-        const std::size_t bit = pc * width + static_cast<std::size_t>(pos);
-        if ((visited[bit >> 6] >> (bit & 63)) & 1) ok = false;
-        else visited[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+      if (steps_ == memo_from && p_.memo) {
+        stamps_ = buffer<std::uint32_t>(p_.splits * width);
+        results_ = buffer<std::int32_t>(p_.looks * width);
+      }
+      const binst& in = insts[pc];
+      bool ok = true;
+      if (in.code == bop::split && stamps_.size() != 0) {
+        std::uint32_t& seen = stamps_[in.slot * width + static_cast<std::size_t>(pos)];
+        if (seen == stamp) ok = false;
+        else seen = stamp;
       }
       if (ok) {
-        const binst& in = insts[pc];
         const bool rev = (in.flags & bflag::reverse) != 0;
         // The character consumed: the one after the position, or before it inside a lookbehind.
-        const bool more = rev ? pos > 0 : static_cast<std::size_t>(pos) < n_;
+        const bool more = rev ? pos > 0 : pos < n_;
         const char32_t c = more ? t_[rev ? pos - 1 : pos] : 0;
-        switch (in.code) {
-          case bop::set: ok = more && set_contains(p_.sets[in.a], c) == tri::yes; break;
-          case bop::literal: ok = more && c == in.a; break;
-          case bop::literal_fold: ok = more && folded_equal(in.a, c, (in.flags & bflag::ascii) != 0); break;
-          case bop::any: ok = more; break;
-          case bop::any_but_nl: ok = more && c != U'\n'; break;
-          default: break;
-        }
         switch (in.code) {
           case bop::set:
           case bop::literal:
           case bop::literal_fold:
           case bop::any:
           case bop::any_but_nl:
+            if (in.code == bop::set) ok = more && set_contains(p_.sets[in.a], c) == tri::yes;
+            else if (in.code == bop::literal) ok = more && c == in.a;
+            else if (in.code == bop::literal_fold) ok = more && folded_equal(in.a, c, (in.flags & bflag::ascii) != 0);
+            else ok = more && (in.code == bop::any || c != U'\n');
             if (ok) {
               pos += rev ? -1 : 1;
               ++pc;
             }
             break;
           case bop::assertion:
-            ok = assertion_holds(in.assertion, context_at(t_, n_, static_cast<std::size_t>(pos)), (in.flags & bflag::ascii) != 0) == tri::yes;
+            ok = assertion_holds(in.assertion, context_at(t_, static_cast<std::size_t>(n_), static_cast<std::size_t>(pos)),
+                                 (in.flags & bflag::ascii) != 0) == tri::yes;
             ++pc;
             break;
           case bop::split:
-            stack.push_back({frame_kind::branch, in.b, pos});
+            push(branch, in.b, pos);
             pc = in.a;
             break;
           case bop::jmp: pc = in.a; break;
           case bop::save:
-            stack.push_back({frame_kind::capture, in.a, caps_[in.a]});
-            caps_[in.a] = pos;
+            push(capture, in.a, caps_[in.a]);
+            caps_[in.a] = pos + 1;
             ++pc;
             break;
           case bop::backref:
@@ -339,43 +366,44 @@ class backtracker {
             ++pc;
             break;
           case bop::look:
-          case bop::atomic: {
-            const auto end = evaluate(pc, pos, stack);
-            if (over_budget) return -1;
-            ok = end >= 0;
-            pos = ok ? end : pos;
-            pc = in.b;
-            break;
-          }
-          case bop::cond_group:
-            pc = (caps_[2 * in.a] >= 0 && caps_[2 * in.a + 1] >= 0) ? pc + 1 : in.b;
-            break;
+          case bop::atomic:
           case bop::cond_look: {
-            const auto end = evaluate(pc, pos, stack);
-            if (over_budget) return -1;
-            pc = end >= 0 ? in.c : in.b;
+            const auto end = evaluate(pc, pos);
+            if (over_budget) {
+              depth_ = base;
+              return -1;
+            }
+            if (in.code == bop::cond_look) {
+              pc = end >= 0 ? in.c : in.b;
+            } else {
+              ok = end >= 0;
+              pos = ok ? end : pos;
+              pc = in.b;
+            }
             break;
           }
+          case bop::cond_group: pc = (caps_[2 * in.a] > 0 && caps_[2 * in.a + 1] > 0) ? pc + 1 : in.b; break;
           case bop::succeed:
-          case bop::match: return pos;
+          case bop::match: depth_ = base; return pos;
           case bop::mark:
-            stack.push_back({frame_kind::reg, in.a, regs_[in.a]});
-            regs_[in.a] = pos;
+            push(reg, in.a, regs_[in.a]);
+            regs_[in.a] = pos + 1;
             ++pc;
             break;
-          case bop::check: pc = regs_[in.a] == pos ? in.b : pc + 1; break;
+          case bop::check: pc = regs_[in.a] == pos + 1 ? in.b : pc + 1; break;
         }
       }
       if (ok) continue;
       while (true) {  // backtrack: undo captures and registers down to the last open branch
-        if (stack.empty()) return -1;
-        const frame f = stack.back();
-        stack.pop_back();
-        if (f.kind == frame_kind::capture) caps_[f.pc] = f.value;
-        else if (f.kind == frame_kind::reg) regs_[f.pc] = f.value;
+        if (depth_ == base) return -1;
+        --depth_;
+        const std::int64_t kind = frames_[2 * depth_] >> 32, value = frames_[2 * depth_ + 1];
+        const auto at = static_cast<std::uint32_t>(frames_[2 * depth_]);
+        if (kind == capture) caps_[at] = value;
+        else if (kind == reg) regs_[at] = value;
         else {
-          pc = f.pc;
-          pos = f.value;
+          pc = at;
+          pos = value;
           break;
         }
       }

@@ -60,7 +60,7 @@ constexpr maybe<regex_error> compile_regex(program& prog, std::vector<backtrack_
     bp.code.sets = std::move(parser.sets);
     detail::backtrack_compiler bc(bp.code, parser.nodes, parser.final_ascii);
     bc.emit(root);
-    bc.push({bop::match});
+    bc.finish();
     if (bc.too_large) return detail::too_large_error();
     prog.sets.push_back(char_set{});  // the never-matching stand-in
     prog.insts.push_back({op::set, static_cast<std::uint32_t>(prog.sets.size() - 1), 0});

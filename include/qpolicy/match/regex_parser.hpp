@@ -202,7 +202,6 @@ class regex_parser {
     encoding_dependent_ = encoding_dependent_ || ignorecase();
     char_set s;
     s.fold = ignorecase();
-    const auto enc = item_encoding();
     return s;
   }
   // A property outside a set (\d, \p{..}): a one-item set with the current case flags.
