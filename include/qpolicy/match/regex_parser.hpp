@@ -82,8 +82,9 @@ class regex_parser {
     // that can start a match: a case-sensitive negated class among them is then read case-insensitively
     // and rejects characters the pattern matches. Refused, not mis-matched.
     if (prefilter_folds_negated_class(root)) {
-      unsupported("a case-sensitive negated class among the first items of a pattern that has "
-                  "case-insensitive first items (the regex package's first-character prefilter folds it too)",
+      unsupported("a negated class among the first items of a pattern that has case-insensitive first items, "
+                  "case-sensitive or with a negative cased property (the regex package's first-character "
+                  "prefilter reads it differently)",
                   0);
       return root;
     }
@@ -310,11 +311,22 @@ class regex_parser {
     }
     return lazy && look_condition && captures_read;
   }
+  // A negated case-insensitive class with a negative cased property (\P{Ll}, \p{^Lu}, ...) and other
+  // members: the prefilter, which reads it without its own case flag, rejects the cased letters.
+  static constexpr bool negative_cased_among_others(const char_set& cs) {
+    using namespace unicode;
+    bool cased = false;
+    for (const auto& c : cs.classes)
+      cased = cased || (!c.positive && (c.key == uppercase_letter_key || c.key == lowercase_letter_key ||
+                                        c.key == titlecase_letter_key || c.key == uppercase_key || c.key == lowercase_key));
+    const bool literals = cs.literals[0] != 0 || cs.literals[1] != 0 || !cs.wide.empty();
+    return cased && (literals || cs.classes.size() > 1);
+  }
   constexpr bool prefilter_folds_negated_class(std::uint32_t root) const {
     if (simple_start(root)) return false;
     std::vector<std::uint32_t> items;
     if (!firstset(root, items) || items.empty()) return false;
-    bool fold = false, negated_nocase = false;
+    bool fold = false, negated_nocase = false, negated_cased = false;
     for (auto id : items) {
       if (id == none) return false;
       const node& n = nodes[id];
@@ -327,8 +339,9 @@ class regex_parser {
       bool negative = cs.negated;
       for (const auto& c : cs.classes) negative = negative || !c.positive;
       negated_nocase = negated_nocase || (!cs.fold && negative);
+      negated_cased = negated_cased || (cs.fold && cs.negated && negative_cased_among_others(cs));
     }
-    return fold && negated_nocase;
+    return fold && (negated_nocase || negated_cased);
   }
 
   // ---- structure ----
@@ -535,17 +548,18 @@ class regex_parser {
     return true;
   }
 
-  // parse_name: a group name or number; nullopt after an error.
-  constexpr std::optional<std::u32string> parse_name(bool allow_numeric) {
+  // parse_name: a group name or number; empty after an error (an empty name is one). Not an
+  // optional<u32string>: nvcc's front end does not take that as a literal type in constexpr code.
+  constexpr std::u32string parse_name(bool allow_numeric) {
     auto name = src_.get_while([](char32_t c) { return c == U')' || c == U'>'; }, false);
-    if (name.empty()) { fail("missing group name", src_.pos); return std::nullopt; }
+    if (name.empty()) { fail("missing group name", src_.pos); return {}; }
     if (all_digits(name)) {
       bool zero = true;
       for (char32_t c : name) zero = zero && c == U'0';
-      if (!allow_numeric || zero) { fail("bad character in group name", src_.pos); return std::nullopt; }
+      if (!allow_numeric || zero) { fail("bad character in group name", src_.pos); return {}; }
     } else if (!is_identifier(name)) {
       fail("bad character in group name", src_.pos);
-      return std::nullopt;
+      return {};
     }
     return name;
   }
@@ -631,8 +645,8 @@ class regex_parser {
         if (ch == U'=' || ch == U'!') return lookaround(true, ch == U'=');
         src_.pos = saved_pos_3;
         const auto name = parse_name(false);
-        if (!name) return none;
-        return named_group(*name);
+        if (name.empty()) return none;
+        return named_group(name);
       }
       if (ch == U'=' || ch == U'!') return lookaround(false, ch == U'=');
       if (ch == U'P') return parse_extension();
@@ -681,16 +695,16 @@ class regex_parser {
     const char32_t ch = src_.get();
     if (ch == U'<') {
       const auto name = parse_name(false);
-      if (!name) return none;
-      return named_group(*name);
+      if (name.empty()) return none;
+      return named_group(name);
     }
     if (ch == U'=') {
       const auto name = parse_name(true);
-      if (!name) return none;
+      if (name.empty()) return none;
       expect(U")");
       if (error) return none;
-      if (is_open_group(*name)) { fail("cannot refer to an open group", saved_pos); return none; }
-      return ref_group(*name, saved_pos, ignorecase());
+      if (is_open_group(name)) { fail("cannot refer to an open group", saved_pos); return none; }
+      return ref_group(name, saved_pos, ignorecase());
     }
     if (ch == U'>' || ch == U'&') { unsupported("a group call (?P>name)", saved_pos - 2); return none; }
     src_.pos = saved_pos;
@@ -731,9 +745,8 @@ class regex_parser {
       look = lookaround(behind, ch == U'=');
     } else {
       src_.pos = saved_pos;
-      const auto parsed = parse_name(true);
-      if (!parsed) return none;
-      name = *parsed;
+      name = parse_name(true);
+      if (name.empty()) return none;
       expect(U")");
     }
     if (error) return none;
@@ -898,7 +911,7 @@ class regex_parser {
     if (ch == U'G' && !in_set) { r.node = assertion(op::at_begin); return r; }  // the search anchor: 0 for match
     if (ch == U'L' && !in_set) {
       expect(U"<");
-      if (!error && parse_name(true)) expect(U">");
+      if (!error && !parse_name(true).empty()) expect(U">");
       fail("undefined named list", src_.pos);
       return r;
     }
