@@ -26,7 +26,7 @@ using cli::usage_error;
 using cli::usage_text;
 
 void print_warnings(const std::vector<std::string>& warnings) {
-  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
+  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", text::escape_lone_surrogates(w));
 }
 
 int run(const cli::options& o) {
@@ -83,12 +83,12 @@ int run(const cli::options& o) {
   model = parse_model(model_text, json_dialect::relaxed);
   const auto p = make_plan(resolved.config, *model, o.plan);
   if (o.format == "json") fmt::print("{}\n", plan_to_json(p, *model, resolved.warnings));
-  else fmt::print("{}", plan_to_table(p, *model, resolved.warnings));
+  else fmt::print("{}", text::escape_lone_surrogates(plan_to_table(p, *model, resolved.warnings)));
   std::fflush(stdout);
   if (const auto* e = p.first_error()) {
     std::size_t n = 0;
     for (const auto& l : p.layers) n += l.failed();
-    fmt::print(stderr, "error: {}\n", *e);
+    fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(*e));
     if (n > 1) fmt::print(stderr, "({} layers have errors; every one is in the plan output)\n", n);
     return 2;
   }
@@ -102,10 +102,10 @@ int main(int argc, char** argv) {
   try {
     return run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const config_errors& e) {
-    for (const auto& d : e.all()) fmt::print(stderr, "error: {}\n", d.text());
+    for (const auto& d : e.all()) fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(d.text()));
     return 2;
   } catch (const config_error& e) {
-    fmt::print(stderr, "error: {}\n", e.diag().text());
+    fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(e.diag().text()));
     return 2;
   } catch (const usage_error& e) {
     fmt::print(stderr, "error: {}\n\n{}", e.what(), usage_text);

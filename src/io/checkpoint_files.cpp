@@ -16,7 +16,8 @@ using json_text::sv;
 checkpoint_index read_index(const std::string& path, std::vector<std::string>& warnings) {
   checkpoint_index index{path, {}, {}};
   std::vector<json_text::duplicate_key> dups;
-  const auto doc = json_text::parse(read_input_file(path, "the checkpoint index"), json_dialect::strict, path, &dups);
+  const auto parsed = json_text::parse(read_input_file(path, "the checkpoint index"), json_dialect::strict, path, &dups);
+  const auto& doc = parsed.root();
   // Python's json (transformers, vLLM) keeps the last value of a duplicate key; so does this reader, and says so.
   for (const auto& d : dups)
     warnings.push_back(path + ": duplicate key " + text::py_repr(d.key) + (d.loc.empty() ? std::string() : " in " + d.loc) +

@@ -10,6 +10,7 @@
 #include <set>
 #include <span>
 
+#include "../json/json_text.hpp"
 #include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/schemes/contract.hpp"
@@ -284,7 +285,7 @@ std::string quantization_config_json(const model_desc& model, const plan& p, std
     warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
                        " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
   if (!ignored.empty()) qc["ignored_layers"] = ignored;
-  return boost::json::serialize(qc);
+  return json_text::serialize(qc);
 }
 
 }  // namespace qpolicy::checkpoint_io

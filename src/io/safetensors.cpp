@@ -59,12 +59,14 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
                                       std::map<std::string, std::string>* metadata) {
   if (header.empty() || header.front() != '{') bad(where, "the header is not a JSON object (it must start with '{')");
   std::vector<json_text::duplicate_key> dups;
-  bj::value v;
+  json_text::document doc;
   try {
-    v = json_text::parse(header, json_dialect::strict, "the safetensors header", &dups);
+    // serde_json, which reads the header in safetensors, refuses lone surrogates.
+    doc = json_text::parse(header, json_dialect::strict, "the safetensors header", &dups, json_text::lone_surrogates::refused);
   } catch (const config_error& e) {
     bad(where, e.message());
   }
+  const auto& v = doc.root();
   if (!dups.empty()) bad(where, "the header names " + text::py_repr(dups.front().key) + " twice");
   if (!v.is_object()) bad(where, "the header is not a JSON object");
   std::vector<tensor_info> out;
@@ -74,7 +76,7 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
       if (!kv.value().is_object()) bad(where, "__metadata__ must be an object of strings");
       for (const auto& m : kv.value().get_object()) {
         if (!m.value().is_string())
-          bad(where, "__metadata__[" + text::py_repr(sv(m.key())) + "] must be a string, got " + json_text::py_type(m.value()));
+          bad(where, "__metadata__[" + text::py_repr(sv(m.key())) + "] must be a string, got " + doc.py_type(m.value()));
         if (metadata) (*metadata)[std::string(sv(m.key()))] = std::string(sv(m.value().get_string()));
       }
       continue;
@@ -92,21 +94,21 @@ std::vector<tensor_info> parse_header(std::string_view header, std::uint64_t dat
     const auto* found = std::find_if(std::begin(dtypes), std::end(dtypes),
                                      [&](const dtype_entry& e) { return e.name == sv(d->get_string()); });
     if (found == std::end(dtypes))
-      bad(where, at + " has dtype " + json_text::py_repr(*d) + "; expected one of " + dtype_names());
+      bad(where, at + " has dtype " + doc.py_repr(*d) + "; expected one of " + dtype_names());
     t.type = found->type;
     const auto* s = o.if_contains("shape");
     if (!s || !s->is_array()) bad(where, at + " has no shape list");
     std::vector<std::uint64_t> dims;  // as written, for messages (2^64 - 1 is not -1)
     for (const auto& dim : s->get_array()) {
-      if (!dim.is_int64() && !dim.is_uint64()) bad(where, at + " has a shape entry that is not an integer: " + json_text::py_repr(dim));
-      if (dim.is_int64() && dim.get_int64() < 0) bad(where, at + " has a negative dimension " + json_text::py_repr(dim));
+      if (!dim.is_int64() && !dim.is_uint64()) bad(where, at + " has a shape entry that is not an integer: " + doc.py_repr(dim));
+      if (dim.is_int64() && dim.get_int64() < 0) bad(where, at + " has a negative dimension " + doc.py_repr(dim));
       dims.push_back(dim.is_int64() ? static_cast<std::uint64_t>(dim.get_int64()) : dim.get_uint64());
     }
     const auto* off = o.if_contains("data_offsets");
     if (!off || !off->is_array() || off->get_array().size() != 2) bad(where, at + " needs data_offsets [begin, end]");
     for (const auto& x : off->get_array())
       if (!x.is_uint64() && !(x.is_int64() && x.get_int64() >= 0))
-        bad(where, at + " has a data offset that is not a non-negative integer: " + json_text::py_repr(x));
+        bad(where, at + " has a data offset that is not a non-negative integer: " + doc.py_repr(x));
     t.begin = off->get_array()[0].to_number<std::uint64_t>();
     t.end = off->get_array()[1].to_number<std::uint64_t>();
     if (t.begin > t.end) bad(where, at + " has data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] out of order");
@@ -225,7 +227,7 @@ writer::writer(staged_file& out, std::vector<tensor_spec> tensors, const std::ma
     sizes_.push_back(static_cast<std::uint64_t>(*n));
     at = *end;
   }
-  std::string text = bj::serialize(header);
+  std::string text = json_text::serialize(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   std::array<std::byte, 8> len;
   for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>(static_cast<std::uint64_t>(text.size()) >> (8 * i));

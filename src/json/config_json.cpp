@@ -23,13 +23,14 @@ struct abort_error {
 /// here: value types, unknown keys, aborts.
 class builder {
  public:
+  explicit builder(const json_text::document& doc) : doc_(doc) {}
   field_errors errors;
 
   void field_error(const std::string& loc, const std::string& message) { errors.add(loc, message); }
 
   std::optional<key_id> spec_field(const bj::value& v, const std::string& loc, key_field field) {
     if (v.is_null()) return std::nullopt;
-    if (!v.is_string()) throw abort_error{"expected str or QuantKey, got " + json_text::py_type(v)};
+    if (!v.is_string()) throw abort_error{"expected str or QuantKey, got " + doc_.py_type(v)};
     return spec_field_key(errors, loc, sv(v.get_string()), field);
   }
 
@@ -78,13 +79,13 @@ class builder {
   maybe<std::vector<target_rule>> targets(const bj::object& obj) {
     const auto* v = obj.if_contains("targets");
     if (!v || v->is_null()) return std::nullopt;
-    if (!v->is_object()) throw abort_error{"targets must be a dict, got " + json_text::py_type(*v)};
+    if (!v->is_object()) throw abort_error{"targets must be a dict, got " + doc_.py_type(*v)};
     std::vector<target_rule> out;
     for (const auto& kv : v->get_object()) {
       const std::string pattern(sv(kv.key()));
       const bool is_string = kv.value().is_string();
       const auto sh = target_value(errors, pattern, is_string, is_string ? sv(kv.value().get_string()) : std::string_view(),
-                                   json_text::py_str(kv.value()));
+                                   doc_.py_str(kv.value()));
       if (!sh) return out;
       out.push_back({pattern, *sh});
     }
@@ -102,10 +103,13 @@ class builder {
   void raise_field_errors() {
     if (!errors.errors.empty()) throw config_errors(errors.errors);
   }
+
+ private:
+  const json_text::document& doc_;
 };
 
-current_config build_current(const bj::object& obj) {
-  builder b;
+current_config build_current(const json_text::document& doc, const bj::object& obj) {
+  builder b(doc);
   current_config c;
   try {
     c.linear = b.spec(obj, "linear");
@@ -131,8 +135,8 @@ std::optional<legacy_scheme> legacy_field(builder& b, const bj::object& obj, bj:
   return legacy_scheme_field(b.errors, std::string(sv(name)), sv(v->get_string()));
 }
 
-legacy_config build_legacy(const bj::object& obj) {
-  builder b;
+legacy_config build_legacy(const json_text::document& doc, const bj::object& obj) {
+  builder b(doc);
   legacy_config c;
   c.global_scheme = legacy_field(b, obj, "global_scheme");
   c.linear_scheme_override = legacy_field(b, obj, "linear_scheme_override");
@@ -143,16 +147,16 @@ legacy_config build_legacy(const bj::object& obj) {
   return c;
 }
 
-resolved_config resolve_legacy(const maybe<std::string>& q, std::optional<bj::object> cfg) {
+resolved_config resolve_legacy(const maybe<std::string>& q, const json_text::document& doc, const bj::object* cfg) {
   legacy_global_field global;
   if (cfg)
     if (const auto* existing = cfg->if_contains("global_scheme"); existing && !existing->is_null())
       global = existing->is_string()
                    ? classify_legacy_global(sv(existing->get_string()))
-                   : legacy_global_field{legacy_global_field::kind::other_value, {}, json_text::py_repr(*existing)};
-  if (auto e = check_legacy_quantization(q, cfg.has_value(), global)) throw config_error(*e);
+                   : legacy_global_field{legacy_global_field::kind::other_value, {}, doc.py_repr(*existing)};
+  if (auto e = check_legacy_quantization(q, cfg != nullptr, global)) throw config_error(*e);
   maybe<legacy_config> built;
-  if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(*cfg);
+  if (cfg && q && is_legacy_online_name(*q)) built = build_legacy(doc, *cfg);
   return resolve_legacy_values(q, std::move(built));
 }
 
@@ -160,25 +164,32 @@ resolved_config resolve_legacy(const maybe<std::string>& q, std::optional<bj::ob
 
 resolution resolve(const config_request& request) {
   resolution out;
-  std::optional<bj::object> cfg;
+  json_text::document doc;
+  const bj::object* cfg = nullptr;
   if (request.config_text) {
     std::vector<json_text::duplicate_key> dups;
-    auto v = json_text::parse(*request.config_text, request.dialect, "quantization_config", &dups);
+    doc = json_text::parse(*request.config_text, request.dialect, "quantization_config", &dups);
     for (const auto& d : dups)
       out.warnings.push_back("duplicate key " + text::py_repr(d.key) + " in quantization_config" +
                              (d.loc.empty() ? std::string() : " at " + d.loc) +
                              ": the last value wins at the first key's position (as in Python)");
-    if (v.is_object()) cfg = std::move(v.get_object());
-    else if (!v.is_null())
-      throw config_error("", "quantization_config must be a JSON object or null, got " + json_text::py_type(v));
+    const auto& v = doc.root();
+    if (v.is_object()) {
+      cfg = &v.get_object();
+    } else if (!v.is_null()) {
+      // vLLM's legacy resolver checks `quantization` before it reads the config (spec §5, step 1).
+      if (request.legacy)
+        if (auto e = check_legacy_quantization(request.quantization, true, {})) throw config_error(*e);
+      throw config_error("", "quantization_config must be a JSON object or null, got " + doc.py_type(v));
+    }
   }
   const auto& q = request.quantization;
   if (request.legacy) {
-    out.config = resolve_legacy(q, std::move(cfg));
+    out.config = resolve_legacy(q, doc, cfg);
     return out;
   }
   maybe<current_config> built;
-  if (cfg) built = build_current(*cfg);
+  if (cfg) built = build_current(doc, *cfg);
   auto r = resolve_current(q, built);
   if (r.error) throw config_error(*r.error);
   out.config = std::move(*r.value);
@@ -231,7 +242,7 @@ std::string resolved_to_json(const resolved_config& config) {
     o["ignore"] = std::move(ign);
     out = std::move(o);
   }
-  return bj::serialize(out);
+  return json_text::serialize(out);
 }
 
 }  // namespace qpolicy

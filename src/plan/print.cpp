@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "../json/json_text.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/plan/summary.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -60,7 +61,7 @@ std::string plan_to_json(const plan& p, const model_desc& model, const std::vect
   for (const auto& w : all_warnings(p, extra_warnings)) warnings.emplace_back(w);
   out["summary"] = std::move(summary);
   out["warnings"] = std::move(warnings);
-  return bj::serialize(out);
+  return json_text::serialize(out);
 }
 
 namespace {

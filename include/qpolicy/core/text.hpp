@@ -15,7 +15,10 @@ struct decoded_utf8 {
   constexpr bool ok() const { return bad_offset == std::string_view::npos; }
 };
 
-/// Strict UTF-8 decoding (no overlongs, no surrogates, nothing above U+10FFFF).
+/// UTF-8 decoding, strict (no overlongs, nothing above U+10FFFF) except that a surrogate's 3-byte
+/// form reads as that code point: a Python str can hold a lone surrogate (JSON's "\ud800"), and
+/// qpolicy keeps one that way (src/json/json_text.cpp). Input files never carry those bytes: the JSON
+/// reader refuses them, as Python's UTF-8 decoding does.
 constexpr decoded_utf8 decode_utf8(std::string_view s) {
   decoded_utf8 out;
   out.code_points.reserve(s.size());
@@ -39,7 +42,7 @@ constexpr decoded_utf8 decode_utf8(std::string_view s) {
       if ((b & 0xC0) != 0x80) { out.bad_offset = i; return out; }
       cp = (cp << 6) | (b & 0x3F);
     }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) { out.bad_offset = i; return out; }
+    if (cp < min || cp > 0x10FFFF) { out.bad_offset = i; return out; }
     out.code_points.push_back(cp);
     i += len;
   }
@@ -73,6 +76,26 @@ constexpr void append_utf8(std::string& out, char32_t cp) {
 constexpr void append_hex(std::string& out, std::uint32_t v, int digits) {
   constexpr char hex[] = "0123456789abcdef";
   for (int k = digits - 1; k >= 0; --k) out += hex[(v >> (4 * k)) & 0xF];
+}
+
+/// `s` with each lone surrogate (its 3-byte form, ED A0..BF xx, never valid UTF-8) written as
+/// `\udXXX`, as Python writes it to stderr (backslashreplace) and json.dumps writes it: valid UTF-8 out.
+constexpr std::string escape_lone_surrogates(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b == 0xED && i + 2 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0xA0) {
+      const std::uint32_t u = 0xD000u | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6) |
+                              (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
+      out += "\\u";
+      append_hex(out, u, 4);
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
 }
 
 constexpr std::string to_decimal(long long v) {
