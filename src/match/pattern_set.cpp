@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <list>
+#include <mutex>
 
 namespace qpolicy::match {
 
@@ -120,6 +122,70 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
   const auto& done = dfa_.finish(row / static_cast<std::int32_t>(classes_));
   out.bits.assign(done.begin(), done.end());
   dfa_.add_backtracking(name, out);
+}
+
+namespace {
+
+struct pool_entry {
+  glob_mode mode;
+  std::vector<std::string> patterns;
+  std::unique_ptr<pattern_set> set;
+};
+
+struct set_pool {
+  std::mutex mutex;
+  std::list<pool_entry> entries;  // most recently returned first
+};
+
+set_pool& the_pool() {
+  static set_pool pool;  // never destroyed before a pooled set: function-local, built on first use
+  return pool;
+}
+
+}  // namespace
+
+pooled_pattern_set pooled_pattern_set::acquire(const std::vector<std::string>& patterns, glob_mode mode) {
+  pooled_pattern_set out;
+  out.mode_ = mode;
+  out.patterns_ = patterns;
+  {
+    auto& pool = the_pool();
+    std::lock_guard lock(pool.mutex);
+    for (auto it = pool.entries.begin(); it != pool.entries.end(); ++it)
+      if (it->mode == mode && it->patterns == patterns) {
+        out.set_ = std::move(it->set);
+        pool.entries.erase(it);
+        return out;
+      }
+  }
+  out.set_ = std::make_unique<pattern_set>(compile_patterns(patterns, mode));  // outside the lock
+  return out;
+}
+
+pooled_pattern_set& pooled_pattern_set::operator=(pooled_pattern_set&& o) noexcept {
+  if (this != &o) {
+    give_back();
+    mode_ = o.mode_;
+    patterns_ = std::move(o.patterns_);
+    set_ = std::move(o.set_);
+  }
+  return *this;
+}
+
+pooled_pattern_set::~pooled_pattern_set() { give_back(); }
+
+void pooled_pattern_set::give_back() {
+  if (!set_) return;
+  auto& pool = the_pool();
+  std::lock_guard lock(pool.mutex);
+  pool.entries.push_front({mode_, std::move(patterns_), std::move(set_)});
+  if (pool.entries.size() > pool_capacity) pool.entries.pop_back();
+}
+
+std::size_t pooled_pattern_set::pooled() {
+  auto& pool = the_pool();
+  std::lock_guard lock(pool.mutex);
+  return pool.entries.size();
 }
 
 }  // namespace qpolicy::match

@@ -5,7 +5,7 @@
 namespace qpolicy {
 
 plan make_plan(const resolved_config& config, const model_desc& model, const plan_options& options) {
-  auto r = build_plan<match::pattern_set>(config, model, options);
+  auto r = build_plan<match::pooled_pattern_set>(config, model, options);
   if (r.error) throw config_error(*r.error);
   return std::move(*r.value);
 }

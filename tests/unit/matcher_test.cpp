@@ -235,3 +235,47 @@ TEST_CASE("the lazy DFA answers exactly like the NFA", "[unit][match]") {
   }
   CHECK(fast.dfa_states() > 1);
 }
+
+TEST_CASE("pooled pattern sets: reused across plans of one config, exclusive while held", "[unit][match]") {
+  const std::vector<std::string> patterns{"re:.*\\.q_proj$", "lm_head", "*.experts", "re:(?!x).*down"};
+  const std::vector<std::string> names{"m.layers.0.q_proj", "lm_head", "m.layers.1.mlp.experts", "m.layers.2.down",
+                                       "x.down", "m.layers.3.k_proj"};
+  auto hits_of = [&](pooled_pattern_set& s) {
+    std::vector<std::vector<std::uint64_t>> all;
+    for (const auto& n : names) {
+      pattern_hits h;
+      s.match(n, h);
+      all.push_back(h.bits);
+    }
+    return all;
+  };
+  nfa_pattern_set ref(compile_patterns(patterns, glob_mode::on));
+  std::vector<std::vector<std::uint64_t>> expected;
+  for (const auto& n : names) {
+    pattern_hits h;
+    ref.match(n, h);
+    expected.push_back(h.bits);
+  }
+  const auto before = pooled_pattern_set::pooled();
+  {
+    auto a = pooled_pattern_set::acquire(patterns, glob_mode::on);
+    CHECK(hits_of(a) == expected);
+    // Held: a second plan of the same config at the same time gets a set of its own.
+    auto b = pooled_pattern_set::acquire(patterns, glob_mode::on);
+    CHECK(hits_of(b) == expected);
+    auto legacy = pooled_pattern_set::acquire(patterns, glob_mode::off);  // another key: globs off
+    pattern_hits h;
+    legacy.match("m.layers.1.mlp.experts", h);
+    CHECK(!h.test(2));
+  }
+  const auto after = pooled_pattern_set::pooled();
+  CHECK(after >= std::min<std::size_t>(before + 2, pooled_pattern_set::pool_capacity));
+  CHECK(after <= pooled_pattern_set::pool_capacity);
+  // Reacquired: the DFA states the earlier matches built are kept, and the answers are the same.
+  auto again = pooled_pattern_set::acquire(patterns, glob_mode::on);
+  CHECK(pooled_pattern_set::pooled() == after - 1);
+  CHECK(hits_of(again) == expected);
+  // The pool keeps at most pool_capacity sets.
+  for (int i = 0; i < 20; ++i) pooled_pattern_set::acquire({"p" + std::to_string(i)}, glob_mode::on);
+  CHECK(pooled_pattern_set::pooled() == pooled_pattern_set::pool_capacity);
+}

@@ -5,6 +5,7 @@
 // the NFA path. Patterns are compiled once per config.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,35 @@ class pattern_set {
   void build_char_classes(const program& prog);
   std::int32_t step(std::int32_t row, char c);
   void match_nfa(std::string_view name, pattern_hits& out);
+};
+
+/// A pattern_set checked out of a process-wide pool keyed by the pattern list and glob mode: a config
+/// planned again (a server planning each request, a tool planning several models) reuses the compiled
+/// patterns and every DFA state the earlier plans built. Held exclusively (a pattern_set is not
+/// thread-safe: two plans of one config at once compile two), and put back when destroyed; the pool
+/// keeps the most recently returned sets (pool_capacity), each bounded by its DFA state limit.
+class pooled_pattern_set {
+ public:
+  static constexpr std::size_t pool_capacity = 8;
+
+  static pooled_pattern_set acquire(const std::vector<std::string>& patterns, glob_mode mode);
+  pooled_pattern_set() = default;
+  pooled_pattern_set(pooled_pattern_set&& o) noexcept = default;
+  pooled_pattern_set& operator=(pooled_pattern_set&& o) noexcept;
+  ~pooled_pattern_set();
+
+  std::size_t size() const { return set_->size(); }
+  const maybe<regex_error>& error(std::size_t k) const { return set_->error(k); }
+  void match(std::string_view name, pattern_hits& out) { set_->match(name, out); }
+
+  /// How many sets the pool holds now (tests, diagnostics).
+  static std::size_t pooled();
+
+ private:
+  glob_mode mode_ = glob_mode::on;
+  std::vector<std::string> patterns_;
+  std::unique_ptr<pattern_set> set_;
+  void give_back();
 };
 
 }  // namespace qpolicy::match

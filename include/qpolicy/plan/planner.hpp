@@ -352,13 +352,22 @@ class planner {
 };
 
 /// The first pattern in `patterns` that the engine refuses although Python accepts it.
+template <class Matcher>
 constexpr maybe<diagnostic> unsupported_pattern(const std::vector<std::string>& patterns, const char* field,
-                                                        const match::compiled_patterns& compiled) {
+                                                const Matcher& m) {
   for (std::size_t k = 0; k < patterns.size(); ++k)
-    if (compiled.errors[k] && compiled.errors[k]->unsupported)
+    if (m.error(k) && m.error(k)->unsupported)
       return diagnostic{std::string(field) + "." + text::to_decimal(static_cast<long long>(k)),
-                        "pattern " + text::py_repr(patterns[k]) + ": " + compiled.errors[k]->message};
+                        "pattern " + text::py_repr(patterns[k]) + ": " + m.error(k)->message};
   return std::nullopt;
+}
+
+/// A matcher for a pattern list: compiled here, unless the matcher type keeps compiled sets itself
+/// (match::pooled_pattern_set, which the runtime reuses across plans of one config).
+template <class Matcher>
+constexpr Matcher make_matcher(const std::vector<std::string>& patterns, match::glob_mode mode) {
+  if constexpr (requires { Matcher::acquire(patterns, mode); }) return Matcher::acquire(patterns, mode);
+  else return Matcher(match::compile_patterns(patterns, mode));
 }
 
 }  // namespace detail
@@ -387,23 +396,20 @@ class plan_session {
     if (auto e = check_online_config(config_)) return e;
     out.configured = true;
     if (const auto* cfg = config_.current()) {
-      auto ignore_c = match::compile_patterns(cfg->ignore, match::glob_mode::on);
-      if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", ignore_c)) return e;
+      ignore_.emplace(detail::make_matcher<Matcher>(cfg->ignore, match::glob_mode::on));
+      if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", *ignore_)) return e;
       std::vector<std::string> target_patterns;
       if (cfg->targets)
         for (const auto& t : *cfg->targets) target_patterns.push_back(t.pattern);
-      auto targets_c = match::compile_patterns(target_patterns, match::glob_mode::on);
-      if (auto e = detail::unsupported_pattern(target_patterns, "targets", targets_c)) return e;
+      targets_.emplace(detail::make_matcher<Matcher>(target_patterns, match::glob_mode::on));
+      if (auto e = detail::unsupported_pattern(target_patterns, "targets", *targets_)) return e;
       out.patterns = cfg->ignore;
       out.patterns.insert(out.patterns.end(), target_patterns.begin(), target_patterns.end());
-      ignore_.emplace(std::move(ignore_c));
-      targets_.emplace(std::move(targets_c));
     } else {
       const auto& legacy = *config_.legacy();
-      auto ignore_c = match::compile_patterns(legacy.ignore, match::glob_mode::off);
-      if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", ignore_c)) return e;
+      ignore_.emplace(detail::make_matcher<Matcher>(legacy.ignore, match::glob_mode::off));
+      if (auto e = detail::unsupported_pattern(legacy.ignore, "ignore", *ignore_)) return e;
       out.patterns = legacy.ignore;
-      ignore_.emplace(std::move(ignore_c));
     }
     planner_.reset_uses(out.patterns.size());
     return std::nullopt;

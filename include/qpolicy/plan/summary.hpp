@@ -13,18 +13,18 @@
 namespace qpolicy {
 
 /// The part of a layer name after its last all-digit dotted component (the whole name if none).
+/// Scanned from the end: the last such component is usually the layer index, near the end.
 constexpr std::string_view layer_suffix(std::string_view name) {
-  std::size_t start = 0, cut = std::string_view::npos;
-  while (start <= name.size()) {
-    auto end = name.find('.', start);
-    if (end == std::string_view::npos) end = name.size();
+  std::size_t end = name.size();
+  while (true) {
+    const auto dot = end == 0 ? std::string_view::npos : name.rfind('.', end - 1);
+    const std::size_t start = dot == std::string_view::npos ? 0 : dot + 1;
     const auto part = name.substr(start, end - start);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) cut = end;
-    start = end + 1;
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return end >= name.size() ? std::string_view() : name.substr(end + 1);
+    if (dot == std::string_view::npos) return name;
+    end = dot;
   }
-  if (cut == std::string_view::npos) return name;
-  return cut >= name.size() ? std::string_view() : name.substr(cut + 1);
 }
 
 /// The summary lines of a plan: "{suffix}: {count} (from {source}: [{pattern}, ]{key})", sorted.
