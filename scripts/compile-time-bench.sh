@@ -16,8 +16,12 @@ if [ ! -x /usr/bin/time ]; then
   exit 1
 fi
 
-make_source() {  # blocks, with_plan(0|1), file
+make_source() {  # blocks, with_plan(0|1 plain, 2 with a lookahead pattern), file
   sed "s/@BLOCKS@/$1/g" "$root/tests/compile_time/bench_model.cpp.in" > "$3"
+  if [ "$2" = 2 ]; then  # the same layers matched through a lookahead: the backtracking VM at compile time
+    sed -i -e 's/"re:\.\*\\\\\.o_proj\$"/"re:(?=.*\\\\.o_proj$).*"/' "$3"
+    grep -q '(?=' "$3" || { echo "compile-time bench: the lookahead variant was not made" >&2; exit 1; }
+  fi
   if [ "$2" = 0 ]; then  # the baseline: everything but the plan
     sed -i -e '/^constexpr auto& bench_plan/,$d' "$3"
     echo 'int main() { return static_cast<int>(bench_model.size() == 0); }' >> "$3"
@@ -50,6 +54,9 @@ for layers in 1000 2000; do
   echo "bench: compile_${layers}_layers_plan_peak_rss $((mem[plan_$layers] / 1024)) MB vs model_without_plan $(ratio "${mem[plan_$layers]}" "${mem[base_$layers]}")x"
 done
 echo "bench: compile_2000_vs_1000_layers $(ratio "${secs[plan_2000]}" "${secs[plan_1000]}") x"
+make_source 250 2 "$work/look_1000.cpp"
+read -r secs[look_1000] mem[look_1000] < <(measure "$cxx" "${flags[@]}" "$work/look_1000.cpp" -o "$work/l.o")
+echo "bench: compile_1000_layers_lookahead_plan_gxx_O2 ${secs[look_1000]} s vs compile_1000_layers_plan_gxx_O2 $(ratio "${secs[look_1000]}" "${secs[plan_1000]}")x"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$nvcc" ]; then
   cp "$work/plan_1000.cpp" "$work/plan_1000.cu"

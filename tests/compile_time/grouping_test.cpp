@@ -60,13 +60,26 @@ TEST_CASE("compile-time plans with backtracking patterns and Unicode classes equ
           "[compile-time][grouping][regex]") {
   using qp::ignore;
   // Lookahead ("everything except"), a backreference with a lookbehind, and \w on the non-ASCII record:
-  // a backtracking pattern is not a function of the DFA state, so every layer is decided on its own.
+  // the backreference compares digits, so every layer is decided on its own.
   same_as_runtime<qp::policy<qp::fp8_per_block,
                              qp::quant_config<ignore<"re:^(?!.*(?:c_attn|proj|blocks)).*", "re:h\\.(\\d)\\.attn\\.c_proj(?<=\\1\\.attn\\.c_proj)",
                                                      "re:\\w+\\.(?i:9)\\.PROJ">>>>(
       "fp8_per_block",
       R"json({"ignore": ["re:^(?!.*(?:c_attn|proj|blocks)).*", "re:h\\.(\\d)\\.attn\\.c_proj(?<=\\1\\.attn\\.c_proj)", "re:\\w+\\.(?i:9)\\.PROJ"]})json",
       false, false);
+  // Backtracking patterns that tell no digit from another (no digit literal, no backreference, no set
+  // splitting the digits) depend on an index only through its length: layers stay grouped, by length
+  // too. Lengths 1, 2 and 3 occur (h.7-h.31, blocks.98-blocks.100); two patterns single lengths out.
+  same_as_runtime<qp::policy<qp::fp8_per_block,
+                             qp::quant_config<ignore<"re:^(?!.*(?:c_attn|proj|blocks)).*", "re:h\\.(?<=h\\.)\\d{2}\\.attn\\.c_proj",
+                                                     "re:blocks\\.(?=\\d{3})", "re:(?=h\\.\\d\\.).*c_attn_extra">>>>(
+      "fp8_per_block",
+      R"json({"ignore": ["re:^(?!.*(?:c_attn|proj|blocks)).*", "re:h\\.(?<=h\\.)\\d{2}\\.attn\\.c_proj", "re:blocks\\.(?=\\d{3})", "re:(?=h\\.\\d\\.).*c_attn_extra"]})json");
+  // One digit literal in a backtracking pattern: every layer on its own again.
+  same_as_runtime<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:h\\.(?!1)\\d+\\.attn">>>>(
+      "fp8_per_block", R"json({"ignore": ["re:h\\.(?!1)\\d+\\.attn"]})json", false, false);
+  static_assert(qp::plan_for<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:h\\.(?!1)\\d+\\.attn">>>, edge_model>.decided ==
+                qp::plan_for<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:h\\.(?!1)\\d+\\.attn">>>, edge_model>.size());
   // Regular patterns with the new classes stay on the DFA and keep the grouping.
   same_as_runtime<qp::policy<qp::fp8_per_block, qp::quant_config<ignore<"re:(?i)H\\.[[:digit:]]*7\\.", "re:\\p{L}+\\.1\\d\\.c_attn_extra$">>>>(
       "fp8_per_block", R"({"ignore": ["re:(?i)H\\.[[:digit:]]*7\\.", "re:\\p{L}+\\.1\\d\\.c_attn_extra$"]})");

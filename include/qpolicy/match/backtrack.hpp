@@ -419,6 +419,21 @@ struct backtrack_answer {
   bool over_budget = false;
 };
 
+/// Whether the program answers alike (the same match, the same steps) for names that differ only in
+/// which ASCII digits they hold: no backreference (it compares text), no digit literal, no set that
+/// holds some digits but not others; \w, \d, \b and the anchors treat every digit alike. The
+/// compile-time planner then decides one layer per index length instead of one per index.
+constexpr bool digit_blind(const backtrack_program& p) {
+  for (const auto& in : p.insts) {
+    if (in.code == bop::backref) return false;
+    if ((in.code == bop::literal || in.code == bop::literal_fold) && in.a >= U'0' && in.a <= U'9') return false;
+    if (in.code == bop::set)
+      for (char32_t c = U'1'; c <= U'9'; ++c)
+        if (p.sets[in.a].ascii_member(c) != p.sets[in.a].ascii_member(U'0')) return false;
+  }
+  return true;
+}
+
 constexpr backtrack_answer run_backtrack(const backtrack_program& p, const std::vector<char32_t>& text) {
   detail::backtracker bt(p, text);
   const bool m = bt.matches();

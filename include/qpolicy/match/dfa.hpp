@@ -93,6 +93,12 @@ class dfa_pattern_set {
 
   /// Whether some pattern runs on the backtracker (its answers are not a function of DFA states).
   constexpr bool has_backtracking() const { return !compiled_.backtracking.empty(); }
+  /// Whether every backtracking pattern is digit_blind (backtrack.hpp).
+  constexpr bool backtracking_digit_blind() const {
+    for (const auto& bp : compiled_.backtracking)
+      if (!digit_blind(bp.code)) return false;
+    return true;
+  }
   /// Adds the backtracking patterns' answers for `name` to hits the DFA produced.
   constexpr void add_backtracking(std::string_view name, pattern_hits& out) const {
     out.over_budget.clear();

@@ -175,13 +175,18 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   // The loop below runs once per layer, so it is written for the evaluator: indices and raw arrays.
   std::vector<probe> probes;
   std::vector<record_split> splits;
-  // A backtracking pattern's answer is not a function of the DFA state: every layer is then decided
-  // on its own.
-  bool backtracking = false;
-  for (auto* matcher : matchers) backtracking = backtracking || (matcher && matcher->has_backtracking());
+  // A backtracking pattern's answer is not a function of the DFA state. When none tells one digit
+  // from another (match::digit_blind), it depends on a layer's index only through its number of
+  // digits, which joins the class; otherwise every layer is decided on its own.
+  bool backtracking = false, digit_blind = true;
+  for (auto* matcher : matchers)
+    if (matcher && matcher->has_backtracking()) {
+      backtracking = true;
+      digit_blind = digit_blind && matcher->backtracking_digit_blind();
+    }
   for (const auto& d : m.defs) {
     splits.push_back(split_record(m, packed, d));
-    if (backtracking) splits.back().groupable = false;
+    if (backtracking && !digit_blind) splits.back().groupable = false;
     if (!splits.back().groupable) continue;
     for (std::uint8_t k = 0; k < 2; ++k) {
       if (!matchers[k]) continue;
@@ -194,8 +199,9 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
     }
   }
   const std::size_t width = probes.size();
-  std::vector<std::int32_t> classes;              // width states per class, flat
-  std::vector<std::int32_t> reached(width, 0);    // the current index's states
+  const std::size_t columns = width + 1;          // the states, then the index's digit count (or 0)
+  std::vector<std::int32_t> classes;              // columns per class, flat
+  std::vector<std::int32_t> reached(columns, 0);  // the current index's states and digit count
   std::vector<std::int32_t> head_reached(width, 0);  // the states after all its digits but the last
   std::int64_t head_of_reached = -1;                 // ... for this index / 10
   std::vector<std::vector<std::int32_t>> decision_of(m.defs.size());  // per record: class -> layer, -1
@@ -223,17 +229,20 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
       const char last = static_cast<char>('0' + ref.index % 10);
       std::int32_t* r = reached.data();
       for (std::size_t p = 0; p < width; ++p) r[p] = matchers[pr[p].matcher]->step(h[p], last);
-      const std::size_t known = width ? classes.size() / width : 0;
+      std::int32_t digit_count = 1;
+      for (auto v = ref.index; v >= 10; v /= 10) ++digit_count;
+      r[width] = backtracking ? digit_count : 0;
+      const std::size_t known = classes.size() / columns;
       current_class = -1;
       for (std::size_t c = 0; c < known && current_class < 0; ++c) {
-        const std::int32_t* row = classes.data() + c * width;
+        const std::int32_t* row = classes.data() + c * columns;
         bool same = true;
-        for (std::size_t p = 0; p < width && same; ++p) same = row[p] == r[p];
+        for (std::size_t p = 0; p < columns && same; ++p) same = row[p] == r[p];
         if (same) current_class = static_cast<std::int32_t>(c);
       }
       if (current_class < 0) {
         current_class = static_cast<std::int32_t>(known);
-        for (std::size_t p = 0; p < width; ++p) classes.push_back(r[p]);
+        for (std::size_t p = 0; p < columns; ++p) classes.push_back(r[p]);
       }
       current_index = ref.index;
     }
