@@ -74,6 +74,26 @@ constexpr bool can_be_empty(const std::vector<node>& nodes, std::uint32_t id) {
   }
 }
 
+/// RegexBase.is_empty: sequences and branches of empty items, and what wraps only those.
+constexpr bool is_empty(const std::vector<node>& nodes, std::uint32_t id) {
+  const node& n = nodes[id];
+  switch (n.kind) {
+    case node_kind::empty: return true;
+    case node_kind::concat:
+    case node_kind::alt:
+      for (auto k : n.kids)
+        if (!is_empty(nodes, k)) return false;
+      return true;
+    case node_kind::atomic:
+    case node_kind::repeat: return is_empty(nodes, n.kids[0]);
+    case node_kind::look: return !n.negative && is_empty(nodes, n.kids[0]);
+    case node_kind::cond:
+      if (n.kids.size() == 3) return is_empty(nodes, n.kids[2]) && is_empty(nodes, n.kids[0]);
+      return is_empty(nodes, n.kids[0]) && is_empty(nodes, n.kids[1]);
+    default: return false;
+  }
+}
+
 // Thompson construction with counted repetitions expanded (regular trees only).
 class emitter {
  public:

@@ -6,6 +6,10 @@
 // package's texts at the package's positions; constructs qpolicy does not run (fuzzy matching,
 // recursion, branch reset, verbs, named characters, scripts and blocks other than ASCII) are refused as
 // unsupported, naming the construct, rather than mis-matched.
+//
+// Over the usual file size on purpose: one class whose functions follow _regex_core.py's one for one
+// (same names, same order of checks, same error positions), so that it can be read side by side with
+// the package; the checks over the finished tree are in regex_quirks.hpp.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +18,7 @@
 #include "qpolicy/core/maybe.hpp"
 #include "qpolicy/core/text.hpp"
 #include "qpolicy/match/regex_ast.hpp"
+#include "qpolicy/match/regex_quirks.hpp"
 #include "qpolicy/match/regex_source.hpp"
 
 namespace qpolicy::match {
@@ -72,7 +77,7 @@ class regex_parser {
     // The package's repeat guards skip retrying a lazy repeat over a capturing body that can match empty once
     // a lookaround condition after it failed; when captures are read back that loses matches a plain
     // search finds. Refused.
-    if (lazy_nullable_and_look_condition()) {
+    if (lazy_nullable_and_look_condition(nodes)) {
       unsupported("a lookaround conditional after a lazy repeat of a group that can match empty (the "
                   "regex package's repeat guards skip matches there)",
                   0);
@@ -81,7 +86,7 @@ class regex_parser {
     // The package's first-character prefilter (_check_firstset) merges the case flags of the items
     // that can start a match: a case-sensitive negated class among them is then read case-insensitively
     // and rejects characters the pattern matches. Refused, not mis-matched.
-    if (prefilter_folds_negated_class(root)) {
+    if (prefilter_folds_negated_class(nodes, sets, root)) {
       unsupported("a negated class among the first items of a pattern that has case-insensitive first items, "
                   "case-sensitive or with a negative cased property (the regex package's first-character "
                   "prefilter reads it differently)",
@@ -218,132 +223,6 @@ class regex_parser {
     s.classes.push_back(item(key, positive));
     return set_node(std::move(s));
   }
-  // RegexBase.is_empty: sequences and branches of empty items, and what wraps only those.
-  constexpr bool is_empty_node(std::uint32_t id) const {
-    const node& n = nodes[id];
-    switch (n.kind) {
-      case node_kind::empty: return true;
-      case node_kind::concat:
-      case node_kind::alt:
-        for (auto k : n.kids)
-          if (!is_empty_node(k)) return false;
-        return true;
-      case node_kind::atomic:
-      case node_kind::repeat: return is_empty_node(n.kids[0]);
-      case node_kind::look: return !n.negative && is_empty_node(n.kids[0]);
-      case node_kind::cond:
-        if (n.kids.size() == 3) return is_empty_node(n.kids[2]) && is_empty_node(n.kids[0]);
-        return is_empty_node(n.kids[0]) && is_empty_node(n.kids[1]);
-      default: return false;
-    }
-  }
-
-  // ---- the package's firstset (get_firstset / has_simple_start) ----
-  constexpr bool simple_start(std::uint32_t id) const {
-    const node& n = nodes[id];
-    switch (n.kind) {
-      case node_kind::literal:
-      case node_kind::set:
-      case node_kind::any: return true;
-      case node_kind::concat: return !n.kids.empty() && simple_start(n.kids[0]);
-      case node_kind::group:
-      case node_kind::atomic: return simple_start(n.kids[0]);
-      default: return false;
-    }
-  }
-  // Adds the first items of `id` to `items` (`none` for "may start with nothing"); false when the
-  // package has no firstset (an item without one, such as '.' or a backreference).
-  constexpr bool firstset(std::uint32_t id, std::vector<std::uint32_t>& items) const {
-    const node& n = nodes[id];
-    switch (n.kind) {
-      case node_kind::literal:
-      case node_kind::set: items.push_back(id); return true;
-      case node_kind::assertion:
-      case node_kind::empty: items.push_back(none); return true;
-      case node_kind::concat: {
-        for (auto k : n.kids) {
-          std::vector<std::uint32_t> sub;
-          if (!firstset(k, sub)) return false;
-          bool open = false;
-          for (auto x : sub) {
-            if (x == none) open = true;
-            else items.push_back(x);
-          }
-          if (!open) return true;
-        }
-        items.push_back(none);
-        return true;
-      }
-      case node_kind::alt:
-        for (auto k : n.kids)
-          if (!firstset(k, items)) return false;
-        if (n.kids.empty()) items.push_back(none);
-        return true;
-      case node_kind::repeat:
-        if (!firstset(n.kids[0], items)) return false;
-        if (n.min == 0) items.push_back(none);
-        return true;
-      case node_kind::group:
-      case node_kind::atomic: return firstset(n.kids[0], items);
-      case node_kind::look:
-        if (!n.negative && !n.behind) return firstset(n.kids[0], items);
-        items.push_back(none);
-        return true;
-      case node_kind::cond:
-        if (n.kids.size() == 3) return false;
-        return firstset(n.kids[0], items) && firstset(n.kids[1], items);
-      default: return false;
-    }
-  }
-  constexpr bool has_group(std::uint32_t id) const {
-    if (nodes[id].kind == node_kind::group) return true;
-    for (auto k : nodes[id].kids)
-      if (has_group(k)) return true;
-    return false;
-  }
-  constexpr bool lazy_nullable_and_look_condition() const {
-    bool lazy = false, look_condition = false, captures_read = false;
-    for (const auto& n : nodes) {
-      lazy = lazy || (n.kind == node_kind::repeat && n.lazy && can_be_empty(nodes, n.kids[0]) &&
-                      has_group(n.kids[0]));
-      look_condition = look_condition || (n.kind == node_kind::cond && n.kids.size() == 3);
-      captures_read = captures_read || n.kind == node_kind::backref || (n.kind == node_kind::cond && n.kids.size() == 2);
-    }
-    return lazy && look_condition && captures_read;
-  }
-  // A negated case-insensitive class with a negative cased property (\P{Ll}, \p{^Lu}, ...) and other
-  // members: the prefilter, which reads it without its own case flag, rejects the cased letters.
-  static constexpr bool negative_cased_among_others(const char_set& cs) {
-    using namespace unicode;
-    bool cased = false;
-    for (const auto& c : cs.classes)
-      cased = cased || (!c.positive && (c.key == uppercase_letter_key || c.key == lowercase_letter_key ||
-                                        c.key == titlecase_letter_key || c.key == uppercase_key || c.key == lowercase_key));
-    const bool literals = cs.literals[0] != 0 || cs.literals[1] != 0 || !cs.wide.empty();
-    return cased && (literals || cs.classes.size() > 1);
-  }
-  constexpr bool prefilter_folds_negated_class(std::uint32_t root) const {
-    if (simple_start(root)) return false;
-    std::vector<std::uint32_t> items;
-    if (!firstset(root, items) || items.empty()) return false;
-    bool fold = false, negated_nocase = false, negated_cased = false;
-    for (auto id : items) {
-      if (id == none) return false;
-      const node& n = nodes[id];
-      if (n.kind == node_kind::literal) {
-        fold = fold || n.fold;
-        continue;
-      }
-      const char_set& cs = sets[n.value];
-      fold = fold || cs.fold;
-      bool negative = cs.negated;
-      for (const auto& c : cs.classes) negative = negative || !c.positive;
-      negated_nocase = negated_nocase || (!cs.fold && negative);
-      negated_cased = negated_cased || (cs.fold && cs.negated && negative_cased_among_others(cs));
-    }
-    return fold && (negated_nocase || negated_cased);
-  }
-
   // ---- structure ----
   constexpr std::uint32_t parse_pattern() {
     if (++depth_ > 200) { unsupported("groups nested more than 200 deep", src_.pos); --depth_; return make(node_kind::empty); }
@@ -471,7 +350,7 @@ class regex_parser {
     if (ch == U'?') lazy = true;
     else if (ch == U'+') possessive = true;
     else src_.pos = suffix_pos;
-    if (is_empty_node(element) || (lo == 1 && hi == 1)) {
+    if (is_empty(nodes, element) || (lo == 1 && hi == 1)) {
       seq.push_back(element);
       return;
     }
@@ -768,7 +647,7 @@ class regex_parser {
       n.kids.push_back(look);
       return add(std::move(n));
     }
-    if (is_empty_node(yes) && is_empty_node(no)) return make(node_kind::empty);
+    if (is_empty(nodes, yes) && is_empty(nodes, no)) return make(node_kind::empty);
     const auto id = add(std::move(n));
     refs_.push_back({id, name, saved_pos, true});
     return id;
