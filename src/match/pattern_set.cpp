@@ -21,7 +21,7 @@ pattern_set::pattern_set(compiled_patterns compiled) {
 void pattern_set::build_char_classes(const program& prog) {
   // Partition refinement: split the classes by every set's membership, by '\n' and by word-ness,
   // renumbering densely after each split so ids stay below 128.
-  std::array<std::uint8_t, 128>& cls = char_class_;
+  std::array<std::uint8_t, 256>& cls = char_class_;
   cls.fill(0);
   std::size_t count = 1;
   auto split = [&](auto&& member) {
@@ -55,6 +55,9 @@ void pattern_set::build_char_classes(const program& prog) {
   split([](char32_t c) { return c == U'\n'; });
   if (prog.uses_word_edges) split([](char32_t c) { return is_word_ascii(c); });
   classes_ = count;
+  // Bytes of non-ASCII characters and '\n' leave the DFA path (the NFA decides the name).
+  for (std::size_t c = 128; c < 256; ++c) cls[c] = off_dfa;
+  cls['\n'] = off_dfa;
 }
 
 std::int32_t pattern_set::step(std::int32_t row, char c) {
@@ -96,9 +99,7 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
   }
   if (start + 8 > limit)
     while (start < limit && name[start] == last_name_[start]) ++start;
-  bool simple = !dfa_full_;
-  for (std::size_t i = start; i < name.size(); ++i) simple &= static_cast<unsigned char>(name[i]) < 128 && name[i] != '\n';
-  if (!simple) {
+  if (dfa_full_) {
     match_nfa(name, out);
     return;
   }
@@ -106,7 +107,12 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
   std::int32_t row = last_rows_[start];  // row offset of the current state in table_
   for (std::size_t i = start; i < name.size(); ++i) {
     const char c = name[i];
-    std::int32_t next = table_[static_cast<std::size_t>(row) + char_class_[static_cast<unsigned char>(c)]];
+    const std::uint8_t cls = char_class_[static_cast<unsigned char>(c)];
+    if (cls == off_dfa) {  // last_rows_ past `start` is stale now; match_nfa resets it
+      match_nfa(name, out);
+      return;
+    }
+    std::int32_t next = table_[static_cast<std::size_t>(row) + cls];
     if (next < 0) {
       next = step(row, c);
       if (next < 0) {  // the DFA is full: this name (and later ones) run on the NFA
@@ -118,7 +124,8 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
     row = next;
     last_rows_[i + 1] = row;
   }
-  last_name_.assign(name);
+  last_name_.resize(name.size());
+  std::memcpy(last_name_.data() + start, name.data() + start, name.size() - start);  // the prefix is there
   const auto& done = dfa_.finish(row / static_cast<std::int32_t>(classes_));
   out.bits.assign(done.begin(), done.end());
   dfa_.add_backtracking(name, out);

@@ -40,7 +40,8 @@ class pattern_set {
   std::vector<std::int32_t> table_;
   std::string last_name_;                    // the previous name matched on the DFA path
   std::vector<std::int32_t> last_rows_{0};  // its row before each character (last_rows_[0] = start)
-  std::array<std::uint8_t, 128> char_class_{};
+  std::array<std::uint8_t, 256> char_class_{};  // per byte; off_dfa for '\n' and non-ASCII bytes
+  static constexpr std::uint8_t off_dfa = 0xFF;  // class ids stay below 128
   std::size_t classes_ = 0;
   bool dfa_full_ = false;
 
