@@ -279,3 +279,31 @@ TEST_CASE("pooled pattern sets: reused across plans of one config, exclusive whi
   for (int i = 0; i < 20; ++i) pooled_pattern_set::acquire({"p" + std::to_string(i)}, glob_mode::on);
   CHECK(pooled_pattern_set::pooled() == pooled_pattern_set::pool_capacity);
 }
+
+TEST_CASE("backtracking patterns skip names without the literal every match holds", "[unit][match]") {
+  auto required = [](const std::string& pattern) {
+    const auto compiled = compile_patterns({pattern}, glob_mode::on);
+    REQUIRE(compiled.backtracking.size() == 1);
+    std::string out;
+    for (char32_t c : compiled.backtracking[0].required) qpolicy::text::append_utf8(out, c);
+    return out;
+  };
+  CHECK(required("re:.*layers\\.(?![0-2]\\d\\.)\\d+\\.mlp\\.down_proj") == ".mlp.down_proj");
+  // Through groups and atomic groups; a lookaround ends a run (the longer of the two is kept).
+  CHECK(required("re:(model)\\.(?=x)(?>layers)\\.") == "layers.");
+  CHECK(required("re:(model)\\.(?>layers)\\.(?=x)") == "model.layers.");
+  CHECK(required("re:(?i)abc(?=d)") == "");  // folded literals never count
+  CHECK(required("re:(a|b)(?=c)xy*") == "x");
+  CHECK(required("re:^(?!.*(?:lm_head|gate)).*") == "");
+  // Answers stay those of the NFA, with and without the literal in the name.
+  const std::vector<std::string> patterns{"re:.*layers\\.(?![0-2]\\d\\.)\\d+\\.mlp\\.down_proj", "re:(\\w+)\\.\\1\\.q"};
+  nfa_pattern_set ref(compile_patterns(patterns, glob_mode::on));
+  pattern_set fast(compile_patterns(patterns, glob_mode::on));
+  for (const std::string name : {"model.layers.35.mlp.down_proj", "model.layers.05.mlp.down_proj", "model.layers.35.mlp.up_proj",
+                                 "a.a.q", "a.b.q", "a.a.k"}) {
+    pattern_hits want, got;
+    ref.match(name, want);
+    fast.match(name, got);
+    CHECK(want == got);
+  }
+}

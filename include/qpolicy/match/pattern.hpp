@@ -2,6 +2,7 @@
 // vLLM's pattern forms (spec §4.1): "re:" regex anchored at the start, exact name, and (current schema
 // only) Python fnmatchcase globs. A list of patterns compiles into one program; a pattern that is not
 // a valid regex keeps its error, raised only when the pattern is tried, as vLLM does.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -192,6 +193,9 @@ constexpr void run_backtracking(const compiled_patterns& compiled, const std::ve
                                 pattern_hits& out) {
   out.over_budget.clear();
   for (const auto& bp : compiled.backtracking) {
+    // Without the literal every match holds there is no match, and no steps to count.
+    if (!bp.required.empty() && std::search(name.begin(), name.end(), bp.required.begin(), bp.required.end()) == name.end())
+      continue;
     const auto answer = run_backtrack(bp.code, name);
     if (answer.over_budget) out.over_budget.push_back(bp.owner);
     else if (answer.matched) out.bits[bp.owner >> 6] |= std::uint64_t{1} << (bp.owner & 63);

@@ -22,6 +22,7 @@ enum class anchoring : std::uint8_t { prefix, whole };
 struct backtrack_pattern {
   std::uint32_t owner = 0;
   backtrack_program code;
+  std::vector<char32_t> required;  // a literal every match holds (detail::required_literal); may be empty
 };
 
 namespace detail {
@@ -57,6 +58,7 @@ constexpr maybe<regex_error> compile_regex(program& prog, std::vector<backtrack_
              !(n.kind == detail::node_kind::repeat && n.max == detail::unbounded &&
                detail::can_be_empty(parser.nodes, n.kids[0]));
     bp.code.memo = memo;
+    bp.required = detail::required_literal(parser.nodes, root);
     bp.code.sets = std::move(parser.sets);
     detail::backtrack_compiler bc(bp.code, parser.nodes, parser.final_ascii);
     bc.emit(root);

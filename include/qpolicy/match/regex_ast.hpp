@@ -94,6 +94,34 @@ constexpr bool is_empty(const std::vector<node>& nodes, std::uint32_t id) {
   }
 }
 
+/// The longest run of case-sensitive literals that every match consumes one after another: along the
+/// root's sequence, through groups and atomic groups (each consumed exactly once), a run broken by
+/// anything else. A name that does not contain it cannot match, so the backtracker need not run.
+constexpr std::vector<char32_t> required_literal(const std::vector<node>& nodes, std::uint32_t root) {
+  std::vector<char32_t> run, best;
+  std::vector<std::uint32_t> todo{root};  // the sequence still to walk, last item on top
+  while (!todo.empty()) {
+    const node& n = nodes[todo.back()];
+    todo.pop_back();
+    if (n.kind == node_kind::literal && !n.fold) {
+      run.push_back(static_cast<char32_t>(n.value));
+      continue;
+    }
+    if (n.kind == node_kind::concat) {
+      for (std::size_t k = n.kids.size(); k > 0; --k) todo.push_back(n.kids[k - 1]);
+      continue;
+    }
+    if (n.kind == node_kind::group || n.kind == node_kind::atomic) {
+      todo.push_back(n.kids[0]);
+      continue;
+    }
+    if (run.size() > best.size()) best = run;  // anything else may consume other text: the run ends
+    run.clear();
+  }
+  if (run.size() > best.size()) best = run;
+  return best;
+}
+
 // Thompson construction with counted repetitions expanded (regular trees only).
 class emitter {
  public:
