@@ -184,6 +184,12 @@ TEST_CASE("the package's refusals and its error texts for the new constructs", "
   CHECK(err("re:(?a)(?u)x") == "ASCII, LOCALE and UNICODE flags are mutually incompatible");
   CHECK(err("re:(a\\1)") == "cannot refer to an open group at position 4");
   CHECK(err("re:\\U00110000") == "bad hex escape \\U00110000 at position 2");
+  // A condition's group is checked before the references in its branches; an empty conditional never.
+  CHECK(err("re:(?(3)a|(?P=n1))") == "invalid group reference at position 3");
+  CHECK(err("re:(?(n2)a|(?P=n1))") == "unknown group at position 3");
+  CHECK(err("re:(?(3)a(?(4)b|c)|(?P=n1))") == "invalid group reference at position 3");
+  CHECK(err("re:(?P=n1)(?(3)a|b)") == "unknown group at position 3");
+  CHECK(err("re:(?(3))(?P=n1)") == "unknown group at position 9");
   // The package adds the line and column on a pattern with a newline.
   CHECK(err("re:a\nb(") == "missing ) at position 4 (line 2, column 3)");
   CHECK(err("re:(?x)a # c\n[") == "unterminated character set at position 11 (line 2, column 2)");

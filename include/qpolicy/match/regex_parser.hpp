@@ -629,6 +629,10 @@ class regex_parser {
       expect(U")");
     }
     if (error) return none;
+    // The package checks a condition's group before the references in its branches (fix_groups visits
+    // the conditional first): its entry goes in before theirs.
+    const std::size_t ref_slot = refs_.size();
+    if (look == none) refs_.push_back({none, name, saved_pos, true});
     const auto yes = parse_sequence();
     std::uint32_t no = make(node_kind::empty);
     if (!error && src_.match(U"|")) no = parse_sequence();
@@ -647,9 +651,12 @@ class regex_parser {
       n.kids.push_back(look);
       return add(std::move(n));
     }
-    if (is_empty(nodes, yes) && is_empty(nodes, no)) return make(node_kind::empty);
+    if (is_empty(nodes, yes) && is_empty(nodes, no)) {  // dropped at parse time there: never checked
+      refs_.erase(refs_.begin() + static_cast<std::ptrdiff_t>(ref_slot));
+      return make(node_kind::empty);
+    }
     const auto id = add(std::move(n));
-    refs_.push_back({id, name, saved_pos, true});
+    refs_[ref_slot].node = id;
     return id;
   }
 
