@@ -15,7 +15,7 @@ constexpr std::size_t max_dfa_states = 8192;
 pattern_set::pattern_set(compiled_patterns compiled) {
   build_char_classes(compiled.prog);
   dfa_ = dfa_pattern_set(std::move(compiled));
-  table_.assign(classes_, -1);
+  table_.assign(stride_, -1);
 }
 
 void pattern_set::build_char_classes(const program& prog) {
@@ -54,43 +54,47 @@ void pattern_set::build_char_classes(const program& prog) {
     if ((literals[c >> 6] >> (c & 63)) & 1) split([c](char32_t d) { return d == c; });
   split([](char32_t c) { return c == U'\n'; });
   if (prog.uses_word_edges) split([](char32_t c) { return is_word_ascii(c); });
-  classes_ = count;
-  // Bytes of non-ASCII characters and '\n' leave the DFA path (the NFA decides the name).
-  for (std::size_t c = 128; c < 256; ++c) cls[c] = off_dfa;
-  cls['\n'] = off_dfa;
+  // Bytes of non-ASCII characters and '\n' leave the DFA path (the NFA decides the name): their class,
+  // the last column, never gets a transition, so the scan finds them on its slow path.
+  off_class_ = static_cast<std::uint8_t>(count);
+  stride_ = count + 1;
+  for (std::size_t c = 128; c < 256; ++c) cls[c] = off_class_;
+  cls['\n'] = off_class_;
 }
 
 std::int32_t pattern_set::step(std::int32_t row, char c) {
-  const auto from = row / static_cast<std::int32_t>(classes_);
+  const auto from = row / static_cast<std::int32_t>(stride_);
   if (dfa_.states() >= max_dfa_states) return -1;
   const auto to = dfa_.step(from, c);
-  const auto needed = (static_cast<std::size_t>(to) + 1) * classes_;
+  const auto needed = (static_cast<std::size_t>(to) + 1) * stride_;
   if (table_.size() < needed) table_.resize(std::max(needed, table_.size() * 2), -1);
-  const auto next = to * static_cast<std::int32_t>(classes_);
+  const auto next = to * static_cast<std::int32_t>(stride_);
   table_[static_cast<std::size_t>(row) + char_class_[static_cast<unsigned char>(c)]] = next;
   return next;
 }
 
 void pattern_set::match_nfa(std::string_view name, pattern_hits& out) {
-  last_name_.clear();
-  last_rows_.assign(1, 0);
+  last_size_ = 0;
   dfa_.match_nfa(name, out);
 }
 
 void pattern_set::match(std::string_view name, pattern_hits& out) {
-  out.over_budget.clear();
+  if (!out.over_budget.empty()) out.over_budget.clear();
   if (dfa_.size() == 0) {
     out.bits.clear();
     return;
   }
   // Layer names come in model order and share long prefixes (shards share all but the last part):
   // the DFA state after a prefix depends on the prefix alone, so resume where the last name diverged.
+  const char* text = name.data();
+  const std::size_t n = name.size();
+  const char* last = last_name_.data();
   std::size_t start = 0;
-  const std::size_t limit = std::min(name.size(), last_name_.size());
+  const std::size_t limit = std::min(n, last_size_);
   while (start + 8 <= limit) {  // eight bytes at a time, then the tail
     std::uint64_t a = 0, b = 0;
-    std::memcpy(&a, name.data() + start, 8);
-    std::memcpy(&b, last_name_.data() + start, 8);
+    std::memcpy(&a, text + start, 8);
+    std::memcpy(&b, last + start, 8);
     if (a != b) {
       start += static_cast<std::size_t>(__builtin_ctzll(a ^ b)) / 8;  // little-endian: first differing byte
       break;
@@ -98,36 +102,56 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
     start += 8;
   }
   if (start + 8 > limit)
-    while (start < limit && name[start] == last_name_[start]) ++start;
+    while (start < limit && text[start] == last[start]) ++start;
   if (dfa_full_) {
     match_nfa(name, out);
     return;
   }
-  last_rows_.resize(name.size() + 1);
-  std::int32_t row = last_rows_[start];  // row offset of the current state in table_
-  for (std::size_t i = start; i < name.size(); ++i) {
-    const char c = name[i];
-    const std::uint8_t cls = char_class_[static_cast<unsigned char>(c)];
-    if (cls == off_dfa) {  // last_rows_ past `start` is stale now; match_nfa resets it
-      match_nfa(name, out);
-      return;
-    }
-    std::int32_t next = table_[static_cast<std::size_t>(row) + cls];
-    if (next < 0) {
+  // The buffers only grow: entries past last_size_ are never read.
+  if (last_name_.size() < n) {
+    last_name_.resize(std::max(n, 2 * last_name_.size()));
+    last_rows_.resize(last_name_.size() + 1);
+  }
+  // Locals, not members, in the loop: stores through the buffers could alias the members otherwise,
+  // and each step would reload them.
+  const std::int32_t* table = table_.data();
+  std::int32_t* rows = last_rows_.data();
+  char* keep = last_name_.data();
+  const std::uint8_t* classes = char_class_.data();
+  std::int32_t row = rows[start];  // row offset of the current state in table_
+  for (std::size_t i = start; i < n; ++i) {
+    const char c = text[i];
+    const std::uint8_t cls = classes[static_cast<unsigned char>(c)];
+    std::int32_t next = table[static_cast<std::size_t>(row) + cls];
+    if (next < 0) {  // a transition not built yet, or a character off the DFA path
+      if (cls == off_class_) {
+        match_nfa(name, out);
+        return;
+      }
       next = step(row, c);
       if (next < 0) {  // the DFA is full: this name (and later ones) run on the NFA
         dfa_full_ = true;
         match_nfa(name, out);
         return;
       }
+      table = table_.data();  // step may have grown the table
     }
     row = next;
-    last_rows_[i + 1] = row;
+    keep[i] = c;
+    rows[i + 1] = row;
   }
-  last_name_.resize(name.size());
-  std::memcpy(last_name_.data() + start, name.data() + start, name.size() - start);  // the prefix is there
-  const auto& done = dfa_.finish(row / static_cast<std::int32_t>(classes_));
-  out.bits.assign(done.begin(), done.end());
+  last_size_ = n;
+  if (dfa_.size() < 64) {  // one word of answers, cached per row (bit 63 marks it known)
+    constexpr std::uint64_t known = std::uint64_t{1} << 63;
+    if (end_word_.size() < table_.size()) end_word_.resize(table_.size(), 0);
+    std::uint64_t& w = end_word_[static_cast<std::size_t>(row)];
+    if (!(w & known)) w = dfa_.finish(row / static_cast<std::int32_t>(stride_))[0] | known;
+    if (out.bits.size() != 1) out.bits.assign(1, 0);
+    out.bits[0] = w & ~known;
+  } else {
+    const auto& done = dfa_.finish(row / static_cast<std::int32_t>(stride_));
+    out.bits.assign(done.begin(), done.end());
+  }
   dfa_.add_backtracking(name, out);
 }
 

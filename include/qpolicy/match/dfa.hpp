@@ -35,6 +35,7 @@ class dfa_pattern_set {
   }
 
   constexpr std::size_t size() const { return compiled_.size(); }
+  constexpr bool any_error() const { return compiled_.any_error; }
   constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
   constexpr std::size_t states() const { return states_.size(); }
 

@@ -109,6 +109,7 @@ struct compiled_patterns {
   program prog;
   std::vector<maybe<regex_error>> errors;  // a bad regex, raised when the pattern is tried
   std::vector<backtrack_pattern> backtracking;  // the patterns prog only holds a stand-in for
+  bool any_error = false;  // some entry of errors is set (the planner's per-name fast path checks it)
   constexpr std::size_t size() const { return errors.size(); }
 };
 
@@ -164,8 +165,10 @@ constexpr compiled_patterns compile_patterns(const std::vector<std::string>& pat
   for (std::size_t k = 0; k < patterns.size(); ++k) chars += patterns[k].size();
   out.prog.insts.reserve(3 * chars + 4 * patterns.size());  // typical size: no reallocation
   out.prog.owner.reserve(3 * chars + 4 * patterns.size());
-  for (std::size_t k = 0; k < patterns.size(); ++k)
+  for (std::size_t k = 0; k < patterns.size(); ++k) {
     out.errors.push_back(compile_pattern(out.prog, out.backtracking, patterns[k], static_cast<std::uint32_t>(k), globs));
+    out.any_error |= out.errors.back().has_value();
+  }
   return out;
 }
 
@@ -208,6 +211,7 @@ class nfa_pattern_set {
   constexpr nfa_pattern_set() = default;
   constexpr explicit nfa_pattern_set(compiled_patterns compiled) : compiled_(std::move(compiled)) {}
   constexpr std::size_t size() const { return compiled_.size(); }
+  constexpr bool any_error() const { return compiled_.any_error; }
   constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
   constexpr void match(std::string_view name, pattern_hits& out) const {
     const auto points = text::decode_utf8(name).code_points;

@@ -21,6 +21,7 @@ class pattern_set {
   explicit pattern_set(compiled_patterns compiled);
 
   std::size_t size() const { return dfa_.size(); }
+  bool any_error() const { return dfa_.any_error(); }
   const maybe<regex_error>& error(std::size_t k) const { return dfa_.error(k); }
 
   /// Matches every pattern against `name`.
@@ -34,15 +35,17 @@ class pattern_set {
 
  private:
   dfa_pattern_set dfa_;
-  // Transitions, dense: table_[row + char_class_[c]] is the next state's row (state * classes_), -1
+  // Transitions, dense: table_[row + char_class_[c]] is the next state's row (state * stride_), -1
   // until looked up. ASCII characters every instruction treats alike share a class, so the table
   // stays small enough for L1 and a step is one dependent load.
   std::vector<std::int32_t> table_;
-  std::string last_name_;                    // the previous name matched on the DFA path
+  std::vector<std::uint64_t> end_word_;  // by row, as table_: the answers at a name's end (< 64 patterns)
+  std::string last_name_;                    // the previous name matched on the DFA path: its first
+  std::size_t last_size_ = 0;                // last_size_ bytes (0 after a name the NFA decided)
   std::vector<std::int32_t> last_rows_{0};  // its row before each character (last_rows_[0] = start)
-  std::array<std::uint8_t, 256> char_class_{};  // per byte; off_dfa for '\n' and non-ASCII bytes
-  static constexpr std::uint8_t off_dfa = 0xFF;  // class ids stay below 128
-  std::size_t classes_ = 0;
+  std::array<std::uint8_t, 256> char_class_{};  // per byte; off_class_ for '\n' and non-ASCII bytes
+  std::uint8_t off_class_ = 0;  // the last column of the table: class ids stay below 128
+  std::size_t stride_ = 1;      // columns per row: the classes and off_class_
   bool dfa_full_ = false;
 
   void build_char_classes(const program& prog);
@@ -66,6 +69,7 @@ class pooled_pattern_set {
   ~pooled_pattern_set();
 
   std::size_t size() const { return set_->size(); }
+  bool any_error() const { return set_->any_error(); }
   const maybe<regex_error>& error(std::size_t k) const { return set_->error(k); }
   void match(std::string_view name, pattern_hits& out) { set_->match(name, out); }
 

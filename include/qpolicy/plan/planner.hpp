@@ -4,6 +4,7 @@
 // compile-time front end with the NFA. Every layer is decided; errors are per layer.
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
@@ -69,11 +70,7 @@ class planner {
     return r;
   }
 
-  static constexpr bool any_error(const Matcher& m) {
-    for (std::size_t k = 0; k < m.size(); ++k)
-      if (m.error(k)) return true;
-    return false;
-  }
+  static constexpr bool any_error(const Matcher& m) { return m.any_error(); }
 
   /// Records hits of layers the config never consults, for warnings only.
   constexpr void note_unhandled(Matcher& m, std::string_view name, std::uint32_t base) {
@@ -83,10 +80,24 @@ class planner {
   }
 
   /// Calls fn(shard name) for each shard in order (name.replace(proj, shard)); stops when fn returns false.
+  /// The occurrences of the fused name are found once for all shards.
   template <class Fn>
   constexpr void for_each_shard(const layer_desc& layer, const packed_mapping& p, Fn&& fn) {
+    const std::string_view name = layer.name, from = p.fused;
+    fused_at_.clear();
+    if (!from.empty())  // an empty fused name (no real mapping has one) leaves the name as it is
+      for (auto j = name.find(from); j != std::string_view::npos; j = name.find(from, j + from.size()))
+        fused_at_.push_back(j);
     for (const auto& s : p.shards) {
-      text::replace_all_into(shard_buf_, layer.name, p.fused, s);
+      shard_buf_.resize(name.size() - fused_at_.size() * from.size() + fused_at_.size() * s.size());
+      char* out = shard_buf_.data();
+      std::size_t i = 0;
+      for (const auto j : fused_at_) {
+        out = std::copy(name.data() + i, name.data() + j, out);
+        out = std::copy(s.data(), s.data() + s.size(), out);
+        i = j + from.size();
+      }
+      std::copy(name.data() + i, name.data() + name.size(), out);
       if (!fn(std::string_view(shard_buf_))) return;
     }
   }
@@ -124,10 +135,14 @@ class planner {
       return true;
     });
     if (error) return {false, -1, error};
-    if (any_hit && any_miss)
-      return {false, -1,
-              "Found different quantization schemes for the shards of " + layer.name +
-                  ". vLLM requires all to use the same scheme."};
+    if (any_hit && any_miss) {  // one allocation: a model may have this error on every fused layer
+      constexpr std::string_view head = "Found different quantization schemes for the shards of ";
+      constexpr std::string_view tail = ". vLLM requires all to use the same scheme.";
+      std::string message;
+      message.reserve(head.size() + layer.name.size() + tail.size());
+      message.append(head).append(layer.name).append(tail);
+      return {false, -1, std::move(message)};
+    }
     return {any_hit, any_hit ? first_pattern : -1, std::nullopt};
   }
 
@@ -236,6 +251,14 @@ class planner {
     out_.errors.push_back(message);
     return l;
   }
+  // A message made for this layer is moved in at run time (copied during constant evaluation, as above).
+  constexpr layer_plan fail(maybe<std::string>&& message) {
+    if (std::is_constant_evaluated()) return fail(*message);
+    layer_plan l;
+    l.error = static_cast<std::int32_t>(out_.errors.size());
+    out_.errors.push_back(std::move(*message));
+    return l;
+  }
 
   /// Dispatch (§3.6) of a weight key for a layer, with the given activation and provenance.
   constexpr layer_plan dispatch(const layer_desc& layer, key_id weight, activation_kind act, key_id act_key,
@@ -262,8 +285,8 @@ class planner {
       if (cfg.targets) note_unhandled(targets_m, layer.name, static_cast<std::uint32_t>(cfg.ignore.size()));
       return {};
     }
-    const auto ign = ignore_current(ignore_m, layer);
-    if (ign.error) return fail(*ign.error);
+    auto ign = ignore_current(ignore_m, layer);
+    if (ign.error) return fail(std::move(ign.error));
     if (!cfg.targets) {
       if (ign.ignored) return unquantized(decided_by::ignore, ign.pattern);
       const auto& spec = layer.kind == layer_kind::linear ? cfg.linear : cfg.moe;
@@ -275,8 +298,8 @@ class planner {
       return dispatch(layer, *spec->weight, act, spec->activation.value_or(key_id::fp8_per_tensor_dynamic), source, -1);
     }
     const auto base = static_cast<std::uint32_t>(cfg.ignore.size());
-    const auto t = match_targets(targets_m, layer, *cfg.targets, base);
-    if (t.error) return fail(*t.error);
+    auto t = match_targets(targets_m, layer, *cfg.targets, base);
+    if (t.error) return fail(std::move(t.error));
     const auto& targets = *cfg.targets;
     if (ign.ignored && t.target >= 0)
       return fail("Layer " + layer.name + " matches both quantization_config.ignore and quantization_config.targets (" +
@@ -306,8 +329,8 @@ class planner {
       note_unhandled(ignore_m, layer.name, 0);
       return {};
     }
-    const auto ign = ignore_legacy(ignore_m, layer, cfg.ignore);
-    if (ign.error) return fail(*ign.error);
+    auto ign = ignore_legacy(ignore_m, layer, cfg.ignore);
+    if (ign.error) return fail(std::move(ign.error));
     if (ign.ignored) return unquantized(decided_by::ignore, ign.pattern);
     const auto& over = layer.kind == layer_kind::linear ? cfg.linear_scheme_override : cfg.moe_scheme_override;
     const auto scheme = over ? over : cfg.global_scheme;
@@ -337,6 +360,7 @@ class planner {
   match::pattern_hits scratch_;
   name_hits hits_;
   std::string shard_buf_;
+  std::vector<std::size_t> fused_at_;  // where the fused name occurs in the current layer's name
   std::vector<pattern_use> uses_;
 
   static constexpr std::string empty_shards_message(const packed_mapping& p) {
