@@ -79,7 +79,7 @@ void pattern_set::match_nfa(std::string_view name, pattern_hits& out) {
 }
 
 void pattern_set::match(std::string_view name, pattern_hits& out) {
-  if (!out.over_budget.empty()) out.over_budget.clear();
+  out.over_budget.clear();
   if (dfa_.size() == 0) {
     out.bits.clear();
     return;

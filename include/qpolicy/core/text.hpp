@@ -174,23 +174,34 @@ constexpr std::string py_repr_set(const Range& items) {
   return out + "}";
 }
 
-/// Python str.replace(old, new) into `out` (reusing its storage): every non-overlapping occurrence,
-/// left to right.
-constexpr void replace_all_into(std::string& out, std::string_view s, std::string_view from, std::string_view to) {
-  out.clear();
-  if (from.empty()) {
-    out.append(s);
-    return;
-  }
+/// Where `from` occurs in `s`, into `at`: every non-overlapping occurrence, left to right, as
+/// str.replace finds them (none for an empty `from`: the name stays as it is).
+constexpr void find_all_into(std::vector<std::size_t>& at, std::string_view s, std::string_view from) {
+  at.clear();
+  if (from.empty()) return;
+  for (auto j = s.find(from); j != std::string_view::npos; j = s.find(from, j + from.size())) at.push_back(j);
+}
+
+/// `s` with the `from_size` characters at each of `at` (find_all_into's answer) replaced by `to`, into
+/// `out` (reusing its storage). One search serves several replacements (a fused layer's shards).
+constexpr void replace_at_into(std::string& out, std::string_view s, const std::vector<std::size_t>& at,
+                               std::size_t from_size, std::string_view to) {
+  out.resize(s.size() - at.size() * from_size + at.size() * to.size());
+  char* o = out.data();
   std::size_t i = 0;
-  while (true) {
-    const auto j = s.find(from, i);
-    if (j == std::string_view::npos) break;
-    out.append(s.substr(i, j - i));
-    out.append(to);
-    i = j + from.size();
+  for (const auto j : at) {
+    for (; i < j; ++i) *o++ = s[i];
+    for (const char c : to) *o++ = c;
+    i = j + from_size;
   }
-  out.append(s.substr(i));
+  for (; i < s.size(); ++i) *o++ = s[i];
+}
+
+/// Python str.replace(old, new) into `out` (reusing its storage).
+constexpr void replace_all_into(std::string& out, std::string_view s, std::string_view from, std::string_view to) {
+  std::vector<std::size_t> at;
+  find_all_into(at, s, from);
+  replace_at_into(out, s, at, from.size(), to);
 }
 
 constexpr std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {

@@ -83,21 +83,9 @@ class planner {
   /// The occurrences of the fused name are found once for all shards.
   template <class Fn>
   constexpr void for_each_shard(const layer_desc& layer, const packed_mapping& p, Fn&& fn) {
-    const std::string_view name = layer.name, from = p.fused;
-    fused_at_.clear();
-    if (!from.empty())  // an empty fused name (no real mapping has one) leaves the name as it is
-      for (auto j = name.find(from); j != std::string_view::npos; j = name.find(from, j + from.size()))
-        fused_at_.push_back(j);
+    text::find_all_into(fused_at_, layer.name, p.fused);
     for (const auto& s : p.shards) {
-      shard_buf_.resize(name.size() - fused_at_.size() * from.size() + fused_at_.size() * s.size());
-      char* out = shard_buf_.data();
-      std::size_t i = 0;
-      for (const auto j : fused_at_) {
-        out = std::copy(name.data() + i, name.data() + j, out);
-        out = std::copy(s.data(), s.data() + s.size(), out);
-        i = j + from.size();
-      }
-      std::copy(name.data() + i, name.data() + name.size(), out);
+      text::replace_at_into(shard_buf_, layer.name, fused_at_, p.fused.size(), s);
       if (!fn(std::string_view(shard_buf_))) return;
     }
   }
