@@ -14,8 +14,10 @@ const char* const usage_text =
     "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
     "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
     "                    [--check-shapes [--tp N]]\n"
-    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] -o OUTPUT.safetensors\n"
-    "                    [--config-out CONFIG.json] [--device cpu|cuda] [--threads N] INPUT...\n"
+    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] MODEL_DIR -o OUT_DIR\n"
+    "                    [--format vllm-fp8|compressed-tensors] [--max-shard-size SIZE] [--device cpu|cuda] [--threads N]\n"
+    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] INPUT... -o OUTPUT.safetensors\n"
+    "                    [--config-out CONFIG.json] [--format vllm-fp8|compressed-tensors] [--device cpu|cuda] [--threads N]\n"
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
     "       qpolicy [COMMAND] -h|--help\n"
@@ -27,6 +29,11 @@ const char* const usage_text =
     "  --legacy                       the legacy schema (global_scheme, *_scheme_override, ignore)\n"
     "  --model FILE                   the model's layer list (MODEL.json)\n"
     "  --format table|json            plan output (default: table)\n"
+    "  --format vllm-fp8|compressed-tensors\n"
+    "                                 quantize's checkpoint format (default: vllm-fp8 when every quantized layer is\n"
+    "                                 fp8_per_block, compressed-tensors otherwise: the ones vLLM and transformers load)\n"
+    "  --max-shard-size SIZE          shard size of an output directory (5GB, 500MB, 2GiB, bytes; default: the\n"
+    "                                 input's shards)\n"
     "  --check-shapes, --tp N         check each scheme against the layers' shapes on N ranks\n"
     "  --key KEY                      an FP8 quant key (fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token,\n"
     "                                 fp8_per_channel_static, fp8_per_block_static, fp8_per_block_dynamic) or a\n"
@@ -167,7 +174,18 @@ options parse_args(const std::vector<std::string>& all) {
     else if (a == "--device" && quantize) o.device = parse_device(r);
     else if (a == "--threads" && quantize) o.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (quantize && !a.empty() && a[0] != '-') o.inputs.push_back(a);
-    else if (a == "--format" && plan) {
+    else if (a == "--format" && quantize) {
+      constexpr std::array<std::pair<std::string_view, checkpoint_format>, 2> formats{
+          {{"vllm-fp8", checkpoint_format::vllm_fp8}, {"compressed-tensors", checkpoint_format::compressed_tensors}}};
+      o.checkpoint = choose("--format", r.value("--format"), formats);
+    } else if (a == "--max-shard-size" && quantize) {
+      const auto v = r.value("--max-shard-size");
+      const auto size = parse_byte_size(v);
+      if (!size)
+        throw usage_error(fmt::format("--max-shard-size must be a positive size such as 5GB, 500MB, 2GiB or a number of bytes, "
+                                      "got '{}'", v));
+      o.max_shard_size = *size;
+    } else if (a == "--format" && plan) {
       constexpr std::array<std::pair<std::string_view, std::string_view>, 2> formats{{{"table", "table"}, {"json", "json"}}};
       o.format = std::string(choose("--format", r.value("--format"), formats));
     } else if (a == "--check-shapes" && plan) o.plan.check_shapes = true;
@@ -176,8 +194,8 @@ options parse_args(const std::vector<std::string>& all) {
   }
   if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
   if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");
-  if (quantize && o.output.empty()) throw usage_error("quantize needs -o OUTPUT.safetensors");
-  if (quantize && o.inputs.empty()) throw usage_error("quantize needs an INPUT (.safetensors files or a .index.json)");
+  if (quantize && o.output.empty()) throw usage_error("quantize needs -o OUT_DIR (or -o OUTPUT.safetensors for file inputs)");
+  if (quantize && o.inputs.empty()) throw usage_error("quantize needs an input (a model directory, .safetensors files or a .index.json)");
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 
@@ -54,6 +55,8 @@ struct options {
   // quantize
   std::vector<std::string> inputs;
   std::string output, config_out;
+  checkpoint_format checkpoint = checkpoint_format::automatic;
+  std::uint64_t max_shard_size = 0;
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   // quantize-tensor

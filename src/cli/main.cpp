@@ -52,6 +52,8 @@ int run(const cli::options& o) {
     req.inputs = o.inputs;
     req.output = o.output;
     req.config_out = o.config_out;
+    req.format = o.checkpoint;
+    req.max_shard_size = o.max_shard_size;
     if (o.model_path) req.also_read.push_back({*o.model_path, "the model file"});
     if (o.config_file) req.also_read.push_back({*o.config_file, "the quantization_config file"});
     req.config = resolved.config;
@@ -69,6 +71,8 @@ int run(const cli::options& o) {
     print_warnings(s.warnings);
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
+    fmt::print(stderr, "format: {}\n", to_string(s.format));
+    if (!s.files_written.empty()) fmt::print(stderr, "wrote {} files into '{}'\n", s.files_written.size(), o.output);
     if (!s.unmatched.empty()) {
       const std::size_t shown = std::min<std::size_t>(s.unmatched.size(), 5);
       fmt::print(stderr, "note: {} tensors belong to no layer of the model and were copied: {}{}\n", s.unmatched.size(),

@@ -14,6 +14,7 @@
 #include "qpolicy/io/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "checkpoint_files.hpp"
+#include "checkpoint_format.hpp"
 #include "checkpoint_stages.hpp"
 #include "qpolicy/io/staged_output.hpp"
 #include "qpolicy/schemes/contract.hpp"
@@ -49,6 +50,11 @@ std::optional<expert_weight> split_expert_weight(std::string_view name) {
   if (index.empty() || index.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
   if (!layer.ends_with(".experts")) return std::nullopt;
   return expert_weight{layer, index, proj};
+}
+
+bool is_directory(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
 }
 
 }  // namespace
@@ -116,6 +122,9 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
 }
 
 checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
+  if (req.inputs.size() == 1 && is_directory(req.inputs.front())) return quantize_model_dir(req);
+  if (req.max_shard_size)
+    throw config_error("", "--max-shard-size applies to a model directory input and output; -o '" + req.output + "' is one file");
   const auto start = std::chrono::steady_clock::now();
   checkpoint_summary sum;
   std::vector<checkpoint_index> indexes;
@@ -129,35 +138,45 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
   if (!req.config_out.empty()) write_paths.push_back({req.config_out, "--config-out"});
   check_run_paths(read_paths, write_paths);
   const auto ck = open_checkpoint(files, indexes);
-  model_desc model;
-  if (req.model) {
-    model = *req.model;
-    sum.convention = "layers from the model file";
-  } else {
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> weights;
-    for (const auto& t : ck.order) weights.emplace_back(t.info->name, t.info->shape);
-    model = derive_model(weights, &sum.convention);
-  }
-  const auto p = make_plan(req.config, model);
-  if (!p.configured)
-    throw config_error("", "no online quantization is configured (the resolver returned None), so there is nothing to quantize");
-  if (const auto* e = p.first_error()) throw config_error("", *e);
-  sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
-
-  const auto units = plan_units(ck, model, p);
-  const auto layout = plan_output(ck, units, model, p);
-  // The config block first (it depends on the plan alone), then the checkpoint; both appear together.
+  const auto c = prepare_conversion(ck, req, sum);
+  // The checkpoint, then the config block (from the plan alone); both appear together.
   output_transaction outputs;
-  std::string config_text;
-  if (!req.config_out.empty()) config_text = quantization_config_json(model, p, sum.warnings);
-  st::writer out(outputs.stage(req.output), layout.specs, layout.metadata);
-  stream_tensors(ck, units, model, req, out, sum);
+  st::writer out(outputs.stage(req.output), c.layout.specs, c.layout.metadata);
+  tensor_streamer streamer(ck, c, req, sum);
+  streamer.stream(0, ck.order.size(), out);
   out.finish();
-  if (!req.config_out.empty()) outputs.stage(req.config_out).write(config_text + "\n");
+  if (!req.config_out.empty())
+    outputs.stage(req.config_out).write(json_text::serialize(quantization_config(c.format, c.model, c.decisions)) + "\n");
   outputs.commit();
   sum.notes = outputs.notes();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sum;
 }
+
+namespace checkpoint_io {
+
+conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& req, checkpoint_summary& sum) {
+  conversion c;
+  if (req.model) {
+    c.model = *req.model;
+    sum.convention = "layers from the model file";
+  } else {
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> weights;
+    for (const auto& t : ck.order) weights.emplace_back(t.info->name, t.info->shape);
+    c.model = derive_model(weights, &sum.convention);
+  }
+  c.decisions = make_plan(req.config, c.model);
+  const auto& p = c.decisions;
+  if (!p.configured)
+    throw config_error("", "no online quantization is configured (the resolver returned None), so there is nothing to quantize");
+  if (const auto* e = p.first_error()) throw config_error("", *e);
+  sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
+  c.format = sum.format = choose_format(req.format, c.model, p, sum.warnings);
+  c.units = plan_units(ck, c.model, p, c.format);
+  c.layout = plan_output(ck, c.units, c.model, p);
+  return c;
+}
+
+}  // namespace checkpoint_io
 
 }  // namespace qpolicy

@@ -2,7 +2,8 @@
 // layout, the streaming quantization and the config block.
 #include "checkpoint_stages.hpp"
 
-#include <boost/json.hpp>
+#include "checkpoint_format.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -10,7 +11,6 @@
 #include <set>
 #include <span>
 
-#include "../json/json_text.hpp"
 #include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/schemes/contract.hpp"
@@ -32,16 +32,6 @@ fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch
   return aligned_input(t.file->data(*t.info), element_of(t.info->type), t.info->shape[0], t.info->shape[1], scratch);
 }
 
-struct unit_result {
-  std::vector<std::uint8_t> codes;
-  std::vector<float> scales;
-  std::vector<std::int64_t> scale_shape;
-};
-
-std::string scale_name(const member& m) {
-  const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
-  return base + "." + std::string(m.scale_suffix);
-}
 
 /// Refuses weights with NaN or infinity: their codes would be saturated garbage.
 void check_finite(const tensor_ref& t) {
@@ -73,7 +63,7 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
 
 /// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
 void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
-                       quant_units& u, int& joint) {
+                       checkpoint_format format, quant_units& u, int& joint) {
   // The checkpoint writer knows the FP8 formats ("codes + one float32 scale tensor"); the low-precision
   // schemes have kernels (quantize-tensor, the forward passes) but no checkpoint format yet (issue 15).
   if (!schemes::has_kernels(lp.decided))
@@ -87,7 +77,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
   auto add = [&](const std::string& tensor, key_id key, int joint_id) {
     need(ck, layer.name, tensor);
-    u.members[tensor] = member{tensor, key, contract.checkpoint_scale, joint_id};
+    u.members[tensor] = member{tensor, key, scale_suffix(format, lp.decided), joint_id};
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
       u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
@@ -132,7 +122,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
 /// Quantizes joint unit `j` as one tensor (its members' rows concatenated, as vLLM's fused weight or
 /// w13 holds them, widened to float32 exactly): one scale from the joint amax. Results go to `ready`.
 void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tensor_quant_options& qo,
-                    std::map<std::string, unit_result>& ready) {
+                    std::map<std::string, quantized_member>& ready) {
   std::vector<const member*> group;
   for (const auto& name : units.joints[static_cast<std::size_t>(j)]) group.push_back(&units.members.at(name));
   // Concatenated rows, as vLLM's fused weight (or w13) holds them, widened to float32 (exact).
@@ -188,11 +178,16 @@ bool belongs_to_layer(const std::set<std::string>& layer_names, const std::strin
 
 }  // namespace
 
-quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p) {
+std::string scale_name(const member& m) {
+  const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
+  return base + "." + std::string(m.scale_suffix);
+}
+
+quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p, checkpoint_format format) {
   quant_units u;
   int joint = 0;
   for (std::size_t i = 0; i < model.layers.size(); ++i)
-    if (p.layers[i].quantized()) add_layer_members(ck, model, model.layers[i], p.layers[i], u, joint);
+    if (p.layers[i].quantized()) add_layer_members(ck, model, model.layers[i], p.layers[i], format, u, joint);
   return u;
 }
 
@@ -224,68 +219,47 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
   return o;
 }
 
-void stream_tensors(const checkpoint& ck, const quant_units& units, const model_desc& model,
-                    const checkpoint_request& req, st::writer& out, checkpoint_summary& sum) {
-  std::map<std::string, unit_result> ready;  // quantized, not yet written (a joint unit's other members)
-  tensor_quant_options qo;
-  qo.device = req.device;
-  qo.threads = req.threads;
-  const auto layer_names = layer_names_of(model);
-  std::size_t done = 0;
-  for (const auto& t : ck.order) {
-    const auto it = units.members.find(t.info->name);
-    const auto data = t.file->data(*t.info);
-    sum.bytes_in += data.size();
-    ++sum.tensors;
-    if (it == units.members.end()) {
-      out.write(data);
-      sum.bytes_out += data.size();
-      ++sum.copied;
-      if (!belongs_to_layer(layer_names, t.info->name)) sum.unmatched.push_back(t.info->name);
-    } else {
-      const auto& m = it->second;
-      if (!ready.count(m.tensor)) {
-        if (m.joint >= 0) {
-          quantize_joint(ck, units, m.joint, qo, ready);
-        } else {
-          check_finite(t);
-          qo.name = m.tensor;
-          std::vector<std::uint32_t> scratch;
-          auto r = quantize_tensor(m.key, view_of(t, scratch), qo);
-          ready[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
-        }
-      }
-      const auto& r = ready.at(m.tensor);
-      out.write(std::as_bytes(std::span(r.codes)));
-      out.write(std::as_bytes(std::span(r.scales)));
-      sum.bytes_out += r.codes.size() + r.scales.size() * 4;
-      ++sum.quantized;
-      ready.erase(m.tensor);
-    }
-    if (req.progress) req.progress(++done, ck.order.size());
-  }
+tensor_streamer::tensor_streamer(const checkpoint& ck, const conversion& c, const checkpoint_request& req,
+                                 checkpoint_summary& sum)
+    : ck_(ck), c_(c), req_(req), sum_(sum), layer_names_(layer_names_of(c.model)) {
+  options_.device = req.device;
+  options_.threads = req.threads;
 }
 
-/// The quantization_config block for the model's config.json (cli.md), from the plan alone.
-std::string quantization_config_json(const model_desc& model, const plan& p, std::vector<std::string>& warnings) {
-  boost::json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
-  std::set<method> methods;
-  boost::json::array ignored;
-  for (std::size_t i = 0; i < model.layers.size(); ++i) {
-    const auto& l = p.layers[i];
-    if (l.quantized()) methods.insert(l.decided);
-    else if (model.layers[i].kind != layer_kind::other) ignored.push_back(boost::json::string(model.layers[i].name));
-  }
-  for (auto m : methods)
-    if (schemes::contract_of(m).scales == fp8::weight_scales::block_128x128) {
-      qc["weight_block_size"] = boost::json::array{schemes::block_k, schemes::block_k};
-      break;
+void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out) {
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto& t = ck_.order[i];
+    const auto it = c_.units.members.find(t.info->name);
+    const auto data = t.file->data(*t.info);
+    sum_.bytes_in += data.size();
+    ++sum_.tensors;
+    if (it == c_.units.members.end()) {
+      out.write(data);
+      sum_.bytes_out += data.size();
+      ++sum_.copied;
+      if (!belongs_to_layer(layer_names_, t.info->name)) sum_.unmatched.push_back(t.info->name);
+    } else {
+      const auto& m = it->second;
+      if (!ready_.count(m.tensor)) {
+        if (m.joint >= 0) {
+          quantize_joint(ck_, c_.units, m.joint, options_, ready_);
+        } else {
+          check_finite(t);
+          options_.name = m.tensor;
+          std::vector<std::uint32_t> scratch;
+          auto r = quantize_tensor(m.key, view_of(t, scratch), options_);
+          ready_[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
+        }
+      }
+      const auto& r = ready_.at(m.tensor);
+      out.write(std::as_bytes(std::span(r.codes)));
+      out.write(std::as_bytes(std::span(r.scales)));
+      sum_.bytes_out += r.codes.size() + r.scales.size() * 4;
+      ++sum_.quantized;
+      ready_.erase(m.tensor);
     }
-  if (methods.size() > 1)
-    warnings.push_back("the plan mixes " + std::to_string(methods.size()) +
-                       " schemes; one quantization_config block cannot describe that for vLLM's fp8 loader");
-  if (!ignored.empty()) qc["ignored_layers"] = ignored;
-  return json_text::serialize(qc);
+    if (req_.progress) req_.progress(++done_, ck_.order.size());
+  }
 }
 
 }  // namespace qpolicy::checkpoint_io

@@ -4,11 +4,13 @@
 // file's tensors and metadata) -> stream_tensors (quantize unit by unit, copy the rest) ->
 // quantization_config_json (the config.json block, from the plan alone).
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "checkpoint_files.hpp"
 #include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/plan/plan.hpp"
 
@@ -29,9 +31,10 @@ struct quant_units {
 };
 
 /// Stage 1: the members of every quantized layer (its weight, a fused layer's shards, each expert's
-/// gate/up/down), with the formula the layer's scheme contract gives each. Throws config_error for a
-/// layer without a kernel, a missing or unusable tensor, or shards a scheme cannot take.
-quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p);
+/// gate/up/down), with the formula the layer's scheme contract gives each and the scale tensor name
+/// of `format`. Throws config_error for a layer without a kernel, a missing or unusable tensor, or
+/// shards a scheme cannot take.
+quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p, checkpoint_format format);
 
 /// The output file: input order, each quantized weight as F8_E4M3 followed by its F32 scale tensor;
 /// the metadata records the plan (method and deciding rule per quantized layer).
@@ -42,13 +45,49 @@ struct output_layout {
 /// Stage 2.
 output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p);
 
-/// Stage 3: every tensor into `out`, in input order: members quantized (a joint unit at its first
-/// member, from the joint amax), the rest copied byte for byte; counts, bytes and tensors that belong
-/// to no layer go into `sum`.
-void stream_tensors(const checkpoint& ck, const quant_units& units, const model_desc& model,
-                    const checkpoint_request& req, safetensors::writer& out, checkpoint_summary& sum);
+/// A conversion planned before any output: the layers, their decisions, the format, the units and
+/// the output layout.
+struct conversion {
+  model_desc model;
+  plan decisions;
+  checkpoint_format format = checkpoint_format::automatic;
+  quant_units units;
+  output_layout layout;
+};
 
-/// Stage 4: the quantization_config block for the model's config.json (cli.md), from the plan alone.
-std::string quantization_config_json(const model_desc& model, const plan& p, std::vector<std::string>& warnings);
+/// Stages 1 and 2 after the plan: the model (the request's, or derived from the tensor names), its
+/// plan (config_error for a plan error or no configuration), the format, the units and the layout.
+conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& req, checkpoint_summary& sum);
+
+/// Stage 3: the input's tensors, a range at a time in input order, into writers: members quantized
+/// (a joint unit at its first member, from the joint amax, its other members kept until their turn,
+/// which may come in a later range), the rest copied byte for byte; counts, bytes and tensors that
+/// belong to no layer go into the summary.
+/// A member's codes and scales, quantized and not yet written.
+struct quantized_member {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<std::int64_t> scale_shape;
+};
+
+class tensor_streamer {
+ public:
+  tensor_streamer(const checkpoint& ck, const conversion& c, const checkpoint_request& req, checkpoint_summary& sum);
+  /// Tensors [begin, end) of the input order into `out`.
+  void stream(std::size_t begin, std::size_t end, safetensors::writer& out);
+
+ private:
+  const checkpoint& ck_;
+  const conversion& c_;
+  const checkpoint_request& req_;
+  checkpoint_summary& sum_;
+  tensor_quant_options options_;
+  std::set<std::string> layer_names_;
+  std::map<std::string, quantized_member> ready_;  // quantized, not yet written (a joint unit's other members)
+  std::size_t done_ = 0;
+};
+
+/// The output name of a quantized member's scale tensor: P.weight_scale or P.weight_scale_inv.
+std::string scale_name(const member& m);
 
 }  // namespace qpolicy::checkpoint_io

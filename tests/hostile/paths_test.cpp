@@ -71,7 +71,9 @@ TEST_CASE("an input that is a FIFO, a device or a directory is refused without b
   check_refused(run_qpolicy({"plan", "-q", "fp8_per_tensor", "--model", d / "dir"}), 2, "the model file '" + (d / "dir") + "' is a directory; expected a regular file",
                 d.path(), before);
   check_refused(run_qpolicy({"resolve", "-c", "@" + (d / "dir")}), 2, "the quantization_config file '" + (d / "dir") + "' is a directory", d.path(), before);
-  check_refused(run_qpolicy({"quantize", "-q", "fp8_per_tensor", "-o", out, d / "dir"}), 2, "is a directory; expected a regular file", d.path(), before);
+  // A directory input is a model directory: this one has no config.json.
+  check_refused(run_qpolicy({"quantize", "-q", "fp8_per_tensor", "-o", out, d / "dir"}), 2, "has no config.json; expected a Hugging Face model directory",
+                d.path(), before);
 }
 
 TEST_CASE("I/O failures exit 1 naming the path and the reason, and leave nothing", "[hostile][paths][io]") {

@@ -12,8 +12,9 @@ using namespace hostile;
 
 namespace {
 
-/// A checkpoint big enough that quantizing it takes a while (96 MiB of bf16 in 48 tensors).
-std::string slow_checkpoint() {
+/// A checkpoint big enough that quantizing it takes a while (96 MiB of bf16 in 48 tensors by default),
+/// its tensors named layers.FIRST.proj.weight onwards.
+std::string slow_checkpoint(int first = 0, int count = 48) {
   std::string header = "{", data;
   const std::int64_t rows = 1024, cols = 1024, bytes = rows * cols * 2;
   std::string tensor(static_cast<std::size_t>(bytes), '\0');
@@ -21,8 +22,8 @@ std::string slow_checkpoint() {
     tensor[i] = static_cast<char>(i * 37 / 2);
     tensor[i + 1] = static_cast<char>(0x3c + (i / 2) % 3);
   }
-  for (int t = 0; t < 48; ++t) {
-    header += (t ? ", " : "") + std::string("\"layers.") + std::to_string(t) + ".proj.weight\": {\"dtype\": \"BF16\", \"shape\": [1024, 1024], " +
+  for (int t = 0; t < count; ++t) {
+    header += (t ? ", " : "") + std::string("\"layers.") + std::to_string(first + t) + ".proj.weight\": {\"dtype\": \"BF16\", \"shape\": [1024, 1024], " +
               "\"data_offsets\": [" + std::to_string(t * bytes) + ", " + std::to_string((t + 1) * bytes) + "]}";
     data += tensor;
   }
@@ -90,4 +91,62 @@ TEST_CASE("SIGKILL midway: nothing looks complete; the next run removes the stal
                            Catch::Contains("which is no longer running"));
   CHECK_FALSE(fs::exists(d / left.front()));
   CHECK(read_file(d / "in.safetensors") == input);
+}
+
+namespace {
+
+/// A model directory of three 32 MiB shards, and a quantize into `out` interrupted with `sig` once the
+/// first output shard is in place.
+qpolicy::test::process_result interrupt_directory(const temp_dir& d, int sig) {
+  const auto in = fs::path(d / "model");
+  if (!fs::exists(in)) {
+    fs::create_directory(in);
+    std::string weight_map;
+    for (int s = 0; s < 3; ++s) {
+      const auto file = "model-0000" + std::to_string(s + 1) + "-of-00003.safetensors";
+      write_file((in / file).string(), slow_checkpoint(16 * s, 16));
+      for (int t = 16 * s; t < 16 * (s + 1); ++t)
+        weight_map += std::string(weight_map.empty() ? "" : ", ") + "\"layers." + std::to_string(t) + ".proj.weight\": \"" + file + "\"";
+    }
+    write_file((in / "model.safetensors.index.json").string(), "{\"weight_map\": {" + weight_map + "}}");
+    write_file((in / "config.json").string(), "{\"model_type\": \"llama\"}");
+  }
+  auto p = qpolicy::test::start_process({exe(), "quantize", "-q", "fp8_per_channel", "--threads", "1", in.string(), "-o", d / "out"});
+  const auto start = std::chrono::steady_clock::now();
+  const auto first = fs::path(d / "out") / "model-00001-of-00003.safetensors";
+  while (!fs::exists(first) && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  CHECK(fs::exists(first));
+  ::kill(p.pid, sig);
+  auto r = qpolicy::test::finish_process(p, 60);
+  INFO("stderr: " << r.err);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a model directory output interrupted after its first shard: nothing is left", "[hostile][signals][dir]") {
+  temp_dir d("hostile-signal-dir");
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    INFO("signal " << sig);
+    const auto r = interrupt_directory(d, sig);
+    CHECK(r.status == 128 + sig);
+    CHECK(leftovers(d.path(), "model").empty());
+  }
+  // An empty output directory that was there before stays, empty.
+  fs::create_directory(d / "out");
+  CHECK(interrupt_directory(d, SIGINT).status == 128 + SIGINT);
+  CHECK(fs::is_empty(d / "out"));
+}
+
+TEST_CASE("a model directory output killed midway has no config.json: it never looks complete", "[hostile][signals][dir]") {
+  temp_dir d("hostile-kill-dir");
+  const auto r = interrupt_directory(d, SIGKILL);
+  CHECK(r.status == 128 + SIGKILL);
+  CHECK_FALSE(fs::exists(fs::path(d / "out") / "config.json"));
+  CHECK_FALSE(fs::exists(fs::path(d / "out") / "model.safetensors.index.json"));
+  // The next run refuses the unfinished directory rather than mixing its files into a new one.
+  const auto next = run_qpolicy({"quantize", "-q", "fp8_per_channel", d / "model", "-o", d / "out"});
+  CHECK(next.status == 2);
+  CHECK_THAT(next.err, Catch::Contains("is a directory that is not empty"));
 }

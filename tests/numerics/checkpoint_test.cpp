@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "checkpoint_fixture.hpp"
 #include "../support/random_operands.hpp"
 #include "kernels/cpu/reference.hpp"
 #include "../support/process.hpp"
@@ -30,50 +31,12 @@ fs::path dir() {
   return d.path();
 }
 
-struct tensor {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  std::vector<std::uint16_t> bf16;
-};
-
-/// Qwen3-30B-A3B's tensor names with H=256, q 256 / k,v 128 rows, 4 experts of I=128, 2 layers.
-std::vector<tensor> synthetic(bool poison = false) {
-  std::mt19937 rng(42);
-  std::vector<tensor> out;
-  auto add = [&](std::string name, std::vector<std::int64_t> shape) {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    out.push_back({std::move(name), std::move(shape), qpolicy::test::random_bf16(static_cast<std::size_t>(n), 0.05f, rng)});
-  };
-  add("model.embed_tokens.weight", {1000, 256});
-  for (int l = 0; l < 2; ++l) {
-    const auto p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {256});
-    add(p + "self_attn.q_proj.weight", {256, 256});
-    add(p + "self_attn.k_proj.weight", {128, 256});
-    add(p + "self_attn.v_proj.weight", {128, 256});
-    add(p + "self_attn.o_proj.weight", {256, 256});
-    add(p + "mlp.gate.weight", {4, 256});
-    for (int e = 0; e < 4; ++e) {
-      const auto x = p + "mlp.experts." + std::to_string(e) + ".";
-      add(x + "gate_proj.weight", {128, 256});
-      add(x + "up_proj.weight", {128, 256});
-      add(x + "down_proj.weight", {256, 128});
-    }
-  }
-  add("model.norm.weight", {256});
-  add("lm_head.weight", {1000, 256});
-  if (poison) out[2].bf16[7] = 0x7FC0;  // a NaN in q_proj
-  return out;
-}
+using qpolicy::test::synthetic;
+using qpolicy::test::tensor;
 
 std::string write_checkpoint(const std::vector<tensor>& ts, const std::string& name) {
   const auto path = (dir() / name).string();
-  std::vector<st::tensor_spec> specs;
-  for (const auto& t : ts) specs.push_back({t.name, st::dtype::BF16, t.shape});
-  st::file_writer w(path, specs, {{"format", "pt"}});
-  for (const auto& t : ts) w.write(std::as_bytes(std::span(t.bf16)));
-  w.finish();
+  qpolicy::test::write_bf16_checkpoint(ts, path);
   return path;
 }
 
@@ -203,10 +166,21 @@ TEST_CASE("qpolicy quantize converts a Qwen3-30B-A3B-shaped checkpoint for each 
         }
       }
     }
+    // The default format: vLLM's fp8 method for blocks, compressed-tensors for the layouts
+    // transformers' fp8 method cannot load.
     const auto config = slurp(cfg);
-    CHECK_THAT(config, Catch::Contains(R"("quant_method":"fp8")"));
-    CHECK_THAT(config, Catch::Contains(R"("activation_scheme":"dynamic")"));
-    CHECK((config.find("weight_block_size") != std::string::npos) == (scheme == "fp8_per_block"));
+    if (scheme == "fp8_per_block") {
+      CHECK_THAT(r.err, Catch::Contains("format: vllm-fp8"));
+      CHECK_THAT(config, Catch::Contains(R"("quant_method":"fp8")"));
+      CHECK_THAT(config, Catch::Contains(R"("activation_scheme":"dynamic")"));
+      CHECK_THAT(config, Catch::Contains(R"("weight_block_size":[128,128])"));
+      CHECK_THAT(config, Catch::Contains(R"("ignored_layers":["model.layers.0.mlp.gate","model.layers.1.mlp.gate","lm_head"])"));
+    } else {
+      CHECK_THAT(r.err, Catch::Contains("format: compressed-tensors"));
+      CHECK_THAT(config, Catch::Contains(R"("quant_method":"compressed-tensors")"));
+      CHECK_THAT(config, Catch::Contains(scheme == "fp8_per_tensor" ? R"("strategy":"tensor")" : R"("strategy":"channel")"));
+      CHECK_THAT(config, Catch::Contains(R"("ignore":["model.layers.0.mlp.gate","model.layers.1.mlp.gate","lm_head"])"));
+    }
   }
 }
 
@@ -286,8 +260,8 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
       {{"quantize-tensor", "--key", "fp8_per_token", "--threads", "0", in, "-o", out}, 1, "--threads must be an integer from 1 to 4096, got '0'"},
       {{"quantize-tensor", "--key", "fp8_per_token", in}, 1, "quantize-tensor needs -o OUTPUT.safetensors"},
       {{"quantize-tensor", "--key", "fp8_per_token", in, in, "-o", out}, 1, "takes one input file"},
-      {{"quantize", "-q", "fp8_per_block", in}, 1, "quantize needs -o OUTPUT.safetensors"},
-      {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an INPUT"},
+      {{"quantize", "-q", "fp8_per_block", in}, 1, "quantize needs -o"},
+      {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an input"},
       {{"quantize", "-q", "fp8_per_block", "--threads", "x", "-o", out, in}, 1, "--threads must be an integer from 1 to 4096, got 'x'"},
       {{"quantize", "-q", "fp8_per_block", "--device", "gpu", "-o", out, in}, 1, "--device must be cpu or cuda, got 'gpu'"},
       {{"quantize", "-q", "fp8_per_block", "-o", out, (dir() / "missing.safetensors").string()}, 1, "missing.safetensors': No such file or directory"},
@@ -322,21 +296,25 @@ TEST_CASE("quantize's stages, each on its own: units from the scheme contract, t
 
   // Per tensor: a fused qkv_proj is one joint unit, and so is each expert's gate + up (spec §4, §9).
   const auto tensor_plan = plan_for("fp8_per_tensor");
-  const auto units = io::plan_units(ck, model, tensor_plan);
+  const auto units = io::plan_units(ck, model, tensor_plan, qpolicy::checkpoint_format::compressed_tensors);
   CHECK(units.members.size() == 2 * (4 + 4 * 3));  // q, k, v, o and 4 experts x 3, per layer (not the router)
   CHECK(units.joints.size() == 2 * (1 + 4));
   CHECK(units.joints[0] == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
                                                     "model.layers.0.self_attn.v_proj.weight"});
   CHECK(!units.members.count("model.layers.0.mlp.gate.weight"));
   // Per channel: no joint scale; an expert's w13 follows the per-token rule (the contract's MoE w13 key).
-  const auto channel_units = io::plan_units(ck, model, plan_for("fp8_per_channel"));
+  const auto channel_units = io::plan_units(ck, model, plan_for("fp8_per_channel"), qpolicy::checkpoint_format::compressed_tensors);
   CHECK(channel_units.joints.empty());
   CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.up_proj.weight").key == qpolicy::key_id::fp8_per_token);
   CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.down_proj.weight").key == qpolicy::key_id::fp8_per_channel_static);
 
-  // Per block: scales named weight_scale_inv in the block grid, right after their weight.
+  // Per block: scales named weight_scale_inv in the block grid, right after their weight (vLLM's fp8
+  // format; compressed-tensors names every scale weight_scale).
   const auto block_plan = plan_for("fp8_per_block");
-  const auto layout = io::plan_output(ck, io::plan_units(ck, model, block_plan), model, block_plan);
+  const auto layout = io::plan_output(ck, io::plan_units(ck, model, block_plan, qpolicy::checkpoint_format::vllm_fp8), model, block_plan);
+  CHECK(io::plan_units(ck, model, block_plan, qpolicy::checkpoint_format::compressed_tensors)
+            .members.at("model.layers.0.self_attn.k_proj.weight")
+            .scale_suffix == "weight_scale");
   std::size_t at = 0;
   while (layout.specs[at].name != "model.layers.0.self_attn.k_proj.weight") ++at;
   CHECK(layout.specs[at].type == st::dtype::F8_E4M3);

@@ -1,9 +1,12 @@
 #pragma once
-// Checkpoint conversion (`qpolicy quantize`): a bf16/fp16/fp32 safetensors checkpoint in, vLLM's FP8
-// checkpoint layout out, each planned weight quantized with its layer's scheme exactly as vLLM's
-// online path computes it, everything else copied byte for byte.
+// Checkpoint conversion (`qpolicy quantize`): a bf16/fp16/fp32 safetensors checkpoint (files, an index,
+// or a Hugging Face model directory) in, an FP8 checkpoint out (vLLM's fp8 format or compressed-tensors'
+// float-quantized one; a whole model directory for a directory), each planned weight quantized with its
+// layer's scheme exactly as vLLM's online path computes it, everything else copied byte for byte.
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -13,14 +16,23 @@
 
 namespace qpolicy {
 
+/// How the output records its quantization (cli.md `--format`): vLLM's `fp8` checkpoint method
+/// (`weight_scale_inv` blocks, `ignored_layers`), compressed-tensors' `float-quantized` format, or the
+/// one that loads correctly for the plan's schemes in vLLM and transformers.
+enum class checkpoint_format : std::uint8_t { automatic, vllm_fp8, compressed_tensors };
+
+std::string_view to_string(checkpoint_format f);
+
 /// What to convert and how.
 struct checkpoint_request {
-  std::vector<std::string> inputs;  // .safetensors files or one model.safetensors.index.json
-  std::string output;               // OUTPUT.safetensors
+  std::vector<std::string> inputs;  // .safetensors files, one model.safetensors.index.json, or one model directory
+  std::string output;               // OUTPUT.safetensors, or the output model directory for a directory input
   std::string config_out;           // quantization_config JSON for config.json, or ""
   std::vector<role_path> also_read;  // other files the caller read (model, config): no output may be one
   resolved_config config;
   maybe<model_desc> model;          // absent: derived from the checkpoint's tensor names
+  checkpoint_format format = checkpoint_format::automatic;
+  std::uint64_t max_shard_size = 0;  // directory output: bytes per shard; 0 keeps the input's sharding
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   std::function<void(std::size_t done, std::size_t total)> progress;  // per tensor written
@@ -33,6 +45,8 @@ struct checkpoint_summary {
   double seconds = 0;
   std::vector<std::string> unmatched;  // tensors that belong to no layer of the model (copied)
   std::string convention;              // how the layer list was found
+  checkpoint_format format = checkpoint_format::automatic;  // the format written
+  std::vector<std::string> files_written;                   // directory output: every file, in writing order
   std::vector<std::string> warnings;
   std::vector<std::string> notes;      // stale temporaries of dead writers that were removed
 };
@@ -44,7 +58,23 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
 
 /// Converts. Every path is checked before any work (check_run_paths); throws config_error (exit 2) for
 /// an invalid config, model, checkpoint, path or shape, io_error (exit 1) for a failed read or write.
-/// The output and the config file appear together, only when both were written completely.
+/// File output: the output and the config file appear together, only when both were written
+/// completely. Directory output (one input that is a model directory): see quantize_model_dir.
 checkpoint_summary quantize_checkpoint(const checkpoint_request& request);
+
+/// A Hugging Face model directory in (config.json, and model.safetensors or
+/// model.safetensors.index.json with its shards), a directory that vLLM and transformers load out:
+/// the quantized shards (the input's file names, or model-0000I-of-0000N.safetensors packed up to
+/// max_shard_size), model.safetensors.index.json when the shards need one, config.json with its
+/// quantization_config, qpolicy_plan.json, and every other top-level file of the input copied.
+/// The output directory must be new or empty. Each file appears complete or not at all; the index,
+/// config.json and the plan appear last, together, so a directory without config.json is unfinished,
+/// and a failed run removes everything it wrote. quantize_checkpoint calls it for a directory input.
+checkpoint_summary quantize_model_dir(const checkpoint_request& request);
+
+/// A shard size as transformers' max_shard_size reads it: an integer (bytes) or an integer and a unit,
+/// GB/MB/KB (powers of 10), GiB/MiB/KiB (powers of 2), any case, where a lowercase final b means
+/// bits ("5Gb" is 625,000,000 bytes). nullopt for anything else, zero, or a size past 2^64.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
 
 }  // namespace qpolicy

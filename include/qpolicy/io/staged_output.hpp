@@ -59,9 +59,25 @@ class output_transaction {
 /// signal; SIGXFSZ is ignored, so a write over the file size limit fails with EFBIG (io_error).
 void install_signal_cleanup();
 
-/// Removes every staged temporary of this process; async-signal-safe, for a host program's own
-/// signal handler when it does not call install_signal_cleanup.
+/// Removes every staged temporary of this process, and empties the owned directory (below) if one is
+/// registered; async-signal-safe, for a host program's own signal handler when it does not call
+/// install_signal_cleanup.
 void remove_staged_temporaries() noexcept;
+
+/// While alive, registers an output directory that this run owns alone (new, or empty when the run
+/// began): a cleanup signal removes every file in it, and the directory itself when the run created
+/// it. One at a time. release() ends the registration (the directory is complete).
+class owned_directory {
+ public:
+  owned_directory(const std::string& path, bool created);
+  ~owned_directory() { release(); }
+  owned_directory(const owned_directory&) = delete;
+  owned_directory& operator=(const owned_directory&) = delete;
+  void release() noexcept;
+
+ private:
+  bool registered_ = false;
+};
 
 /// The marker in temporary names, and the stale-temporary test on a file name: the pid of a writer
 /// that is no longer running, or 0.

@@ -1,0 +1,43 @@
+#pragma once
+// Internal to `quantize`: the checkpoint formats a plan can be written in, derived from the scheme
+// contracts -- which format can express which layers, the scale tensor's name, and the
+// quantization_config block vLLM's and transformers' loaders read.
+//   vllm-fp8: vLLM's `fp8` checkpoint method (Fp8Config.from_config reads quant_method,
+//     activation_scheme, weight_block_size and ignored_layers, falling back to modules_to_not_convert,
+//     the key transformers' FineGrainedFP8Config reads). One weight layout for the whole model, per
+//     tensor or 128x128 blocks (`weight_scale_inv`), activations as vLLM's fp8 method picks them.
+//   compressed-tensors: the `float-quantized` format llm-compressor writes (quant_method
+//     compressed-tensors, config_groups of weights/input_activations arguments, ignore); every FP8
+//     layout, activations per group, `weight_scale` for every layout.
+#include <boost/json.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/plan/plan.hpp"
+
+namespace qpolicy::checkpoint_io {
+
+/// The format `requested` resolves to for plan `p`: automatic picks vllm-fp8 when every quantized layer
+/// is 128x128 blocks (the one layout transformers' fp8 method loads), compressed-tensors otherwise.
+/// config_error (exit 2) when the requested format cannot express a quantized layer, naming the
+/// layer and the format that can; a warning when vllm-fp8 holds per-tensor weights, which vLLM loads
+/// and transformers' fp8 method does not.
+checkpoint_format choose_format(checkpoint_format requested, const model_desc& model, const plan& p,
+                                std::vector<std::string>& warnings);
+
+/// The name suffix of a weight's scale tensor, `P.weight_scale` or `P.weight_scale_inv`.
+std::string_view scale_suffix(checkpoint_format f, method m);
+
+/// The quantization_config object for the model's config.json, from the plan alone. `f` is a chosen
+/// format (not automatic).
+boost::json::object quantization_config(checkpoint_format f, const model_desc& model, const plan& p);
+
+/// The Hugging Face module names a plan leaves in high precision that a loader could otherwise take
+/// for quantized ones: linear layers (a fused layer as its shards) and the LM head; MoE layers by
+/// name (`moe_as_pattern`: as a `re:` pattern over their experts' projections).
+std::vector<std::string> unquantized_modules(const model_desc& model, const plan& p, bool moe_as_pattern);
+
+}  // namespace qpolicy::checkpoint_io

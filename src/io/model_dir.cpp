@@ -1,0 +1,393 @@
+// `qpolicy quantize MODEL_DIR -o OUT_DIR`: a Hugging Face model directory in, a directory vLLM and
+// transformers load out (model_dir.hpp, checkpoint.hpp).
+#include "model_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+
+#include "../json/json_text.hpp"
+#include "checkpoint_format.hpp"
+#include "qpolicy/io/io_error.hpp"
+#include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/staged_output.hpp"
+
+namespace qpolicy {
+
+namespace checkpoint_io {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr std::string_view config_name = "config.json", single_name = "model.safetensors",
+                           index_name = "model.safetensors.index.json", plan_name = "qpolicy_plan.json";
+
+/// Weight files of other formats (and their indexes): the output holds the quantized weights instead.
+bool is_other_weights(std::string_view name) {
+  for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".bin.index.json",
+                               ".pt.index.json", ".pth.index.json", ".msgpack.index.json", ".h5.index.json"})
+    if (name.ends_with(ext)) return true;
+  return false;
+}
+
+std::string join(const std::string& dir, std::string_view name) { return (fs::path(dir) / name).string(); }
+
+}  // namespace
+
+model_dir_inventory read_model_dir(const std::string& dir) {
+  model_dir_inventory inv;
+  inv.dir = dir;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) names.push_back(it->path().filename().string());
+  if (ec) throw io_error("cannot list the model directory", dir, ec.value());
+  std::sort(names.begin(), names.end());
+  const auto has = [&](std::string_view n) { return std::binary_search(names.begin(), names.end(), std::string(n)); };
+
+  inv.config_path = join(dir, config_name);
+  if (!has(config_name))
+    throw config_error("", "the model directory '" + dir + "' has no config.json; expected a Hugging Face model directory");
+  inv.config_text = read_input_file(inv.config_path, "the model's config.json");
+  const auto doc = json_text::parse(inv.config_text, json_dialect::strict, inv.config_path, nullptr);
+  if (!doc.root().is_object())
+    throw config_error("", inv.config_path + " is a JSON " + doc.py_type(doc.root()) + "; expected an object (a model's config)");
+  if (const auto* qc = doc.root().get_object().if_contains("quantization_config")) {
+    const auto* method = qc->is_object() ? qc->get_object().if_contains("quant_method") : nullptr;
+    throw config_error("", inv.config_path + " already has a quantization_config" +
+                               (method ? " (quant_method " + doc.py_repr(*method) + ")" : std::string()) +
+                               ": the model is quantized; quantize takes a model with bf16, fp16 or fp32 weights");
+  }
+
+  if (has(single_name) && has(index_name))
+    throw config_error("", "the model directory '" + dir + "' has both model.safetensors and model.safetensors.index.json; "
+                           "transformers would load the one and vLLM the other: remove the one that is not the model");
+  if (has(index_name)) inv.weight_inputs.push_back(join(dir, index_name));
+  else if (has(single_name)) inv.weight_inputs.push_back(join(dir, single_name));
+  else
+    throw config_error("", "the model directory '" + dir + "' has no model.safetensors or model.safetensors.index.json" +
+                               (has("pytorch_model.bin") || has("pytorch_model.bin.index.json")
+                                    ? std::string("; it has PyTorch .bin weights, and quantize reads safetensors")
+                                    : std::string("; expected a Hugging Face model directory with safetensors weights")));
+  std::vector<std::string> shard_names;  // the index's shards (base names), read again by the caller
+  if (has(index_name)) {
+    std::vector<std::string> warnings;
+    for (const auto& shard : read_index(inv.weight_inputs.front(), warnings).shards)
+      shard_names.push_back(fs::path(shard).filename().string());
+  }
+
+  for (const auto& name : names) {
+    if (name == config_name || name == single_name || name == index_name ||
+        std::find(shard_names.begin(), shard_names.end(), name) != shard_names.end())
+      continue;
+    struct stat st {};
+    const auto path = join(dir, name);
+    if (::stat(path.c_str(), &st) != 0) throw io_error("cannot read", path, errno);
+    if (S_ISDIR(st.st_mode)) inv.notes.push_back("not copied: the directory '" + name + "' (only the model directory's files are)");
+    else if (!S_ISREG(st.st_mode)) inv.notes.push_back("not copied: '" + name + "', which is not a regular file");
+    else if (name.ends_with(".safetensors"))
+      inv.notes.push_back("not copied: '" + name + "', safetensors weights that are not the model's (vLLM would load them)");
+    else if (is_other_weights(name)) inv.notes.push_back("not copied: '" + name + "', weights in another format");
+    else inv.copied.push_back(name);
+  }
+  return inv;
+}
+
+std::vector<output_shard> plan_shards(const checkpoint& ck, const conversion& c, std::uint64_t max_size) {
+  std::vector<output_shard> shards;
+  // Output bytes per input tensor: the tensor, or a member's codes and scales.
+  std::vector<std::uint64_t> bytes;
+  std::size_t spec = 0;
+  for (const auto& t : ck.order) {
+    const int n = c.units.members.count(t.info->name) ? 2 : 1;
+    std::uint64_t b = 0;
+    for (int k = 0; k < n; ++k, ++spec) {
+      const auto& s = c.layout.specs[spec];
+      std::uint64_t e = safetensors::size_of(s.type);
+      for (auto d : s.shape) e *= static_cast<std::uint64_t>(d);  // sizes were checked when the input was read
+      b += e;
+    }
+    bytes.push_back(b);
+  }
+  if (max_size == 0) {
+    for (std::size_t i = 0; i < ck.order.size(); ++i)
+      if (i == 0 || ck.order[i].file != ck.order[i - 1].file)
+        shards.push_back({fs::path(ck.order[i].file->path()).filename().string(), i, i + 1});
+      else
+        shards.back().end = i + 1;
+    return shards;
+  }
+  std::uint64_t filled = 0;
+  for (std::size_t i = 0; i < ck.order.size(); ++i) {
+    if (shards.empty() || (filled > 0 && filled + bytes[i] > max_size)) {
+      shards.push_back({{}, i, i});
+      filled = 0;
+    }
+    shards.back().end = i + 1;
+    filled += bytes[i];
+  }
+  if (shards.size() == 1) shards.front().file_name = std::string(single_name);
+  else {
+    for (std::size_t k = 0; k < shards.size(); ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+      shards[k].file_name = name;
+    }
+  }
+  return shards;
+}
+
+bool needs_index(const std::vector<output_shard>& shards) {
+  return shards.size() > 1 || (shards.size() == 1 && shards.front().file_name != single_name);
+}
+
+std::string pretty_json(const json::value& v, int level) {
+  const std::string pad(static_cast<std::size_t>(2 * (level + 1)), ' '), close(static_cast<std::size_t>(2 * level), ' ');
+  if (v.is_object()) {
+    const auto& o = v.get_object();
+    if (o.empty()) return "{}";
+    std::string out = "{\n";
+    bool first = true;
+    for (const auto& kv : o) {
+      out += (first ? "" : ",\n") + pad + json_text::serialize(json::string(kv.key())) + ": " + pretty_json(kv.value(), level + 1);
+      first = false;
+    }
+    return out + "\n" + close + "}";
+  }
+  if (v.is_array()) {
+    const auto& a = v.get_array();
+    if (a.empty()) return "[]";
+    std::string out = "[\n";
+    for (std::size_t i = 0; i < a.size(); ++i) out += (i ? ",\n" : "") + pad + pretty_json(a[i], level + 1);
+    return out + "\n" + close + "]";
+  }
+  return json_text::serialize(v);
+}
+
+std::string with_quantization_config(const std::string& config_text, const json::object& qc) {
+  // The text is a JSON object (read_model_dir parsed it): its last '}' closes it.
+  const auto is_space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
+  std::size_t close = config_text.size();
+  while (close > 0 && is_space(config_text[close - 1])) --close;
+  --close;  // the '}'
+  std::size_t last = close;
+  while (last > 0 && is_space(config_text[last - 1])) --last;
+  const bool empty = config_text[last - 1] == '{';
+  return config_text.substr(0, last) + (empty ? "\n" : ",\n") + "  \"quantization_config\": " + pretty_json(qc, 1) + "\n" +
+         config_text.substr(close);
+}
+
+namespace {
+
+/// The output directory: checked before any work, created when new, and on failure emptied of what
+/// this run wrote (and removed if this run created it), unless kept.
+class output_directory {
+ public:
+  output_directory(const std::string& path, const std::string& input_dir) : path_(path) {
+    struct stat in {}, out {};
+    if (::stat(input_dir.c_str(), &in) != 0) throw io_error("cannot read the model directory", input_dir, errno);
+    if (::stat(path.c_str(), &out) == 0) {
+      if (!S_ISDIR(out.st_mode))
+        throw config_error("", "-o '" + path + "' exists and is not a directory; a model directory input is written to a new "
+                               "or empty output directory");
+      if (out.st_dev == in.st_dev && out.st_ino == in.st_ino)
+        throw config_error("", "-o '" + path + "' is the model directory '" + input_dir + "' itself; writing there would "
+                               "destroy the input");
+      std::error_code ec;
+      if (!fs::is_empty(path, ec) || ec)
+        throw config_error("", "-o '" + path + "' is a directory that is not empty; quantize writes a new model directory "
+                               "(give a new path or an empty directory)");
+      return;
+    }
+    if (errno != ENOENT) throw io_error("cannot check -o", path, errno);
+    const fs::path p(path);
+    const auto parent = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    struct stat ps {};
+    if (::stat(parent.c_str(), &ps) != 0) throw io_error("cannot create -o '" + path + "': its directory", parent, errno);
+    if (!S_ISDIR(ps.st_mode)) throw io_error("cannot create -o '" + path + "': its directory", parent, ENOTDIR);
+    create_ = true;
+  }
+  ~output_directory() {
+    if (kept_) return;
+    for (auto it = written_.rbegin(); it != written_.rend(); ++it) ::unlink(it->c_str());
+    if (created_) ::rmdir(path_.c_str());
+  }
+  output_directory(const output_directory&) = delete;
+  output_directory& operator=(const output_directory&) = delete;
+
+  /// Creates the directory if it is new (after every check has passed); from here a cleanup signal
+  /// empties it (and removes it if created here).
+  void create() {
+    if (create_) {
+      if (::mkdir(path_.c_str(), 0777) != 0) throw io_error("cannot create the output directory", path_, errno);
+      created_ = true;
+    }
+    signal_cleanup_.emplace(path_, created_);
+  }
+  std::string path_of(std::string_view name) const { return join(path_, name); }
+  /// Records a file that a committed transaction put in place.
+  void wrote(const std::string& path) { written_.push_back(path); }
+  const std::vector<std::string>& written() const { return written_; }
+  void keep() {
+    if (signal_cleanup_) signal_cleanup_->release();
+    kept_ = true;
+  }
+
+ private:
+  std::string path_;
+  std::optional<owned_directory> signal_cleanup_;
+  bool create_ = false, created_ = false, kept_ = false;
+  std::vector<std::string> written_;
+};
+
+/// Copies a regular file into a staged output, a bounded buffer at a time.
+void copy_file(const std::string& from, staged_file& to) {
+  const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw io_error("cannot read", from, errno);
+  std::vector<std::byte> buffer(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw io_error("error while reading", from, err);
+    }
+    try {
+      to.write(std::span(buffer.data(), static_cast<std::size_t>(n)));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  ::close(fd);
+}
+
+/// model.safetensors.index.json as transformers writes it: total_size, then every tensor's shard, sorted.
+std::string index_json(const conversion& c, const std::vector<output_shard>& shards, const checkpoint& ck) {
+  std::map<std::string, std::string> where;
+  std::uint64_t total = 0;
+  std::size_t spec = 0;
+  for (const auto& shard : shards)
+    for (std::size_t i = shard.begin; i < shard.end; ++i) {
+      const int n = c.units.members.count(ck.order[i].info->name) ? 2 : 1;
+      for (int k = 0; k < n; ++k, ++spec) {
+        const auto& s = c.layout.specs[spec];
+        std::uint64_t e = safetensors::size_of(s.type);
+        for (auto d : s.shape) e *= static_cast<std::uint64_t>(d);
+        total += e;
+        where[s.name] = shard.file_name;
+      }
+    }
+  json::object weight_map;
+  for (const auto& [tensor, file] : where) weight_map[tensor] = file;
+  return pretty_json(json::object{{"metadata", json::object{{"total_size", total}}}, {"weight_map", weight_map}}) + "\n";
+}
+
+}  // namespace
+
+}  // namespace checkpoint_io
+
+checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
+  using namespace checkpoint_io;
+  const auto start = std::chrono::steady_clock::now();
+  checkpoint_summary sum;
+  if (req.inputs.size() != 1) throw config_error("", "a model directory is converted alone; got " + std::to_string(req.inputs.size()) + " inputs");
+  if (!req.config_out.empty())
+    throw config_error("", "--config-out is for file outputs; a model directory output has the quantization_config in its config.json");
+  const auto inv = read_model_dir(req.inputs.front());
+  sum.notes = inv.notes;
+  std::vector<checkpoint_index> indexes;
+  const auto files = checkpoint_files(inv.weight_inputs, indexes, sum.warnings);
+  // Before any work: the output directory, and every input a regular file.
+  output_directory out(req.output, inv.dir);
+  std::vector<role_path> read_paths{{inv.config_path, "the model's config.json"}};
+  for (const auto& index : indexes) read_paths.push_back({index.path, "the checkpoint index"});
+  for (const auto& f : files) read_paths.push_back({f, "the input"});
+  for (const auto& name : inv.copied) read_paths.push_back({(fs::path(inv.dir) / name).string(), "a file of the model directory"});
+  for (const auto& f : req.also_read) read_paths.push_back(f);
+  check_run_paths(read_paths, {});
+  const auto ck = open_checkpoint(files, indexes);
+  const auto c = prepare_conversion(ck, req, sum);
+  const auto shards = plan_shards(ck, c, req.max_shard_size);
+  const auto config_text = with_quantization_config(inv.config_text, quantization_config(c.format, c.model, c.decisions));
+  const auto plan_text = plan_to_json(c.decisions, c.model) + "\n";
+
+  out.create();
+  tensor_streamer streamer(ck, c, req, sum);
+  std::size_t spec = 0;
+  for (const auto& shard : shards) {
+    std::vector<safetensors::tensor_spec> specs;
+    for (std::size_t i = shard.begin; i < shard.end; ++i)
+      for (int k = c.units.members.count(ck.order[i].info->name) ? 2 : 1; k > 0; --k) specs.push_back(c.layout.specs[spec++]);
+    output_transaction tx;
+    safetensors::writer w(tx.stage(out.path_of(shard.file_name)), std::move(specs), c.layout.metadata);
+    streamer.stream(shard.begin, shard.end, w);
+    w.finish();
+    tx.commit();
+    out.wrote(out.path_of(shard.file_name));
+  }
+  for (const auto& name : inv.copied) {
+    output_transaction tx;
+    copy_file((fs::path(inv.dir) / name).string(), tx.stage(out.path_of(name)));
+    tx.commit();
+    out.wrote(out.path_of(name));
+  }
+  // Last, together: the index, the plan, and config.json (renamed last: its presence marks the
+  // directory finished).
+  output_transaction last;
+  if (needs_index(shards)) last.stage(out.path_of(index_name)).write(index_json(c, shards, ck));
+  last.stage(out.path_of(plan_name)).write(plan_text);
+  last.stage(out.path_of(config_name)).write(config_text);
+  last.commit();
+  if (needs_index(shards)) out.wrote(out.path_of(index_name));
+  out.wrote(out.path_of(plan_name));
+  out.wrote(out.path_of(config_name));
+  out.keep();
+  sum.files_written = out.written();
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sum;
+}
+
+std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 20) return std::nullopt;
+  std::string unit(text.substr(digits));
+  const bool bits = !unit.empty() && unit.back() == 'b' && unit.size() == 2;
+  for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  std::uint64_t scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KB") scale = 1000;
+  else if (unit == "MB") scale = 1000 * 1000;
+  else if (unit == "GB") scale = 1000 * 1000 * 1000;
+  else if (unit == "KIB") scale = 1ull << 10;
+  else if (unit == "MIB") scale = 1ull << 20;
+  else if (unit == "GIB") scale = 1ull << 30;
+  else return std::nullopt;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+    if (n > (std::numeric_limits<std::uint64_t>::max() - d) / 10) return std::nullopt;
+    n = n * 10 + d;
+  }
+  if (n > std::numeric_limits<std::uint64_t>::max() / scale) return std::nullopt;
+  n *= scale;
+  if (bits) n /= 8;
+  if (n == 0) return std::nullopt;
+  return n;
+}
+
+}  // namespace qpolicy

@@ -1,0 +1,285 @@
+// `qpolicy quantize MODEL_DIR -o OUT_DIR`: the output directory's files (shards as the input's or by
+// --max-shard-size, the index, config.json with its quantization_config and nothing else changed, the
+// plan, the copied files), its tensors equal to the file-mode conversion, and every refusal leaving
+// nothing behind. (tests/witness_hf loads these directories in transformers.)
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "checkpoint_fixture.hpp"
+#include "../support/process.hpp"
+#include "../support/temp_dir.hpp"
+#include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/io/safetensors.hpp"
+
+namespace st = qpolicy::safetensors;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+namespace {
+
+const std::string config_text = "{\n  \"architectures\": [\"Qwen3MoeForCausalLM\"],\n  \"rms_norm_eps\": 1e-06,\n  \"hidden_size\": 256\n}\n";
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+/// A model directory: config.json, the synthetic checkpoint in `shards` files with an index (or one
+/// model.safetensors), a tokenizer, a chat template, a subdirectory and PyTorch weights.
+fs::path make_model_dir(const fs::path& root, const std::string& name, int shards) {
+  const auto d = root / name;
+  fs::create_directories(d / "original");
+  const auto ts = qpolicy::test::synthetic();
+  if (shards == 1) {
+    qpolicy::test::write_bf16_checkpoint(ts, (d / "model.safetensors").string());
+  } else {
+    json::object weight_map;
+    const std::size_t per = (ts.size() + shards - 1) / static_cast<std::size_t>(shards);
+    for (int s = 0; s < shards; ++s) {
+      char file[64];
+      std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, shards);
+      std::vector<qpolicy::test::tensor> part(ts.begin() + static_cast<std::ptrdiff_t>(s * per),
+                                              ts.begin() + static_cast<std::ptrdiff_t>(std::min(ts.size(), (s + 1) * per)));
+      qpolicy::test::write_bf16_checkpoint(part, (d / file).string());
+      for (const auto& t : part) weight_map[t.name] = file;
+    }
+    spit(d / "model.safetensors.index.json", json::serialize(json::object{{"metadata", json::object{}}, {"weight_map", weight_map}}));
+  }
+  spit(d / "config.json", config_text);
+  spit(d / "tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}");
+  spit(d / "chat_template.jinja", "{{ messages }}");
+  spit(d / "pytorch_model.bin", "not copied");
+  spit(d / "original" / "consolidated.00.pth", "not copied");
+  return d;
+}
+
+qpolicy::test::process_result run(std::vector<std::string> args) {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  args.insert(args.begin(), exe);
+  return qpolicy::test::run_process(args);
+}
+
+/// Every tensor of an output: name -> bytes, through the files present.
+std::map<std::string, std::string> tensors_in(const std::vector<fs::path>& files) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : files) {
+    st::file file(f.string());
+    for (const auto& t : file.tensors()) {
+      const auto d = file.data(t);
+      out[t.name] = std::string(reinterpret_cast<const char*>(d.data()), d.size());
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> listing(const fs::path& d) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("quantize writes a model directory: the input's shards, index, config.json, plan and files", "[numerics][quantize][dir]") {
+  const qpolicy::test::temp_dir tmp("model-dir");
+  const auto in = make_model_dir(tmp.path(), "qwen3-small", 3);
+  const auto out = tmp.path() / "qwen3-small-fp8";
+  const auto r = run({"quantize", "-q", "fp8_per_block", in.string(), "-o", out.string()});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.err, Catch::Contains("format: vllm-fp8"));
+  CHECK_THAT(r.err, Catch::Contains("not copied: the directory 'original'"));
+  CHECK_THAT(r.err, Catch::Contains("not copied: 'pytorch_model.bin', weights in another format"));
+  CHECK(listing(out) == std::vector<std::string>{"chat_template.jinja", "config.json", "model-00001-of-00003.safetensors",
+                                                 "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                                                 "model.safetensors.index.json", "qpolicy_plan.json", "tokenizer.json"});
+  CHECK(slurp(out / "tokenizer.json") == slurp(in / "tokenizer.json"));
+  CHECK(slurp(out / "chat_template.jinja") == slurp(in / "chat_template.jinja"));
+
+  // config.json: the input's text, byte for byte, with quantization_config added as its last key.
+  const auto config = slurp(out / "config.json");
+  const auto cut = config_text.rfind('\n', config_text.size() - 3);  // before the closing "}\n"
+  CHECK(config.substr(0, cut) == config_text.substr(0, cut));
+  const auto qc = json::parse(config).as_object().at("quantization_config").as_object();
+  CHECK(qc.at("quant_method") == "fp8");
+  CHECK(qc.at("weight_block_size") == json::array{128, 128});
+  CHECK(qc.at("ignored_layers") == json::array{"model.layers.0.mlp.gate", "model.layers.1.mlp.gate", "lm_head"});
+  CHECK(qc.at("modules_to_not_convert") == qc.at("ignored_layers"));
+
+  // The index: every tensor once, in the shard that holds it; total_size is the tensor bytes.
+  const auto index = json::parse(slurp(out / "model.safetensors.index.json")).as_object();
+  std::vector<fs::path> shards;
+  for (int s = 1; s <= 3; ++s) shards.push_back(out / ("model-0000" + std::to_string(s) + "-of-00003.safetensors"));
+  const auto tensors = tensors_in(shards);
+  std::uint64_t total = 0;
+  for (const auto& [name, bytes] : tensors) total += bytes.size();
+  CHECK(index.at("metadata").as_object().at("total_size").to_number<std::uint64_t>() == total);
+  const auto& weight_map = index.at("weight_map").as_object();
+  CHECK(weight_map.size() == tensors.size());
+  for (const auto& shard : shards) {
+    st::file f(shard.string());
+    for (const auto& t : f.tensors()) CHECK(weight_map.at(t.name).as_string() == shard.filename().string().c_str());
+    CHECK(f.metadata().at("qpolicy.plan.model.layers.1.self_attn.qkv_proj") == "fp8_per_block (linear)");
+  }
+  // A fused layer's shards and an expert's gate/up stay in the file their input was in.
+  CHECK(weight_map.at("model.layers.0.self_attn.k_proj.weight_scale_inv") == weight_map.at("model.layers.0.self_attn.k_proj.weight"));
+
+  // The plan, as `qpolicy plan --format json` prints it.
+  const auto plan = json::parse(slurp(out / "qpolicy_plan.json")).as_object();
+  CHECK(plan.at("layers").as_array().size() > 0);
+
+  // The tensors equal the file-mode conversion of the same checkpoint, byte for byte.
+  const auto file_out = tmp.path() / "file-mode.safetensors";
+  const auto f = run({"quantize", "-q", "fp8_per_block", (in / "model.safetensors.index.json").string(), "-o", file_out.string()});
+  REQUIRE(f.status == 0);
+  CHECK(tensors_in({file_out}) == tensors);
+}
+
+TEST_CASE("quantize --max-shard-size packs a model directory's tensors into shards", "[numerics][quantize][dir]") {
+  const qpolicy::test::temp_dir tmp("model-dir-shards");
+  const auto in = make_model_dir(tmp.path(), "one-file", 1);
+  const auto one = tmp.path() / "one";
+  REQUIRE(run({"quantize", "-q", "fp8_per_channel", in.string(), "-o", one.string()}).status == 0);
+  // One input file, one output file, no index.
+  CHECK(listing(one) == std::vector<std::string>{"chat_template.jinja", "config.json", "model.safetensors", "qpolicy_plan.json",
+                                                 "tokenizer.json"});
+  const auto all = tensors_in({one / "model.safetensors"});
+  const auto out = tmp.path() / "packed";
+  const auto r = run({"quantize", "-q", "fp8_per_channel", "--max-shard-size", "600KB", in.string(), "-o", out.string()});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto index = json::parse(slurp(out / "model.safetensors.index.json")).as_object();
+  std::vector<fs::path> shards;
+  for (const auto& name : listing(out))
+    if (name.ends_with(".safetensors")) shards.push_back(out / name);
+  REQUIRE(shards.size() > 2);
+  for (const auto& s : shards) {
+    INFO(s);
+    const auto tensors = tensors_in({s});
+    std::uint64_t bytes = 0;
+    for (const auto& [name, data] : tensors) bytes += data.size();
+    CHECK((bytes <= 600000 || tensors.size() == 1));  // a tensor larger than the limit goes alone
+    CHECK(s.filename().string().ends_with("-of-0000" + std::to_string(shards.size()) + ".safetensors"));
+  }
+  CHECK(tensors_in(shards) == all);
+  CHECK(index.at("weight_map").as_object().size() == all.size());
+}
+
+TEST_CASE("quantize refuses a bad model directory or output directory and leaves nothing", "[numerics][quantize][dir]") {
+  const qpolicy::test::temp_dir tmp("model-dir-refused");
+  const auto good = make_model_dir(tmp.path(), "good", 2);
+  const auto fresh = tmp.path() / "out";
+  auto refused = [&](const std::vector<std::string>& args, int status, const std::string& message) {
+    const auto before = listing(tmp.path());
+    const auto r = run(args);
+    INFO(r.err);
+    CHECK(r.status == status);
+    CHECK_THAT(r.err, Catch::Contains(message));
+    CHECK(listing(tmp.path()) == before);
+    CHECK(listing(good) == std::vector<std::string>{"chat_template.jinja", "config.json", "model-00001-of-00002.safetensors",
+                                                    "model-00002-of-00002.safetensors", "model.safetensors.index.json", "original",
+                                                    "pytorch_model.bin", "tokenizer.json"});
+  };
+  const auto q = std::vector<std::string>{"quantize", "-q", "fp8_per_block"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = q;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  // The output: the input itself, a non-empty directory, a file, a missing parent.
+  refused(with({good.string(), "-o", good.string()}), 2, "is the model directory");
+  refused(with({good.string(), "-o", (good / ".." / "good").string()}), 2, "itself; writing there would destroy the input");
+  fs::create_directories(tmp.path() / "full");
+  spit(tmp.path() / "full" / "keep.txt", "mine");
+  refused(with({good.string(), "-o", (tmp.path() / "full").string()}), 2, "is a directory that is not empty");
+  CHECK(slurp(tmp.path() / "full" / "keep.txt") == "mine");
+  refused(with({good.string(), "-o", (good / "tokenizer.json").string()}), 2, "exists and is not a directory");
+  refused(with({good.string(), "-o", (tmp.path() / "no" / "such" / "dir").string()}), 1, "No such file or directory");
+  // The flags that do not fit a directory.
+  refused(with({good.string(), "-o", fresh.string(), "--config-out", (tmp.path() / "c.json").string()}), 2,
+          "--config-out is for file outputs");
+  refused(with({(good / "model.safetensors.index.json").string(), "-o", (tmp.path() / "x.safetensors").string(), "--max-shard-size",
+                "1GB"}),
+          2, "--max-shard-size applies to a model directory");
+  refused(with({good.string(), "-o", fresh.string(), "--max-shard-size", "lots"}), 1,
+          "--max-shard-size must be a positive size such as 5GB, 500MB, 2GiB or a number of bytes, got 'lots'");
+  refused(with({good.string(), "-o", fresh.string(), "--format", "gguf"}), 1, "--format must be vllm-fp8 or compressed-tensors, got 'gguf'");
+  // Formats that cannot express the plan.
+  refused({"quantize", "-q", "fp8_per_channel", "--format", "vllm-fp8", good.string(), "-o", fresh.string()}, 2,
+          "which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method has no per-channel weights); --format "
+          "compressed-tensors can");
+  refused({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_block", "moe": "fp8_per_tensor"})", "--format", "vllm-fp8",
+           good.string(), "-o", fresh.string()},
+          2, "the plan mixes 2 schemes, which --format vllm-fp8 cannot express");
+
+  // Directories that are no model.
+  auto variant = [&](const std::string& name, auto&& change) {
+    const auto d = make_model_dir(tmp.path(), name, 1);
+    change(d);
+    return d;
+  };
+  const auto no_config = variant("no-config", [](const fs::path& d) { fs::remove(d / "config.json"); });
+  refused(with({no_config.string(), "-o", fresh.string()}), 2, "has no config.json; expected a Hugging Face model directory");
+  const auto quantized = variant("quantized", [](const fs::path& d) {
+    spit(d / "config.json", R"({"quantization_config": {"quant_method": "fp8"}})");
+  });
+  refused(with({quantized.string(), "-o", fresh.string()}), 2, "already has a quantization_config (quant_method 'fp8'): the model is quantized");
+  const auto list = variant("list", [](const fs::path& d) { spit(d / "config.json", "[1, 2]"); });
+  refused(with({list.string(), "-o", fresh.string()}), 2, "config.json is a JSON list; expected an object");
+  const auto broken = variant("broken", [](const fs::path& d) { spit(d / "config.json", "{\"a\": "); });
+  refused(with({broken.string(), "-o", fresh.string()}), 2, "invalid JSON");
+  const auto both = variant("both", [](const fs::path& d) { spit(d / "model.safetensors.index.json", R"({"weight_map": {}})"); });
+  refused(with({both.string(), "-o", fresh.string()}), 2, "has both model.safetensors and model.safetensors.index.json");
+  const auto bin = variant("bin", [](const fs::path& d) { fs::remove(d / "model.safetensors"); });
+  refused(with({bin.string(), "-o", fresh.string()}), 2, "it has PyTorch .bin weights, and quantize reads safetensors");
+  const auto truncated = variant("truncated", [](const fs::path& d) {
+    fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") - 100);
+  });
+  refused(with({truncated.string(), "-o", fresh.string()}), 2, "truncated");
+}
+
+TEST_CASE("a model directory whose writes fail midway leaves nothing behind", "[numerics][quantize][dir]") {
+  const qpolicy::test::temp_dir tmp("model-dir-efbig");
+  const auto in = make_model_dir(tmp.path(), "model", 2);
+  spit(in / "tokenizer.json", std::string(4 << 20, 'x'));  // copied after the shards are in place
+  const auto out = tmp.path() / "out";
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  // A file size limit (ulimit -f, 512-byte blocks: 2 MiB) that every shard fits under and the
+  // tokenizer does not: the write fails after both shards were committed.
+  const auto r = qpolicy::test::run_process(
+      {"/bin/sh", "-c", "ulimit -f 4096 && exec \"$0\" quantize -q fp8_per_tensor \"$1\" -o \"$2\"", exe, in.string(), out.string()});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Catch::Contains("tokenizer.json': File too large"));
+  CHECK_FALSE(fs::exists(out));
+  CHECK(listing(tmp.path()) == std::vector<std::string>{"model"});
+}
+
+TEST_CASE("parse_byte_size reads sizes as transformers' max_shard_size does", "[unit][quantize]") {
+  using qpolicy::parse_byte_size;
+  CHECK(parse_byte_size("5GB") == 5'000'000'000ull);
+  CHECK(parse_byte_size("500MB") == 500'000'000ull);
+  CHECK(parse_byte_size("2GiB") == 2ull << 30);
+  CHECK(parse_byte_size("10kib") == 10240ull);
+  CHECK(parse_byte_size("8Gb") == 1'000'000'000ull);  // a lowercase b: bits
+  CHECK(parse_byte_size("123") == 123ull);
+  CHECK(parse_byte_size("18446744073709551615") == 18446744073709551615ull);
+  for (const char* bad : {"", "0", "GB", "5 GB", "5TB", "-5GB", "1.5GB", "18446744073709551616", "20000000000GB", "5GBs"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_byte_size(bad));
+  }
+}
