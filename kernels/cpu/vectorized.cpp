@@ -126,12 +126,53 @@ void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, cons
 
 }  // namespace
 
+namespace {
+
+// The amax of bf16 values on their bits, without widening: a magnitude's 15 bits order like its
+// value, so the widest is the largest, and widening it afterwards is exact. NaN bits (above
+// infinity's 0x7F80) are reported, for the caller to take the float path that picks the NaN.
+QP_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::int64_t n, bool* nan) {
+  constexpr int lanes = 32;
+  std::uint16_t acc[lanes] = {}, nans[lanes] = {};
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (int j = 0; j < lanes; ++j) {
+      const std::uint16_t u = v[i + j] & 0x7FFF;
+      nans[j] |= u > 0x7F80;
+      acc[j] = u > acc[j] ? u : acc[j];
+    }
+  std::uint16_t a = 0, any = 0;
+  for (int j = 0; j < lanes; ++j) {
+    a = acc[j] > a ? acc[j] : a;
+    any |= nans[j];
+  }
+  for (; i < n; ++i) {
+    const std::uint16_t u = v[i] & 0x7FFF;
+    any |= u > 0x7F80;
+    a = u > a ? u : a;
+  }
+  *nan = any != 0;
+  return a;
+}
+
+}  // namespace
+
 namespace detail {
 float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o) {
   const unsigned n = detail::thread_count(o.threads, x.rows);
   std::vector<float> partial(n, 0.0f);
   const std::int64_t chunk = (x.rows + n - 1) / n;
+  const bool bits = x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
   detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
+    if (bits) {  // NaN-free bf16 (almost every weight): one pass over the bits of the whole range
+      bool nan = false;
+      const auto* v = static_cast<const std::uint16_t*>(x.data) + first * x.cols;
+      const std::uint16_t a = amax_bits_bf16(v, (last - first) * x.cols, &nan);
+      if (!nan) {
+        partial[static_cast<std::size_t>(chunk ? first / chunk : 0)] = from_bf16(a);
+        return;
+      }
+    }
     std::vector<float> row(static_cast<std::size_t>(x.cols));
     float a = 0.0f;
     for (std::int64_t r = first; r < last; ++r) {
@@ -177,32 +218,63 @@ void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, f
 
 void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::block_options& opt, std::uint8_t* q,
                                        float* scales, const cpu_options& o) {
+  // Block by block (threads split the blocks, not the 128-row slabs, so one slab of a wide matrix
+  // still uses every thread), each widened into a 128x128 buffer: the working set is 64 KiB a thread
+  // whatever the matrix's width.
   const std::int64_t row_blocks = (w.rows + 127) / 128, col_blocks = (w.cols + 127) / 128;
-  parallel_ranges(row_blocks, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> rows(static_cast<std::size_t>(128 * w.cols));
-    std::vector<float> amax(static_cast<std::size_t>(col_blocks));
-    for (std::int64_t bi = first; bi < last; ++bi) {
+  parallel_ranges(row_blocks * col_blocks, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> block(static_cast<std::size_t>(128 * 128));
+    for (std::int64_t b = first; b < last; ++b) {
+      const std::int64_t bi = b / col_blocks, bj = b % col_blocks;
       const std::int64_t r0 = bi * 128, nr = std::min<std::int64_t>(128, w.rows - r0);
-      widen(w, r0 * w.cols, nr * w.cols, rows.data());
-      std::fill(amax.begin(), amax.end(), 0.0f);
-      for (std::int64_t r = 0; r < nr; ++r)
-        for (std::int64_t bj = 0; bj < col_blocks; ++bj) {
-          const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
-          amax[static_cast<std::size_t>(bj)] =
-              max_nan(amax[static_cast<std::size_t>(bj)], amax_range(rows.data() + r * w.cols + c0, nc, true));
-        }
-      for (std::int64_t bj = 0; bj < col_blocks; ++bj) {
-        const float a = max_nan(amax[static_cast<std::size_t>(bj)], block_floor());
-        float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
-        if (opt.ue8m0) sf = ue8m0(sf);
-        const float inv = 1.0f / sf;
-        const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
-        for (std::int64_t r = 0; r < nr; ++r)
-          codes_times_unclamped(rows.data() + r * w.cols + c0, nc, inv, q + (r0 + r) * w.cols + c0);
-        scales[bi * col_blocks + bj] = sf;
+      const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
+      float a = 0.0f;
+      for (std::int64_t r = 0; r < nr; ++r) {
+        widen(w, (r0 + r) * w.cols + c0, nc, block.data() + r * 128);
+        a = max_nan(a, amax_range(block.data() + r * 128, nc, true));
       }
+      a = max_nan(a, block_floor());
+      float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
+      if (opt.ue8m0) sf = ue8m0(sf);
+      const float inv = 1.0f / sf;
+      for (std::int64_t r = 0; r < nr; ++r) codes_times_unclamped(block.data() + r * 128, nc, inv, q + (r0 + r) * w.cols + c0);
+      scales[b] = sf;
     }
   });
+}
+
+namespace {
+
+QP_CLONES std::int64_t non_finite_16(const std::uint16_t* __restrict v, std::int64_t n, std::uint16_t exponent) {
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & exponent) == exponent;
+  return bad;
+}
+QP_CLONES std::int64_t non_finite_32(const std::uint32_t* __restrict v, std::int64_t n) {
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & 0x7F800000u) == 0x7F800000u;
+  return bad;
+}
+
+}  // namespace
+
+std::int64_t count_non_finite(const input_view& x) {
+  const std::int64_t n = x.rows * x.cols;
+  const char* p = static_cast<const char*>(x.data);
+  const std::size_t width = x.type == element::f32 ? 4 : 2;
+  std::int64_t bad = 0;
+  // Aligned views go straight through; an unaligned one is staged a block at a time.
+  alignas(64) std::uint32_t staged[1024];
+  for (std::int64_t i = 0; i < n;) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(p + i * width) % width == 0;
+    const std::int64_t count = aligned ? n - i : std::min<std::int64_t>(n - i, 4096 / static_cast<std::int64_t>(width));
+    const void* at = p + i * width;
+    if (!aligned) at = std::memcpy(staged, at, static_cast<std::size_t>(count) * width);
+    if (x.type == element::f32) bad += non_finite_32(static_cast<const std::uint32_t*>(at), count);
+    else bad += non_finite_16(static_cast<const std::uint16_t*>(at), count, x.type == element::bf16 ? 0x7F80 : 0x7C00);
+    i += count;
+  }
+  return bad;
 }
 
 void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& o) {

@@ -62,6 +62,9 @@ struct activation_kernel<fp8_per_block_dynamic> {
                   const cpu_options& = {});
 };
 
+/// How many elements of x are NaN or infinite (read from the bits: an all-ones exponent), one pass.
+std::int64_t count_non_finite(const fp8::input_view& x);
+
 /// The options a key's formula may take; a kernel reads the ones its formula has.
 struct key_options {
   reference::block_options blocks{};

@@ -5,6 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -27,6 +30,38 @@ using cli::usage_text;
 
 void print_warnings(const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", text::escape_lone_surrogates(w));
+}
+
+/// "1.23 GB" or "45.6 MB".
+std::string size_text(double bytes) { return bytes >= 1e9 ? fmt::format("{:.2f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6); }
+
+/// Progress of a conversion on stderr: a bar with throughput and ETA redrawn on a terminal; otherwise
+/// a plain line every QPOLICY_PROGRESS_INTERVAL seconds (default 10), for logs.
+std::function<void(std::uint64_t, std::uint64_t, std::size_t, std::size_t)> progress_reporter(bool terminal) {
+  const char* env = std::getenv("QPOLICY_PROGRESS_INTERVAL");
+  const double interval = env ? std::atof(env) : terminal ? 0.2 : 10.0;
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  return [=](std::uint64_t bytes, std::uint64_t total, std::size_t done, std::size_t tensors) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    const bool finished = done == tensors;
+    if (!finished && std::chrono::duration<double>(now - last).count() < interval) return;
+    if (finished && !terminal) return;  // the summary line follows
+    last = now;
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    const double rate = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+    const double fraction = total ? static_cast<double>(bytes) / static_cast<double>(total) : 1.0;
+    const std::string eta = rate > 0 && !finished ? fmt::format(", ETA {:.0f} s", static_cast<double>(total - bytes) / rate) : "";
+    if (terminal) {
+      const int width = 30, filled = static_cast<int>(width * fraction);
+      fmt::print(stderr, "\r[{:=<{}}{:<{}}] {:3.0f}% {} of {}, {:.2f} GB/s{}   ", "", filled, "", width - filled, 100 * fraction,
+                 size_text(static_cast<double>(bytes)), size_text(static_cast<double>(total)), rate / 1e9, eta);
+      if (finished) fmt::print(stderr, "\n");
+    } else {
+      fmt::print(stderr, "progress: {:.0f}% ({} of {}, {} of {} tensors, {:.2f} GB/s{})\n", 100 * fraction,
+                 size_text(static_cast<double>(bytes)), size_text(static_cast<double>(total)), done, tensors, rate / 1e9, eta);
+    }
+  };
 }
 
 int run(const cli::options& o) {
@@ -60,12 +95,7 @@ int run(const cli::options& o) {
     if (o.model_path) req.model = parse_model(model_text, json_dialect::relaxed);
     req.device = o.device;
     req.threads = o.threads;
-    if (isatty(2))
-      req.progress = [](std::size_t done, std::size_t total) {
-        const int width = 40, filled = static_cast<int>(width * done / (total ? total : 1));
-        fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} tensors", "", filled, "", width - filled, done, total);
-        if (done == total) fmt::print(stderr, "\n");
-      };
+    req.progress = progress_reporter(isatty(2) != 0);
     print_warnings(resolved.warnings);
     const auto s = quantize_checkpoint(req);
     print_warnings(s.warnings);

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <future>
 #include <map>
 #include <set>
 #include <span>
 
 #include "qpolicy/core/checked.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
+#include "kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy::checkpoint_io {
@@ -36,14 +38,89 @@ fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch
 /// Refuses weights with NaN or infinity: their codes would be saturated garbage.
 void check_finite(const tensor_ref& t) {
   std::vector<std::uint32_t> scratch;
-  const auto x = view_of(t, scratch);
-  std::int64_t bad = 0;
-  for (std::int64_t i = 0; i < x.size(); ++i) bad += !std::isfinite(x.at(i));
-  if (bad)
+  if (const auto bad = cpu::count_non_finite(view_of(t, scratch)))
     throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
                                " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
 }
 
+/// Input bytes a row chunk holds (a streamed tensor's working set): large enough that per-chunk costs
+/// vanish, small enough that two of them and their codes stay far below the memory bound.
+constexpr std::int64_t chunk_bytes = 16 << 20;
+
+/// Reads a tensor's bytes a chunk at a time with pread into two buffers in turn, the next chunk on a
+/// helper thread while the caller works on the current one: reading overlaps computing, and the
+/// resident size is the two buffers whatever the tensor's size. A chunk holds whole granules (rows,
+/// or 128-row block slabs).
+class chunk_reader {
+ public:
+  /// `buffers`: the two read buffers, kept by the caller from tensor to tensor (allocated once).
+  chunk_reader(const tensor_ref& t, std::size_t granule, std::vector<std::uint32_t> (&buffers)[2])
+      : file_(*t.file), data_(t.file->data(*t.info)), buffers_(buffers) {
+    const std::size_t per = std::max<std::size_t>(1, static_cast<std::size_t>(chunk_bytes) / granule) * granule;
+    size_ = std::min(per, data_.size());
+    for (auto& b : buffers_)
+      if (b.size() < (size_ + 3) / 4) b.resize((size_ + 3) / 4);  // 4-byte words: aligned for every element type
+    start(0);
+  }
+  ~chunk_reader() {
+    if (pending_.valid()) pending_.wait();
+  }
+  /// The next chunk's bytes (valid until the call after next), empty at the end.
+  std::span<const std::byte> next() {
+    if (!pending_.valid()) return {};
+    pending_.get();
+    const std::size_t at = reading_at_, n = std::min(size_, data_.size() - at);
+    const auto* bytes = reinterpret_cast<const std::byte*>(buffers_[current_].data());
+    current_ ^= 1;
+    start(at + n);
+    return {bytes, n};
+  }
+
+ private:
+  void start(std::size_t at) {
+    reading_at_ = at;
+    if (at >= data_.size()) return;
+    const auto range = data_.subspan(at, std::min(size_, data_.size() - at));
+    auto* into = reinterpret_cast<std::byte*>(buffers_[current_].data());
+    pending_ = std::async(std::launch::async, [this, range, into] { file_.read(range, into); });
+  }
+  const st::file& file_;
+  std::span<const std::byte> data_;
+  std::size_t size_ = 0, reading_at_ = 0;
+  std::vector<std::uint32_t> (&buffers_)[2];
+  int current_ = 0;
+  std::future<void> pending_;
+};
+
+/// Writes the codes of one chunk on a helper thread while the caller quantizes the next into the
+/// other of two buffers (reused: a stream of chunks allocates twice); writes stay in order, one at a
+/// time. finish() waits and rethrows a failed write's error.
+class chunk_writer {
+ public:
+  /// `buffers`: the two code buffers, kept by the caller from tensor to tensor (allocated once).
+  chunk_writer(st::writer& out, quantized_tensor (&buffers)[2]) : out_(out), buffers_(buffers) {}
+  ~chunk_writer() {
+    if (pending_.valid()) pending_.wait();
+  }
+  /// The buffer to quantize the next chunk into (free: its last write is done).
+  quantized_tensor& buffer() { return buffers_[current_]; }
+  /// Writes the buffer's codes; the next buffer() is the other one.
+  void write_codes() {
+    finish();
+    const auto& codes = buffers_[current_].codes;
+    pending_ = std::async(std::launch::async, [this, &codes] { out_.write(std::as_bytes(std::span(codes))); });
+    current_ ^= 1;
+  }
+  void finish() {
+    if (pending_.valid()) pending_.get();
+  }
+
+ private:
+  st::writer& out_;
+  quantized_tensor (&buffers_)[2];
+  int current_ = 0;
+  std::future<void> pending_;
+};
 
 /// The tensor a planned layer needs: present, 2-D floating point, not empty.
 const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std::string& tensor) {
@@ -224,42 +301,110 @@ tensor_streamer::tensor_streamer(const checkpoint& ck, const conversion& c, cons
     : ck_(ck), c_(c), req_(req), sum_(sum), layer_names_(layer_names_of(c.model)) {
   options_.device = req.device;
   options_.threads = req.threads;
+  for (const auto& t : ck.order) bytes_total_ += t.info->end - t.info->begin;
 }
 
 void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out) {
   for (std::size_t i = begin; i < end; ++i) {
     const auto& t = ck_.order[i];
     const auto it = c_.units.members.find(t.info->name);
-    const auto data = t.file->data(*t.info);
-    sum_.bytes_in += data.size();
+    sum_.bytes_in += t.info->end - t.info->begin;
     ++sum_.tensors;
     if (it == c_.units.members.end()) {
-      out.write(data);
+      // Copied a chunk at a time, the next one read meanwhile.
+      const auto data = t.file->data(*t.info);
+      chunk_reader reader(t, st::size_of(t.info->type), read_buffers_);
+      for (auto piece = reader.next(); !piece.empty(); piece = reader.next()) out.write(piece);
       sum_.bytes_out += data.size();
       ++sum_.copied;
       if (!belongs_to_layer(layer_names_, t.info->name)) sum_.unmatched.push_back(t.info->name);
     } else {
-      const auto& m = it->second;
-      if (!ready_.count(m.tensor)) {
-        if (m.joint >= 0) {
-          quantize_joint(ck_, c_.units, m.joint, options_, ready_);
-        } else {
-          check_finite(t);
-          options_.name = m.tensor;
-          std::vector<std::uint32_t> scratch;
-          auto r = quantize_tensor(m.key, view_of(t, scratch), options_);
-          ready_[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
-        }
-      }
-      const auto& r = ready_.at(m.tensor);
-      out.write(std::as_bytes(std::span(r.codes)));
-      out.write(std::as_bytes(std::span(r.scales)));
-      sum_.bytes_out += r.codes.size() + r.scales.size() * 4;
+      write_member(t, it->second, out);
       ++sum_.quantized;
-      ready_.erase(m.tensor);
     }
-    if (req_.progress) req_.progress(++done_, ck_.order.size());
+    ++done_;
+    if (req_.progress) req_.progress(sum_.bytes_in, bytes_total_, done_, ck_.order.size());
   }
+}
+
+void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::writer& out) {
+  const bool per_tensor = m.key == key_id::fp8_per_tensor_static;
+  if (per_tensor && req_.device == device_kind::cuda) {
+    // The CUDA per-tensor kernel finds its own amax: a whole unit (a joint unit as one tensor) at a time.
+    if (!ready_.count(m.tensor)) {
+      if (m.joint >= 0) {
+        quantize_joint(ck_, c_.units, m.joint, options_, ready_);
+      } else {
+        check_finite(t);
+        options_.name = m.tensor;
+        std::vector<std::uint32_t> scratch;
+        auto r = quantize_tensor(m.key, view_of(t, scratch), options_);
+        ready_[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
+      }
+    }
+    const auto& r = ready_.at(m.tensor);
+    out.write(std::as_bytes(std::span(r.codes)));
+    out.write(std::as_bytes(std::span(r.scales)));
+    sum_.bytes_out += r.codes.size() + r.scales.size() * 4;
+    ready_.erase(m.tensor);
+    return;
+  }
+  // Row chunks: per-tensor codes from the unit's amax (found in a pass before), per-row and per-block
+  // scales of each chunk in order (whole 128-row slabs for blocks), so the bits equal one whole call's.
+  options_.amax = per_tensor ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
+  options_.name = m.tensor;
+  const auto& key = key_of(m.key);
+  // NaN or infinity in a row or block makes its scale so, where the formula's amax propagates NaN (the
+  // static weight keys); the dynamic keys' amax ignores NaN, so their chunks are counted first.
+  const bool scales_show_non_finite = key.scale.is_static;
+  const std::int64_t multiple = key.scale.group.row > 1 ? key.scale.group.row : 1;
+  const std::int64_t cols = t.info->shape[1];
+  const std::size_t row_bytes = st::size_of(t.info->type) * static_cast<std::size_t>(cols);
+  std::vector<float> scales;
+  chunk_reader reader(t, row_bytes * static_cast<std::size_t>(multiple), read_buffers_);
+  chunk_writer writer(out, code_buffers_);
+  for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
+    const fp8::input_view x{bytes.data(), element_of(t.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+    if (!scales_show_non_finite && cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
+    auto& r = writer.buffer();
+    quantize_tensor_into(m.key, x, options_, r);
+    if (!per_tensor && scales_show_non_finite)
+      for (float sc : r.scales)
+        if (!std::isfinite(sc)) check_finite(t);
+    sum_.bytes_out += r.codes.size();
+    if (!per_tensor || scales.empty()) scales.insert(scales.end(), r.scales.begin(), r.scales.end());
+    writer.write_codes();
+  }
+  writer.finish();
+  out.write(std::as_bytes(std::span(scales)));
+  sum_.bytes_out += scales.size() * 4;
+  options_.amax.reset();
+}
+
+float tensor_streamer::unit_amax(const tensor_ref& t, const member& m) {
+  if (m.joint >= 0)
+    if (const auto it = joint_amax_.find(m.joint); it != joint_amax_.end()) return it->second;
+  // One pass over the unit (a joint unit's members, or the tensor), NaN and infinity refused first.
+  float amax = 0.0f;
+  auto pass = [&](const tensor_ref& member) {
+    const std::int64_t cols = member.info->shape[1];
+    const std::size_t row_bytes = st::size_of(member.info->type) * static_cast<std::size_t>(cols);
+    chunk_reader reader(member, row_bytes, read_buffers_);
+    for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
+      const fp8::input_view x{bytes.data(), element_of(member.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+      // The amax propagates NaN, and infinity is its own amax: a finite amax means finite values.
+      const float a = cpu::weight_kernel<fp8_per_tensor>::amax(x, {options_.threads});
+      if (!std::isfinite(a)) check_finite(member);
+      amax = std::max(amax, a);
+    }
+  };
+  if (m.joint < 0) {
+    pass(t);
+    return amax;
+  }
+  for (const auto& name : c_.units.joints[static_cast<std::size_t>(m.joint)]) pass(ck_.by_name.at(name));
+  joint_amax_[m.joint] = amax;
+  return amax;
 }
 
 }  // namespace qpolicy::checkpoint_io

@@ -1,8 +1,8 @@
 #pragma once
 // Internal to `quantize`: the conversion as stages, each a function of its inputs that can be tested
 // alone. plan_units (which tensors form which unit, and each one's formula) -> plan_output (the output
-// file's tensors and metadata) -> stream_tensors (quantize unit by unit, copy the rest) ->
-// quantization_config_json (the config.json block, from the plan alone).
+// file's tensors and metadata) -> tensor_streamer (quantize in row chunks, copy the rest); the
+// config.json block comes from the plan alone (checkpoint_format.hpp).
 #include <map>
 #include <set>
 #include <string>
@@ -77,14 +77,22 @@ class tensor_streamer {
   void stream(std::size_t begin, std::size_t end, safetensors::writer& out);
 
  private:
+  void write_member(const tensor_ref& t, const member& m, safetensors::writer& out);
+  /// The amax a per-tensor member's scale comes from: its joint unit's (found once), or its own.
+  float unit_amax(const tensor_ref& t, const member& m);
   const checkpoint& ck_;
   const conversion& c_;
   const checkpoint_request& req_;
   checkpoint_summary& sum_;
   tensor_quant_options options_;
   std::set<std::string> layer_names_;
-  std::map<std::string, quantized_member> ready_;  // quantized, not yet written (a joint unit's other members)
+  std::map<std::string, quantized_member> ready_;  // CUDA per-tensor: quantized, not yet written
+  std::map<int, float> joint_amax_;
+  // The streaming buffers, allocated once: two read chunks, two chunks' codes and scales.
+  std::vector<std::uint32_t> read_buffers_[2];
+  quantized_tensor code_buffers_[2];
   std::size_t done_ = 0;
+  std::uint64_t bytes_total_ = 0;
 };
 
 /// The output name of a quantized member's scale tensor: P.weight_scale or P.weight_scale_inv.

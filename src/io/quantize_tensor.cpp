@@ -52,10 +52,15 @@ fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type
 }
 
 quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& o) {
+  quantized_tensor out;
+  quantize_tensor_into(key, x, o, out);
+  return out;
+}
+
+void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
   const std::int64_t m = x.rows, k = x.cols;
   const std::string where = tensor_where(o);
   const auto elements = checked_elements(x, where);
-  quantized_tensor out;
   out.codes.resize(static_cast<std::size_t>(elements));
   const cpu::cpu_options cpu{o.threads};
 
@@ -76,13 +81,19 @@ quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const ten
   with_key(key, [&]<class Key>(Key) {
     if constexpr (schemes::has_tensor_kernel(Key::id)) {
       if (o.device == device_kind::cuda) {
+        if (o.amax) throw config_error("", "a given amax is a CPU option of fp8_per_tensor_static" + where);
         cuda::quantize_host_tensor<Key>(x, bo, go, out.codes.data(), out.scales.data(), out.scales.size(), {nullptr, o.name});
         return;
+      }
+      if constexpr (Key::id == key_id::fp8_per_tensor_static) {
+        if (o.amax) {
+          cpu::weight_kernel<fp8_per_tensor>::run_with_amax(x, *o.amax, out.codes.data(), out.scales.data(), cpu);
+          return;
+        }
       }
       cpu::run_key_kernel<Key>(x, {bo, go}, out.codes.data(), out.scales.data(), cpu);
     }
   });
-  return out;
 }
 
 std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std::int64_t cols) {

@@ -166,8 +166,11 @@ file::file(const std::string& path) : path_(path) {
   }
   void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
-  ::close(fd);
-  if (m == MAP_FAILED) throw io_error("cannot map", path, map_err);
+  if (m == MAP_FAILED) {
+    ::close(fd);
+    throw io_error("cannot map", path, map_err);
+  }
+  fd_ = fd;  // kept for page-cache advice (release)
   map_ = static_cast<const std::byte*>(m);
   try {
     std::uint64_t n = 0;
@@ -181,12 +184,27 @@ file::file(const std::string& path) : path_(path) {
                             &metadata_);
   } catch (...) {
     ::munmap(const_cast<std::byte*>(map_), size_);
+    ::close(fd_);
     throw;
   }
 }
 
 file::~file() {
   if (map_) ::munmap(const_cast<std::byte*>(map_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void file::read(std::span<const std::byte> range, std::byte* out) const {
+  auto offset = static_cast<off_t>(range.data() - map_);
+  std::size_t left = range.size();
+  while (left > 0) {
+    const ssize_t n = ::pread(fd_, out, left, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw io_error("error while reading", path_, n < 0 ? errno : EIO);
+    out += n;
+    offset += n;
+    left -= static_cast<std::size_t>(n);
+  }
 }
 
 const tensor_info* file::find(std::string_view name) const {

@@ -324,3 +324,71 @@ TEST_CASE("quantize's stages, each on its own: units from the scheme contract, t
   CHECK(layout.metadata.at("qpolicy.plan.model.layers.0.self_attn.qkv_proj") == "fp8_per_block (linear)");
   CHECK(layout.metadata.at("format") == "pt");
 }
+
+TEST_CASE("quantize streams tensors larger than a chunk to the same bits as one whole call", "[numerics][quantize][stream]") {
+  // Tensors of 16-25 MB: two row chunks each (16 MiB of input a chunk; 128-row slabs for blocks), a
+  // fused qkv_proj and an expert's gate/up sharing a per-tensor scale across chunks and tensors.
+  std::mt19937 rng(7);
+  std::vector<tensor> ts;
+  auto add = [&](std::string name, std::int64_t rows, std::int64_t cols) {
+    ts.push_back({std::move(name), {rows, cols}, qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), 0.05f, rng)});
+  };
+  add("model.layers.0.input_layernorm.weight", 1, 3);  // 3 elements: every later tensor starts 2-byte aligned only
+  ts.back().shape = {3};
+  add("model.layers.0.self_attn.q_proj.weight", 6144, 2048);
+  add("model.layers.0.self_attn.k_proj.weight", 1024, 2048);
+  add("model.layers.0.self_attn.v_proj.weight", 1024, 2048);
+  add("model.layers.0.self_attn.o_proj.weight", 2048, 6144);
+  add("model.layers.0.mlp.gate.weight", 2, 2048);
+  for (const char* p : {"gate_proj", "up_proj"}) add(std::string("model.layers.0.mlp.experts.0.") + p + ".weight", 4224, 2048);
+  add("model.layers.0.mlp.experts.0.down_proj.weight", 2048, 4224);
+  add("model.layers.0.mlp.experts.1.gate_proj.weight", 4224, 2048);
+  add("model.layers.0.mlp.experts.1.up_proj.weight", 4224, 2048);
+  add("model.layers.0.mlp.experts.1.down_proj.weight", 2048, 4224);
+  const auto in = write_checkpoint(ts, "large.safetensors");
+  std::map<std::string, const tensor*> by;
+  for (const auto& t : ts) by[t.name] = &t;
+  for (const std::string scheme : {"fp8_per_tensor", "fp8_per_channel", "fp8_per_block"}) {
+    INFO(scheme);
+    const auto out = (dir() / ("large-" + scheme + ".safetensors")).string();
+    const auto r = quantize({"-q", scheme, "-o", out, "--threads", "2", in});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    st::file f(out);
+    auto expect = [&](const std::string& name, const std::vector<std::string>& joint, bool w13) {
+      const auto& t = *by[name];
+      const auto base = name.substr(0, name.size() - 7);
+      std::vector<std::uint8_t> q(t.bf16.size());
+      std::vector<float> sc;
+      if (scheme == "fp8_per_tensor") {
+        float amax = 0;
+        for (const auto& j : joint) amax = std::max(amax, ref::amax_propagating(view(*by[j])));
+        sc.resize(1);
+        ref::weight_per_tensor_with_amax(view(t), amax, q.data(), sc.data());
+        check_tensor(f, name, q, base + ".weight_scale", sc);
+      } else if (scheme == "fp8_per_channel") {
+        sc.resize(static_cast<std::size_t>(t.shape[0]));
+        if (w13) ref::dynamic_per_token(view(t), q.data(), sc.data());
+        else ref::weight_per_channel(view(t), q.data(), sc.data());
+        check_tensor(f, name, q, base + ".weight_scale", sc);
+      } else {
+        sc.resize(static_cast<std::size_t>(((t.shape[0] + 127) / 128) * ((t.shape[1] + 127) / 128)));
+        ref::block_128x128(view(t), {}, q.data(), sc.data());
+        check_tensor(f, name, q, base + ".weight_scale_inv", sc);
+      }
+    };
+    const std::vector<std::string> qkv{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                                       "model.layers.0.self_attn.v_proj.weight"};
+    for (const auto& name : qkv) expect(name, qkv, false);
+    expect("model.layers.0.self_attn.o_proj.weight", {"model.layers.0.self_attn.o_proj.weight"}, false);
+    for (int e = 0; e < 2; ++e) {
+      const auto x = "model.layers.0.mlp.experts." + std::to_string(e) + ".";
+      const std::vector<std::string> w13{x + "gate_proj.weight", x + "up_proj.weight"};
+      for (const auto& name : w13) expect(name, w13, true);
+      expect(x + "down_proj.weight", {x + "down_proj.weight"}, false);
+    }
+    const auto* norm = f.find("model.layers.0.input_layernorm.weight");
+    REQUIRE(norm);
+    CHECK(std::memcmp(f.data(*norm).data(), by["model.layers.0.input_layernorm.weight"]->bf16.data(), 6) == 0);
+  }
+}

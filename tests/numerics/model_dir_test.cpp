@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -97,9 +98,13 @@ TEST_CASE("quantize writes a model directory: the input's shards, index, config.
   const qpolicy::test::temp_dir tmp("model-dir");
   const auto in = make_model_dir(tmp.path(), "qwen3-small", 3);
   const auto out = tmp.path() / "qwen3-small-fp8";
+  ::setenv("QPOLICY_PROGRESS_INTERVAL", "0", 1);  // a progress line after every tensor (stderr is no terminal)
   const auto r = run({"quantize", "-q", "fp8_per_block", in.string(), "-o", out.string()});
+  ::unsetenv("QPOLICY_PROGRESS_INTERVAL");
   INFO(r.err);
   REQUIRE(r.status == 0);
+  CHECK_THAT(r.err, Catch::Contains("progress: ") && Catch::Contains(" MB, 38 of 39 tensors, ") && Catch::Contains(" GB/s, ETA "));
+  CHECK_THAT(r.err, Catch::Contains("quantized 32 of 39 tensors (7 copied)"));
   CHECK_THAT(r.err, Catch::Contains("format: vllm-fp8"));
   CHECK_THAT(r.err, Catch::Contains("not copied: the directory 'original'"));
   CHECK_THAT(r.err, Catch::Contains("not copied: 'pytorch_model.bin', weights in another format"));

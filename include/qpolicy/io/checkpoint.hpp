@@ -35,7 +35,8 @@ struct checkpoint_request {
   std::uint64_t max_shard_size = 0;  // directory output: bytes per shard; 0 keeps the input's sharding
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
-  std::function<void(std::size_t done, std::size_t total)> progress;  // per tensor written
+  /// Called after each tensor is written: input bytes done and in all, tensors done and in all.
+  std::function<void(std::uint64_t bytes_done, std::uint64_t bytes_total, std::size_t done, std::size_t total)> progress;
 };
 
 /// What the conversion did.

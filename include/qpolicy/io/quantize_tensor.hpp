@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -26,6 +27,9 @@ struct tensor_quant_options {
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   std::string name;  // the tensor or layer, for messages
+  /// fp8_per_tensor_static on the CPU: the amax the scale comes from, instead of the tensor's own (a
+  /// joint unit's amax, or a whole tensor's when it is quantized a row range at a time).
+  std::optional<float> amax;
 };
 
 /// Codes and scales of one tensor; `scale_shape` is the stored shape of `scales`.
@@ -82,5 +86,8 @@ fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type
 /// overflowing shape, and
 /// cuda::cuda_error for a failed CUDA call.
 quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& options);
+
+/// quantize_tensor into `out`, reusing its buffers' memory (a stream of equal chunks allocates once).
+void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& options, quantized_tensor& out);
 
 }  // namespace qpolicy

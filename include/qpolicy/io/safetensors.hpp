@@ -53,9 +53,14 @@ class file {
   const tensor_info* find(std::string_view name) const;
   /// The bytes of a tensor (valid while the file is open).
   std::span<const std::byte> data(const tensor_info& t) const;
+  /// Copies a range of the mapped bytes (a part of data(t)) into `out` with pread: streamed reading
+  /// that never maps the pages in, so the resident size stays the caller's buffers. io_error when the
+  /// file cannot be read (or has shrunk).
+  void read(std::span<const std::byte> range, std::byte* out) const;
 
  private:
   std::string path_;
+  int fd_ = -1;
   const std::byte* map_ = nullptr;
   std::size_t size_ = 0;
   std::size_t data_start_ = 0;

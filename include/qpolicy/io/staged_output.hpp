@@ -25,10 +25,15 @@ class staged_file {
 
  private:
   friend class output_transaction;
+  void write_back();
   std::string target_, temp_;
   int fd_ = -1;
   int slot_ = -1;  // in the signal handler's table
   std::uint64_t size_ = 0;
+  // Streaming write-back: bytes whose write-back has been started, and bytes written back and let go
+  // of by the page cache; a file system without sync_file_range turns it off.
+  std::uint64_t started_ = 0, settled_ = 0;
+  bool write_back_ = true;
 };
 
 /// The outputs of one run; none appears unless all are complete.
