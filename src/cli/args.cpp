@@ -15,7 +15,9 @@ const char* const usage_text =
     "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
     "                    [--check-shapes [--tp N]]\n"
     "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] MODEL_DIR -o OUT_DIR\n"
-    "                    [--format vllm-fp8|compressed-tensors] [--max-shard-size SIZE] [--device cpu|cuda] [--threads N]\n"
+    "                    [--format vllm-fp8|compressed-tensors] [--max-shard-size SIZE] [--shard I/N] [--resume]\n"
+    "                    [--device cpu|cuda] [--threads N]\n"
+    "       qpolicy quantize --finalize OUT_DIR\n"
     "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] INPUT... -o OUTPUT.safetensors\n"
     "                    [--config-out CONFIG.json] [--format vllm-fp8|compressed-tensors] [--device cpu|cuda] [--threads N]\n"
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
@@ -34,6 +36,9 @@ const char* const usage_text =
     "                                 fp8_per_block, compressed-tensors otherwise: the ones vLLM and transformers load)\n"
     "  --max-shard-size SIZE          shard size of an output directory (5GB, 500MB, 2GiB, bytes; default: the\n"
     "                                 input's shards)\n"
+    "  --shard I/N                    write output shards k with k % N == I (process I of N into one OUT_DIR);\n"
+    "                                 the last to finish (or --finalize OUT_DIR) completes the directory\n"
+    "  --resume                       keep the shards of an unfinished OUT_DIR that their manifests prove complete\n"
     "  --check-shapes, --tp N         check each scheme against the layers' shapes on N ranks\n"
     "  --key KEY                      an FP8 quant key (fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token,\n"
     "                                 fp8_per_channel_static, fp8_per_block_static, fp8_per_block_dynamic) or a\n"
@@ -185,7 +190,27 @@ options parse_args(const std::vector<std::string>& all) {
         throw usage_error(fmt::format("--max-shard-size must be a positive size such as 5GB, 500MB, 2GiB or a number of bytes, "
                                       "got '{}'", v));
       o.max_shard_size = *size;
-    } else if (a == "--format" && plan) {
+    } else if (a == "--shard" && quantize) {
+      const auto v = r.value("--shard");
+      const auto slash = v.find('/');
+      unsigned long i = 0, n = 0;
+      std::size_t used_i = 0, used_n = 0;
+      try {
+        if (slash != std::string::npos && slash > 0 && slash + 1 < v.size() && v[0] != '-' && v[slash + 1] != '-') {
+          i = std::stoul(v.substr(0, slash), &used_i);
+          n = std::stoul(v.substr(slash + 1), &used_n);
+        }
+      } catch (...) {
+        used_i = 0;
+      }
+      if (slash == std::string::npos || used_i != slash || used_n != v.size() - slash - 1 || n == 0 || n > 65536 || i >= n)
+        throw usage_error(fmt::format("--shard must be I/N with 0 <= I < N <= 65536 (this process's index and the process count), "
+                                      "got '{}'", v));
+      o.shard_index = static_cast<unsigned>(i);
+      o.shard_count = static_cast<unsigned>(n);
+    } else if (a == "--resume" && quantize) o.resume = true;
+    else if (a == "--finalize" && quantize) o.finalize = r.value("--finalize");
+    else if (a == "--format" && plan) {
       constexpr std::array<std::pair<std::string_view, std::string_view>, 2> formats{{{"table", "table"}, {"json", "json"}}};
       o.format = std::string(choose("--format", r.value("--format"), formats));
     } else if (a == "--check-shapes" && plan) o.plan.check_shapes = true;
@@ -194,6 +219,11 @@ options parse_args(const std::vector<std::string>& all) {
   }
   if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
   if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");
+  if (quantize && !o.finalize.empty()) {
+    if (!o.inputs.empty() || !o.output.empty() || r.seen("-q") || r.seen("-c") || r.seen("--shard") || o.resume)
+      throw usage_error("--finalize OUT_DIR takes nothing else: the unfinished directory records its conversion");
+    return o;
+  }
   if (quantize && o.output.empty()) throw usage_error("quantize needs -o OUT_DIR (or -o OUTPUT.safetensors for file inputs)");
   if (quantize && o.inputs.empty()) throw usage_error("quantize needs an input (a model directory, .safetensors files or a .index.json)");
   return o;

@@ -57,6 +57,9 @@ struct options {
   std::string output, config_out;
   checkpoint_format checkpoint = checkpoint_format::automatic;
   std::uint64_t max_shard_size = 0;
+  unsigned shard_index = 0, shard_count = 1;  // --shard I/N
+  bool resume = false;
+  std::string finalize;  // --finalize OUT_DIR
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   // quantize-tensor

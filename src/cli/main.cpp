@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <cstdio>
 #include <optional>
@@ -70,6 +71,12 @@ int run(const cli::options& o) {
     return 0;
   }
   if (o.command == "quantize-tensor") return cli::quantize_tensor(o);
+  if (o.command == "quantize" && !o.finalize.empty()) {
+    const auto s = finalize_model_dir(o.finalize);
+    for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
+    if (s.finished && !s.files_written.empty()) fmt::print(stderr, "finished '{}': all {} shards complete\n", o.finalize, s.shards_total);
+    return 0;
+  }
   // Read the files first so that an unreadable one is an I/O error, not masked by the config.
   auto request = o.request;
   if (o.config_file) request.config_text = read_input_file(*o.config_file, "the quantization_config file");
@@ -89,6 +96,9 @@ int run(const cli::options& o) {
     req.config_out = o.config_out;
     req.format = o.checkpoint;
     req.max_shard_size = o.max_shard_size;
+    req.shard_index = o.shard_index;
+    req.shard_count = o.shard_count;
+    req.resume = o.resume;
     if (o.model_path) req.also_read.push_back({*o.model_path, "the model file"});
     if (o.config_file) req.also_read.push_back({*o.config_file, "the quantization_config file"});
     req.config = resolved.config;
@@ -97,12 +107,29 @@ int run(const cli::options& o) {
     req.threads = o.threads;
     req.progress = progress_reporter(isatty(2) != 0);
     print_warnings(resolved.warnings);
-    const auto s = quantize_checkpoint(req);
+    checkpoint_summary s;
+    try {
+      s = quantize_checkpoint(req);
+    } catch (const io_error& e) {
+      // A failed write keeps a model directory's complete shards: say how to go on.
+      if (!std::filesystem::exists(std::filesystem::path(o.output) / ".qpolicy" / "run.json")) throw;
+      fmt::print(stderr, "error: {}\nnote: '{}' is unfinished (no config.json); its complete shards stay, and the same command with "
+                 "--resume finishes it\n", e.what(), o.output);
+      return 1;
+    }
     print_warnings(s.warnings);
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
     fmt::print(stderr, "format: {}\n", to_string(s.format));
-    if (!s.files_written.empty()) fmt::print(stderr, "wrote {} files into '{}'\n", s.files_written.size(), o.output);
+    if (s.shards_total) {
+      fmt::print(stderr, "wrote {} of {} shards into '{}'{}{}\n", s.shards_written, s.shards_total, o.output,
+                 s.shards_kept ? fmt::format(" (kept {} complete ones)", s.shards_kept) : "",
+                 o.shard_count > 1 ? fmt::format(" as shard {}/{}", o.shard_index, o.shard_count) : "");
+      if (s.finished) fmt::print(stderr, "finished '{}': config.json, the index and the plan are written\n", o.output);
+      else
+        fmt::print(stderr, "not finished yet: {} of {} shards are complete; the last --shard process to finish, or "
+                   "`qpolicy quantize --finalize {}`, completes the directory\n", s.shards_complete, s.shards_total, o.output);
+    }
     if (!s.unmatched.empty()) {
       const std::size_t shown = std::min<std::size_t>(s.unmatched.size(), 5);
       fmt::print(stderr, "note: {} tensors belong to no layer of the model and were copied: {}{}\n", s.unmatched.size(),

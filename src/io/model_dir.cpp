@@ -20,7 +20,6 @@
 #include "qpolicy/io/io_error.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/paths.hpp"
-#include "qpolicy/io/staged_output.hpp"
 
 namespace qpolicy {
 
@@ -188,95 +187,8 @@ std::string with_quantization_config(const std::string& config_text, const json:
          config_text.substr(close);
 }
 
-namespace {
-
-/// The output directory: checked before any work, created when new, and on failure emptied of what
-/// this run wrote (and removed if this run created it), unless kept.
-class output_directory {
- public:
-  output_directory(const std::string& path, const std::string& input_dir) : path_(path) {
-    struct stat in {}, out {};
-    if (::stat(input_dir.c_str(), &in) != 0) throw io_error("cannot read the model directory", input_dir, errno);
-    if (::stat(path.c_str(), &out) == 0) {
-      if (!S_ISDIR(out.st_mode))
-        throw config_error("", "-o '" + path + "' exists and is not a directory; a model directory input is written to a new "
-                               "or empty output directory");
-      if (out.st_dev == in.st_dev && out.st_ino == in.st_ino)
-        throw config_error("", "-o '" + path + "' is the model directory '" + input_dir + "' itself; writing there would "
-                               "destroy the input");
-      std::error_code ec;
-      if (!fs::is_empty(path, ec) || ec)
-        throw config_error("", "-o '" + path + "' is a directory that is not empty; quantize writes a new model directory "
-                               "(give a new path or an empty directory)");
-      return;
-    }
-    if (errno != ENOENT) throw io_error("cannot check -o", path, errno);
-    const fs::path p(path);
-    const auto parent = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-    struct stat ps {};
-    if (::stat(parent.c_str(), &ps) != 0) throw io_error("cannot create -o '" + path + "': its directory", parent, errno);
-    if (!S_ISDIR(ps.st_mode)) throw io_error("cannot create -o '" + path + "': its directory", parent, ENOTDIR);
-    create_ = true;
-  }
-  ~output_directory() {
-    if (kept_) return;
-    for (auto it = written_.rbegin(); it != written_.rend(); ++it) ::unlink(it->c_str());
-    if (created_) ::rmdir(path_.c_str());
-  }
-  output_directory(const output_directory&) = delete;
-  output_directory& operator=(const output_directory&) = delete;
-
-  /// Creates the directory if it is new (after every check has passed); from here a cleanup signal
-  /// empties it (and removes it if created here).
-  void create() {
-    if (create_) {
-      if (::mkdir(path_.c_str(), 0777) != 0) throw io_error("cannot create the output directory", path_, errno);
-      created_ = true;
-    }
-    signal_cleanup_.emplace(path_, created_);
-  }
-  std::string path_of(std::string_view name) const { return join(path_, name); }
-  /// Records a file that a committed transaction put in place.
-  void wrote(const std::string& path) { written_.push_back(path); }
-  const std::vector<std::string>& written() const { return written_; }
-  void keep() {
-    if (signal_cleanup_) signal_cleanup_->release();
-    kept_ = true;
-  }
-
- private:
-  std::string path_;
-  std::optional<owned_directory> signal_cleanup_;
-  bool create_ = false, created_ = false, kept_ = false;
-  std::vector<std::string> written_;
-};
-
-/// Copies a regular file into a staged output, a bounded buffer at a time.
-void copy_file(const std::string& from, staged_file& to) {
-  const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw io_error("cannot read", from, errno);
-  std::vector<std::byte> buffer(1 << 20);
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw io_error("error while reading", from, err);
-    }
-    try {
-      to.write(std::span(buffer.data(), static_cast<std::size_t>(n)));
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-  }
-  ::close(fd);
-}
-
 /// model.safetensors.index.json as transformers writes it: total_size, then every tensor's shard, sorted.
-std::string index_json(const conversion& c, const std::vector<output_shard>& shards, const checkpoint& ck) {
+std::string index_json(const checkpoint& ck, const conversion& c, const std::vector<output_shard>& shards) {
   std::map<std::string, std::string> where;
   std::uint64_t total = 0;
   std::size_t spec = 0;
@@ -296,70 +208,7 @@ std::string index_json(const conversion& c, const std::vector<output_shard>& sha
   return pretty_json(json::object{{"metadata", json::object{{"total_size", total}}}, {"weight_map", weight_map}}) + "\n";
 }
 
-}  // namespace
-
 }  // namespace checkpoint_io
-
-checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
-  using namespace checkpoint_io;
-  const auto start = std::chrono::steady_clock::now();
-  checkpoint_summary sum;
-  if (req.inputs.size() != 1) throw config_error("", "a model directory is converted alone; got " + std::to_string(req.inputs.size()) + " inputs");
-  if (!req.config_out.empty())
-    throw config_error("", "--config-out is for file outputs; a model directory output has the quantization_config in its config.json");
-  const auto inv = read_model_dir(req.inputs.front());
-  sum.notes = inv.notes;
-  std::vector<checkpoint_index> indexes;
-  const auto files = checkpoint_files(inv.weight_inputs, indexes, sum.warnings);
-  // Before any work: the output directory, and every input a regular file.
-  output_directory out(req.output, inv.dir);
-  std::vector<role_path> read_paths{{inv.config_path, "the model's config.json"}};
-  for (const auto& index : indexes) read_paths.push_back({index.path, "the checkpoint index"});
-  for (const auto& f : files) read_paths.push_back({f, "the input"});
-  for (const auto& name : inv.copied) read_paths.push_back({(fs::path(inv.dir) / name).string(), "a file of the model directory"});
-  for (const auto& f : req.also_read) read_paths.push_back(f);
-  check_run_paths(read_paths, {});
-  const auto ck = open_checkpoint(files, indexes);
-  const auto c = prepare_conversion(ck, req, sum);
-  const auto shards = plan_shards(ck, c, req.max_shard_size);
-  const auto config_text = with_quantization_config(inv.config_text, quantization_config(c.format, c.model, c.decisions));
-  const auto plan_text = plan_to_json(c.decisions, c.model) + "\n";
-
-  out.create();
-  tensor_streamer streamer(ck, c, req, sum);
-  std::size_t spec = 0;
-  for (const auto& shard : shards) {
-    std::vector<safetensors::tensor_spec> specs;
-    for (std::size_t i = shard.begin; i < shard.end; ++i)
-      for (int k = c.units.members.count(ck.order[i].info->name) ? 2 : 1; k > 0; --k) specs.push_back(c.layout.specs[spec++]);
-    output_transaction tx;
-    safetensors::writer w(tx.stage(out.path_of(shard.file_name)), std::move(specs), c.layout.metadata);
-    streamer.stream(shard.begin, shard.end, w);
-    w.finish();
-    tx.commit();
-    out.wrote(out.path_of(shard.file_name));
-  }
-  for (const auto& name : inv.copied) {
-    output_transaction tx;
-    copy_file((fs::path(inv.dir) / name).string(), tx.stage(out.path_of(name)));
-    tx.commit();
-    out.wrote(out.path_of(name));
-  }
-  // Last, together: the index, the plan, and config.json (renamed last: its presence marks the
-  // directory finished).
-  output_transaction last;
-  if (needs_index(shards)) last.stage(out.path_of(index_name)).write(index_json(c, shards, ck));
-  last.stage(out.path_of(plan_name)).write(plan_text);
-  last.stage(out.path_of(config_name)).write(config_text);
-  last.commit();
-  if (needs_index(shards)) out.wrote(out.path_of(index_name));
-  out.wrote(out.path_of(plan_name));
-  out.wrote(out.path_of(config_name));
-  out.keep();
-  sum.files_written = out.written();
-  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return sum;
-}
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   std::size_t digits = 0;

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <filesystem>
 
 #include "qpolicy/io/io_error.hpp"
+#include "crc32c.hpp"
 
 namespace qpolicy {
 
@@ -61,38 +61,6 @@ void release_slot(int slot) {
   if (slot >= 0) slots[slot].state.store(0, std::memory_order_release);
 }
 
-// The owned output directory: 0 none, 1 registered; its path, and whether to remove it.
-std::atomic<int> owned_state{0};
-char owned_path[PATH_MAX];
-bool owned_created = false;
-
-/// Unlinks every entry of the owned directory (regular files only are ever written there) with raw
-/// system calls, then removes the directory if this run created it. Async-signal-safe.
-void empty_owned_directory() noexcept {
-  if (owned_state.load(std::memory_order_acquire) != 1) return;
-  const int fd = ::open(owned_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    alignas(8) char buffer[4096];
-    for (bool removed = true; removed;) {  // entries move as others go: read again until a pass removes none
-      removed = false;
-      ::lseek(fd, 0, SEEK_SET);
-      for (;;) {
-        const long n = ::syscall(SYS_getdents64, fd, buffer, sizeof buffer);
-        if (n <= 0) break;
-        for (long at = 0; at < n;) {
-          const auto* e = reinterpret_cast<const dirent64*>(buffer + at);
-          at += e->d_reclen;
-          const char* name = e->d_name;
-          if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-          removed |= ::unlinkat(fd, name, 0) == 0;
-        }
-      }
-    }
-    ::close(fd);
-  }
-  if (owned_created) ::rmdir(owned_path);
-}
-
 extern "C" void on_cleanup_signal(int sig) {
   remove_staged_temporaries();
   _exit(128 + sig);
@@ -124,24 +92,6 @@ int sync_and_close(int& fd) {
 void remove_staged_temporaries() noexcept {
   for (auto& s : slots)
     if (s.state.load(std::memory_order_acquire) == 1) ::unlink(s.path);
-  empty_owned_directory();
-}
-
-owned_directory::owned_directory(const std::string& path, bool created) {
-  if (path.size() >= PATH_MAX) throw io_error("cannot register the output directory", path, ENAMETOOLONG);
-  signals_blocked blocked;
-  if (owned_state.load() != 0) throw io_error("cannot register a second output directory", path, EBUSY);
-  std::memcpy(owned_path, path.c_str(), path.size() + 1);
-  owned_created = created;
-  owned_state.store(1, std::memory_order_release);
-  registered_ = true;
-}
-
-void owned_directory::release() noexcept {
-  if (!registered_) return;
-  signals_blocked blocked;
-  owned_state.store(0, std::memory_order_release);
-  registered_ = false;
 }
 
 void install_signal_cleanup() {
@@ -193,6 +143,7 @@ void staged_file::write_back() {
 }
 
 void staged_file::write(std::span<const std::byte> bytes) {
+  crc_ = qpolicy::crc32c(crc_, bytes);
   const char* p = reinterpret_cast<const char*>(bytes.data());
   std::size_t n = bytes.size();
   while (n > 0) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "hostile.hpp"
@@ -96,7 +97,7 @@ TEST_CASE("SIGKILL midway: nothing looks complete; the next run removes the stal
 namespace {
 
 /// A model directory of three 32 MiB shards, and a quantize into `out` interrupted with `sig` once the
-/// first output shard is in place.
+/// first output shard is complete (its manifest is in place).
 qpolicy::test::process_result interrupt_directory(const temp_dir& d, int sig) {
   const auto in = fs::path(d / "model");
   if (!fs::exists(in)) {
@@ -113,7 +114,7 @@ qpolicy::test::process_result interrupt_directory(const temp_dir& d, int sig) {
   }
   auto p = qpolicy::test::start_process({exe(), "quantize", "-q", "fp8_per_channel", "--threads", "1", in.string(), "-o", d / "out"});
   const auto start = std::chrono::steady_clock::now();
-  const auto first = fs::path(d / "out") / "model-00001-of-00003.safetensors";
+  const auto first = fs::path(d / "out") / ".qpolicy" / "model-00001-of-00003.safetensors.json";  // shard 1 complete
   while (!fs::exists(first) && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   CHECK(fs::exists(first));
@@ -125,28 +126,47 @@ qpolicy::test::process_result interrupt_directory(const temp_dir& d, int sig) {
 
 }  // namespace
 
-TEST_CASE("a model directory output interrupted after its first shard: nothing is left", "[hostile][signals][dir]") {
-  temp_dir d("hostile-signal-dir");
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    INFO("signal " << sig);
-    const auto r = interrupt_directory(d, sig);
-    CHECK(r.status == 128 + sig);
-    CHECK(leftovers(d.path(), "model").empty());
-  }
-  // An empty output directory that was there before stays, empty.
-  fs::create_directory(d / "out");
-  CHECK(interrupt_directory(d, SIGINT).status == 128 + SIGINT);
-  CHECK(fs::is_empty(d / "out"));
+/// The names in `dir` (recursively) that hold a temporary's marker.
+std::vector<std::string> temporaries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename().string().find(".qpolicy-tmp-") != std::string::npos) out.push_back(e.path().string());
+  return out;
 }
 
-TEST_CASE("a model directory output killed midway has no config.json: it never looks complete", "[hostile][signals][dir]") {
-  temp_dir d("hostile-kill-dir");
-  const auto r = interrupt_directory(d, SIGKILL);
-  CHECK(r.status == 128 + SIGKILL);
-  CHECK_FALSE(fs::exists(fs::path(d / "out") / "config.json"));
-  CHECK_FALSE(fs::exists(fs::path(d / "out") / "model.safetensors.index.json"));
-  // The next run refuses the unfinished directory rather than mixing its files into a new one.
-  const auto next = run_qpolicy({"quantize", "-q", "fp8_per_channel", d / "model", "-o", d / "out"});
-  CHECK(next.status == 2);
-  CHECK_THAT(next.err, Catch::Contains("is a directory that is not empty"));
+/// Every file under `d`: relative path -> contents.
+std::map<std::string, std::string> tree(const fs::path& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(d))
+    if (e.is_regular_file()) out[fs::relative(e.path(), d).string()] = read_file(e.path().string());
+  return out;
+}
+
+TEST_CASE("a model directory output interrupted or killed midway is unfinished, and --resume finishes it", "[hostile][signals][dir]") {
+  temp_dir d("hostile-signal-dir");
+  const auto out = fs::path(d / "out");
+  const auto fresh = fs::path(d / "fresh");
+  REQUIRE(run_qpolicy({"quantize", "-q", "fp8_per_channel", d / "model"}).status != 0);  // no -o: usage
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGKILL}) {
+    INFO("signal " << sig);
+    fs::remove_all(out);
+    const auto r = interrupt_directory(d, sig);
+    CHECK(r.status == 128 + sig);
+    // Nothing looks complete: no config.json or index; no temporary left by a signal the process saw.
+    CHECK_FALSE(fs::exists(out / "config.json"));
+    CHECK_FALSE(fs::exists(out / "model.safetensors.index.json"));
+    if (sig != SIGKILL) CHECK(temporaries(out).empty());
+    CHECK(fs::exists(out / ".qpolicy" / "model-00001-of-00003.safetensors.json"));
+    // The next plain run refuses it; --resume keeps the complete shards and finishes.
+    const auto plain = run_qpolicy({"quantize", "-q", "fp8_per_channel", d / "model", "-o", out.string()});
+    CHECK(plain.status == 2);
+    CHECK_THAT(plain.err, Catch::Contains("--resume finishes it"));
+    const auto resumed = run_qpolicy({"quantize", "-q", "fp8_per_channel", "--resume", d / "model", "-o", out.string()});
+    INFO(resumed.err);
+    CHECK(resumed.status == 0);
+    CHECK_THAT(resumed.err, Catch::Contains("kept ") && Catch::Contains("finished '"));
+    CHECK(temporaries(out).empty());  // a killed writer's temporary goes too
+  }
+  REQUIRE(run_qpolicy({"quantize", "-q", "fp8_per_channel", d / "model", "-o", fresh.string()}).status == 0);
+  CHECK(tree(out) == tree(fresh));
 }

@@ -256,11 +256,20 @@ TEST_CASE("quantize refuses a bad model directory or output directory and leaves
   refused(with({truncated.string(), "-o", fresh.string()}), 2, "truncated");
 }
 
-TEST_CASE("a model directory whose writes fail midway leaves nothing behind", "[numerics][quantize][dir]") {
+/// Every file under `d` (recursively): relative path -> contents.
+std::map<std::string, std::string> tree(const fs::path& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(d))
+    if (e.is_regular_file()) out[fs::relative(e.path(), d).string()] = slurp(e.path());
+  return out;
+}
+
+TEST_CASE("a model directory whose writes fail midway keeps its complete shards, and --resume finishes it",
+          "[numerics][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir-efbig");
   const auto in = make_model_dir(tmp.path(), "model", 2);
-  spit(in / "tokenizer.json", std::string(4 << 20, 'x'));  // copied after the shards are in place
-  const auto out = tmp.path() / "out";
+  spit(in / "tokenizer.json", std::string(4 << 20, 'x'));  // copied after the shards are complete
+  const auto out = tmp.path() / "out", fresh = tmp.path() / "fresh";
   const char* exe = std::getenv("QPOLICY_EXE");
   REQUIRE(exe);
   // A file size limit (ulimit -f, 512-byte blocks: 2 MiB) that every shard fits under and the
@@ -269,9 +278,89 @@ TEST_CASE("a model directory whose writes fail midway leaves nothing behind", "[
       {"/bin/sh", "-c", "ulimit -f 4096 && exec \"$0\" quantize -q fp8_per_tensor \"$1\" -o \"$2\"", exe, in.string(), out.string()});
   INFO(r.err);
   CHECK(r.status == 1);
-  CHECK_THAT(r.err, Catch::Contains("tokenizer.json': File too large"));
-  CHECK_FALSE(fs::exists(out));
-  CHECK(listing(tmp.path()) == std::vector<std::string>{"model"});
+  CHECK_THAT(r.err, Catch::Contains("tokenizer.json': File too large") && Catch::Contains("--resume finishes it"));
+  // Nothing looks complete: no config.json, no index, no temporaries; the shards have manifests (the
+  // copied files come before the index and config.json, the chat template among them).
+  const auto left = listing(out);
+  CHECK(left == std::vector<std::string>{".qpolicy", "chat_template.jinja", "model-00001-of-00002.safetensors",
+                                         "model-00002-of-00002.safetensors"});
+  CHECK(listing(out / ".qpolicy") == std::vector<std::string>{"lock", "model-00001-of-00002.safetensors.json",
+                                                              "model-00002-of-00002.safetensors.json", "run.json"});
+  // A plain run refuses the unfinished directory; other options are refused even with --resume.
+  const auto plain = run({"quantize", "-q", "fp8_per_tensor", in.string(), "-o", out.string()});
+  CHECK(plain.status == 2);
+  CHECK_THAT(plain.err, Catch::Contains("holds an unfinished conversion of this model with these options; --resume finishes it"));
+  const auto other = run({"quantize", "-q", "fp8_per_block", "--resume", in.string(), "-o", out.string()});
+  CHECK(other.status == 2);
+  CHECK_THAT(other.err, Catch::Contains("holds an unfinished conversion with other inputs or options"));
+  // --resume keeps both shards and finishes: the same directory as a run that never failed.
+  const auto resumed = run({"quantize", "-q", "fp8_per_tensor", "--resume", in.string(), "-o", out.string()});
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("wrote 0 of 2 shards") && Catch::Contains("kept 2 complete ones") && Catch::Contains("finished"));
+  REQUIRE(run({"quantize", "-q", "fp8_per_tensor", in.string(), "-o", fresh.string()}).status == 0);
+  CHECK(tree(out) == tree(fresh));
+  CHECK_FALSE(fs::exists(out / ".qpolicy"));
+  // Running the finished conversion again changes nothing.
+  const auto again = run({"quantize", "-q", "fp8_per_tensor", "--resume", in.string(), "-o", out.string()});
+  CHECK(again.status == 0);
+  CHECK_THAT(again.err, Catch::Contains("is finished already"));
+  CHECK(tree(out) == tree(fresh));
+}
+
+TEST_CASE("quantize --shard I/N processes write one directory together, the same as one process", "[numerics][quantize][dir]") {
+  const qpolicy::test::temp_dir tmp("model-dir-sharded");
+  const auto in = make_model_dir(tmp.path(), "model", 1);
+  const auto single = tmp.path() / "single", shared = tmp.path() / "shared", manual = tmp.path() / "manual";
+  const std::vector<std::string> args{"quantize", "-q", "fp8_per_block", "--max-shard-size", "300KB", in.string()};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = args;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  REQUIRE(run(with({"-o", single.string()})).status == 0);
+  const char* exe = std::getenv("QPOLICY_EXE");
+  // Three processes at once; the last to finish completes the directory.
+  std::vector<qpolicy::test::running_process> procs;
+  for (int i = 0; i < 3; ++i) {
+    auto a = with({"-o", shared.string(), "--shard", std::to_string(i) + "/3"});
+    a.insert(a.begin(), exe);
+    procs.push_back(qpolicy::test::start_process(a));
+  }
+  int finished = 0;
+  for (auto& p : procs) {
+    const auto r = qpolicy::test::finish_process(p, 120);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    finished += r.err.find("finished '") != std::string::npos;
+  }
+  CHECK(finished == 1);
+  CHECK(tree(shared) == tree(single));
+  // One at a time, the last not run yet: --finalize says what is missing; after it, --finalize completes.
+  REQUIRE(run(with({"-o", manual.string(), "--shard", "0/3"})).status == 0);
+  REQUIRE(run(with({"-o", manual.string(), "--shard", "2/3"})).status == 0);
+  CHECK_FALSE(fs::exists(manual / "config.json"));
+  const auto early = run({"quantize", "--finalize", manual.string()});
+  CHECK(early.status == 2);
+  CHECK_THAT(early.err, Catch::Contains("is not complete: ") && Catch::Contains(" shards are missing or unfinished (model-00002-of-"));
+  auto last = with({"-o", manual.string(), "--shard", "1/3"});
+  REQUIRE(run(last).status == 0);  // the last process finishes it
+  CHECK(tree(manual) == tree(single));
+  const auto done = run({"quantize", "--finalize", manual.string()});
+  CHECK(done.status == 0);
+  CHECK_THAT(done.err, Catch::Contains("is finished already"));
+  // Bad values.
+  for (const auto& bad : {"3/3", "1/0", "x/2", "1", "-1/2", "1/2/3"}) {
+    const auto r = run(with({"-o", (tmp.path() / "bad").string(), "--shard", bad}));
+    INFO(bad << ": " << r.err);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("--shard must be I/N with 0 <= I < N <= 65536"));
+  }
+  const auto lone = run({"quantize", "--finalize", (tmp.path() / "nothing").string()});
+  CHECK(lone.status != 0);
+  const auto extra = run({"quantize", "--finalize", manual.string(), "-q", "fp8_per_block"});
+  CHECK(extra.status == 1);
+  CHECK_THAT(extra.err, Catch::Contains("--finalize OUT_DIR takes nothing else"));
 }
 
 TEST_CASE("parse_byte_size reads sizes as transformers' max_shard_size does", "[unit][quantize]") {

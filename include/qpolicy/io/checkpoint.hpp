@@ -33,6 +33,10 @@ struct checkpoint_request {
   maybe<model_desc> model;          // absent: derived from the checkpoint's tensor names
   checkpoint_format format = checkpoint_format::automatic;
   std::uint64_t max_shard_size = 0;  // directory output: bytes per shard; 0 keeps the input's sharding
+  /// Directory output: this process's share of the output shards, shard k when k % shard_count ==
+  /// shard_index (`--shard I/N`), and whether shards a manifest proves complete are kept (`--resume`).
+  unsigned shard_index = 0, shard_count = 1;
+  bool resume = false;
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   /// Called after each tensor is written: input bytes done and in all, tensors done and in all.
@@ -48,6 +52,8 @@ struct checkpoint_summary {
   std::string convention;              // how the layer list was found
   checkpoint_format format = checkpoint_format::automatic;  // the format written
   std::vector<std::string> files_written;                   // directory output: every file, in writing order
+  std::size_t shards_total = 0, shards_written = 0, shards_kept = 0, shards_complete = 0;
+  bool finished = false;  // directory output: config.json written (by this process)
   std::vector<std::string> warnings;
   std::vector<std::string> notes;      // stale temporaries of dead writers that were removed
 };
@@ -68,10 +74,20 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& request);
 /// the quantized shards (the input's file names, or model-0000I-of-0000N.safetensors packed up to
 /// max_shard_size), model.safetensors.index.json when the shards need one, config.json with its
 /// quantization_config, qpolicy_plan.json, and every other top-level file of the input copied.
-/// The output directory must be new or empty. Each file appears complete or not at all; the index,
-/// config.json and the plan appear last, together, so a directory without config.json is unfinished,
-/// and a failed run removes everything it wrote. quantize_checkpoint calls it for a directory input.
+/// quantize_checkpoint calls it for a directory input.
+///
+/// Each shard appears complete or not at all, followed by its manifest (OUT/.qpolicy/SHARD.json: the
+/// run it belongs to, its size, its CRC-32C, the input tensors it holds); the copied files, the
+/// index, the plan and config.json come last (config.json renamed last), from whichever process
+/// finds every shard complete, and then .qpolicy/ goes. A directory without config.json is unfinished.
+/// The output must be new or empty, or an unfinished directory of the same conversion (same inputs,
+/// plan and options) with `resume` or several `shard_count` processes sharing it. Bad input (exit 2)
+/// removes what this run wrote; a failed write or a signal keeps the complete shards for `resume`.
 checkpoint_summary quantize_model_dir(const checkpoint_request& request);
+
+/// Completes an unfinished model directory whose shards are all complete (`qpolicy quantize
+/// --finalize OUT_DIR`), from its .qpolicy/run.json; config_error naming the missing shards otherwise.
+checkpoint_summary finalize_model_dir(const std::string& output_dir);
 
 /// A shard size as transformers' max_shard_size reads it: an integer (bytes) or an integer and a unit,
 /// GB/MB/KB (powers of 10), GiB/MiB/KiB (powers of 2), any case, where a lowercase final b means

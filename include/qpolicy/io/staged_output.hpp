@@ -22,6 +22,8 @@ class staged_file {
   const std::string& target() const { return target_; }
   const std::string& temporary() const { return temp_; }
   std::uint64_t size() const { return size_; }
+  /// The CRC-32C of every byte written so far.
+  std::uint32_t crc32c() const { return crc_; }
 
  private:
   friend class output_transaction;
@@ -30,6 +32,7 @@ class staged_file {
   int fd_ = -1;
   int slot_ = -1;  // in the signal handler's table
   std::uint64_t size_ = 0;
+  std::uint32_t crc_ = 0;
   // Streaming write-back: bytes whose write-back has been started, and bytes written back and let go
   // of by the page cache; a file system without sync_file_range turns it off.
   std::uint64_t started_ = 0, settled_ = 0;
@@ -64,25 +67,9 @@ class output_transaction {
 /// signal; SIGXFSZ is ignored, so a write over the file size limit fails with EFBIG (io_error).
 void install_signal_cleanup();
 
-/// Removes every staged temporary of this process, and empties the owned directory (below) if one is
-/// registered; async-signal-safe, for a host program's own signal handler when it does not call
-/// install_signal_cleanup.
+/// Removes every staged temporary of this process; async-signal-safe, for a host program's own
+/// signal handler when it does not call install_signal_cleanup.
 void remove_staged_temporaries() noexcept;
-
-/// While alive, registers an output directory that this run owns alone (new, or empty when the run
-/// began): a cleanup signal removes every file in it, and the directory itself when the run created
-/// it. One at a time. release() ends the registration (the directory is complete).
-class owned_directory {
- public:
-  owned_directory(const std::string& path, bool created);
-  ~owned_directory() { release(); }
-  owned_directory(const owned_directory&) = delete;
-  owned_directory& operator=(const owned_directory&) = delete;
-  void release() noexcept;
-
- private:
-  bool registered_ = false;
-};
 
 /// The marker in temporary names, and the stale-temporary test on a file name: the pid of a writer
 /// that is no longer running, or 0.
