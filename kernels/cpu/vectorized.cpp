@@ -107,26 +107,11 @@ QP_CLONES void codes_over_torch(const float* __restrict in, std::int64_t n, floa
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(in[i] / s));
 }
 QP_CLONES void codes_over_group(const float* __restrict in, std::int64_t n, float y, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_g(in[i] / y));
+  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_g(in[i] / y));  // = tcvt: clampG leaves no NaN or overflow
 }
 QP_CLONES void codes_times_unclamped(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(in[i] * inv);
 }
-
-/// Codes of x * inv under clampS and sat (per-tensor weights and dynamic per-tensor activations).
-void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, const cpu_options& o) {
-  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> row(static_cast<std::size_t>(x.cols));
-    for (std::int64_t r = first; r < last; ++r) {
-      widen(x, r * x.cols, x.cols, row.data());
-      codes_times(row.data(), x.cols, inv, q + r * x.cols);
-    }
-  });
-}
-
-}  // namespace
-
-namespace {
 
 // The amax of bf16 values on their bits, without widening: a magnitude's 15 bits order like its
 // value, so the widest is the largest, and widening it afterwards is exact. NaN bits (above
@@ -155,6 +140,90 @@ QP_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::i
   return a;
 }
 
+
+// bf16 inputs (what checkpoints hold) skip the float row buffer: the amax from the bits, the codes
+// from each element widened in the same loop (widening is exact, so the operations and bits are the
+// float path's). A NaN in the range sends the caller to the float path, which picks it.
+QP_CLONES void codes_times_bf16(const std::uint16_t* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(from_bf16(in[i]) * inv));
+}
+QP_CLONES void codes_over_sat_bf16(const std::uint16_t* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(from_bf16(in[i]) / s));
+}
+QP_CLONES void codes_over_torch_bf16(const std::uint16_t* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(from_bf16(in[i]) / s));
+}
+QP_CLONES void codes_times_unclamped_bf16(const std::uint16_t* __restrict in, std::int64_t n, float inv,
+                                          std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(from_bf16(in[i]) * inv);
+}
+
+// A row's segments (`width` wide: 128x128 blocks' columns, 1xG groups) at once, one call per row, not
+// per segment: the amax bits of each segment into acc[j] (with any NaN reported), and the codes of
+// each segment with its inverse scale, or divided by its scale (groups).
+QP_CLONES void segment_amax_bits(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
+                                 std::uint16_t* __restrict acc, bool* nan) {
+  std::uint16_t any = 0;
+  for (std::int64_t j = 0; j * width < n; ++j) {
+    const std::int64_t c0 = j * width, nc = std::min<std::int64_t>(width, n - c0);
+    std::uint16_t a = acc[j];
+    for (std::int64_t i = 0; i < nc; ++i) {
+      const std::uint16_t u = row[c0 + i] & 0x7FFF;
+      any |= u > 0x7F80;
+      a = u > a ? u : a;
+    }
+    acc[j] = a;
+  }
+  *nan = *nan || any != 0;
+}
+QP_CLONES void segment_codes_unclamped(const std::uint16_t* __restrict row, std::int64_t n, const float* __restrict inv,
+                                       std::uint8_t* __restrict out) {
+  for (std::int64_t j = 0; j * 128 < n; ++j) {
+    const std::int64_t c0 = j * 128, nc = std::min<std::int64_t>(128, n - c0);
+    const float v = inv[j];
+    for (std::int64_t i = 0; i < nc; ++i) out[c0 + i] = tcvt(from_bf16(row[c0 + i]) * v);
+  }
+}
+QP_CLONES void segment_codes_over_group(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
+                                        const float* __restrict y, std::uint8_t* __restrict out) {
+  for (std::int64_t j = 0; j * width < n; ++j) {
+    const float v = y[j];
+    const std::uint16_t* __restrict in = row + j * width;
+    std::uint8_t* __restrict to = out + j * width;
+    // clampG leaves no NaN and nothing past 448, where tcvt and sat differ: sat, which GCC vectorizes.
+    for (std::int64_t i = 0; i < width; ++i) to[i] = sat(clamp_g(from_bf16(in[i]) / v));
+  }
+}
+
+/// x's elements as bf16 words when it is bf16 and aligned for them, else nullptr (the float path).
+const std::uint16_t* bf16_words(const input_view& x) {
+  return x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 ? static_cast<const std::uint16_t*>(x.data)
+                                                                                      : nullptr;
+}
+
+/// The amax of n bf16 words from the bits; false when they hold a NaN (take the float path).
+bool amax_bf16(const std::uint16_t* v, std::int64_t n, float* amax) {
+  bool nan = false;
+  const std::uint16_t bits = amax_bits_bf16(v, n, &nan);
+  *amax = from_bf16(bits);
+  return !nan;
+}
+
+/// Codes of x * inv under clampS and sat (per-tensor weights and dynamic per-tensor activations).
+void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, const cpu_options& o) {
+  const std::uint16_t* words = bf16_words(x);
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    if (words) {
+      codes_times_bf16(words + first * x.cols, (last - first) * x.cols, inv, q + first * x.cols);
+      return;
+    }
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (std::int64_t r = first; r < last; ++r) {
+      widen(x, r * x.cols, x.cols, row.data());
+      codes_times(row.data(), x.cols, inv, q + r * x.cols);
+    }
+  });
+}
 }  // namespace
 
 namespace detail {
@@ -165,11 +234,9 @@ float tensor_amax(const input_view& x, bool propagate_nan, const cpu_options& o)
   const bool bits = x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
   detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
     if (bits) {  // NaN-free bf16 (almost every weight): one pass over the bits of the whole range
-      bool nan = false;
-      const auto* v = static_cast<const std::uint16_t*>(x.data) + first * x.cols;
-      const std::uint16_t a = amax_bits_bf16(v, (last - first) * x.cols, &nan);
-      if (!nan) {
-        partial[static_cast<std::size_t>(chunk ? first / chunk : 0)] = from_bf16(a);
+      float a = 0.0f;
+      if (amax_bf16(static_cast<const std::uint16_t*>(x.data) + first * x.cols, (last - first) * x.cols, &a)) {
+        partial[static_cast<std::size_t>(chunk ? first / chunk : 0)] = a;
         return;
       }
     }
@@ -205,9 +272,17 @@ void weight_kernel<fp8_per_tensor>::run(const input_view& w, std::uint8_t* q, fl
 }
 
 void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const cpu_options& o) {
+  const std::uint16_t* words = bf16_words(w);
   parallel_ranges(w.rows, o, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> row(static_cast<std::size_t>(w.cols));
     for (std::int64_t r = first; r < last; ++r) {
+      float a = 0.0f;
+      if (words && amax_bf16(words + r * w.cols, w.cols, &a)) {
+        const float s = max_nan(a / max_e4m3, min_scale_factor());
+        codes_over_torch_bf16(words + r * w.cols, w.cols, s, q + r * w.cols);
+        scales[r] = s;
+        continue;
+      }
       widen(w, r * w.cols, w.cols, row.data());
       const float s = max_nan(amax_range(row.data(), w.cols, true) / max_e4m3, min_scale_factor());
       codes_over_torch(row.data(), w.cols, s, q + r * w.cols);
@@ -216,29 +291,60 @@ void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, f
   });
 }
 
+namespace {
+
+/// One 128x128 block on the float path (any element type, NaN picked as the reference picks it).
+void block_by_floats(const input_view& w, const reference::block_options& opt, std::int64_t bi, std::int64_t bj, float* buffer,
+                     std::uint8_t* q, float* scales, std::int64_t col_blocks) {
+  const std::int64_t r0 = bi * 128, nr = std::min<std::int64_t>(128, w.rows - r0);
+  const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
+  float a = 0.0f;
+  for (std::int64_t r = 0; r < nr; ++r) {
+    widen(w, (r0 + r) * w.cols + c0, nc, buffer + r * 128);
+    a = max_nan(a, amax_range(buffer + r * 128, nc, true));
+  }
+  a = max_nan(a, block_floor());
+  float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
+  if (opt.ue8m0) sf = ue8m0(sf);
+  const float inv = 1.0f / sf;
+  for (std::int64_t r = 0; r < nr; ++r) codes_times_unclamped(buffer + r * 128, nc, inv, q + (r0 + r) * w.cols + c0);
+  scales[bi * col_blocks + bj] = sf;
+}
+
+}  // namespace
+
 void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::block_options& opt, std::uint8_t* q,
                                        float* scales, const cpu_options& o) {
-  // Block by block (threads split the blocks, not the 128-row slabs, so one slab of a wide matrix
-  // still uses every thread), each widened into a 128x128 buffer: the working set is 64 KiB a thread
-  // whatever the matrix's width.
+  // Work items of 128 rows x up to 8 blocks (threads split wide slabs too). bf16 without NaN runs a
+  // row at a time over the item's segments (amax bits, then codes); otherwise block by block through
+  // a 128x128 float buffer. The working set is 64 KiB a thread whatever the matrix's width.
+  constexpr std::int64_t blocks_per_item = 8;
   const std::int64_t row_blocks = (w.rows + 127) / 128, col_blocks = (w.cols + 127) / 128;
-  parallel_ranges(row_blocks * col_blocks, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> block(static_cast<std::size_t>(128 * 128));
-    for (std::int64_t b = first; b < last; ++b) {
-      const std::int64_t bi = b / col_blocks, bj = b % col_blocks;
+  const std::int64_t col_items = (col_blocks + blocks_per_item - 1) / blocks_per_item;
+  const std::uint16_t* words = bf16_words(w);
+  parallel_ranges(row_blocks * col_items, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> buffer(static_cast<std::size_t>(128 * 128));
+    for (std::int64_t item = first; item < last; ++item) {
+      const std::int64_t bi = item / col_items, j0 = (item % col_items) * blocks_per_item;
+      const std::int64_t nb = std::min(blocks_per_item, col_blocks - j0);
       const std::int64_t r0 = bi * 128, nr = std::min<std::int64_t>(128, w.rows - r0);
-      const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
-      float a = 0.0f;
-      for (std::int64_t r = 0; r < nr; ++r) {
-        widen(w, (r0 + r) * w.cols + c0, nc, block.data() + r * 128);
-        a = max_nan(a, amax_range(block.data() + r * 128, nc, true));
+      const std::int64_t c0 = j0 * 128, nc = std::min<std::int64_t>(nb * 128, w.cols - c0);
+      bool nan = words == nullptr;
+      std::uint16_t acc[blocks_per_item] = {};
+      for (std::int64_t r = 0; r < nr && !nan; ++r) segment_amax_bits(words + (r0 + r) * w.cols + c0, nc, 128, acc, &nan);
+      if (nan) {
+        for (std::int64_t j = 0; j < nb; ++j) block_by_floats(w, opt, bi, j0 + j, buffer.data(), q, scales, col_blocks);
+        continue;
       }
-      a = max_nan(a, block_floor());
-      float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
-      if (opt.ue8m0) sf = ue8m0(sf);
-      const float inv = 1.0f / sf;
-      for (std::int64_t r = 0; r < nr; ++r) codes_times_unclamped(block.data() + r * 128, nc, inv, q + (r0 + r) * w.cols + c0);
-      scales[b] = sf;
+      float inv[blocks_per_item];
+      for (std::int64_t j = 0; j < nb; ++j) {
+        const float a = max_nan(from_bf16(acc[j]), block_floor());
+        float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
+        if (opt.ue8m0) sf = ue8m0(sf);
+        inv[j] = 1.0f / sf;
+        scales[bi * col_blocks + j0 + j] = sf;
+      }
+      for (std::int64_t r = 0; r < nr; ++r) segment_codes_unclamped(words + (r0 + r) * w.cols + c0, nc, inv, q + (r0 + r) * w.cols + c0);
     }
   });
 }
@@ -278,9 +384,17 @@ std::int64_t count_non_finite(const input_view& x) {
 }
 
 void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& o) {
+  const std::uint16_t* words = bf16_words(x);
   parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> row(static_cast<std::size_t>(x.cols));
     for (std::int64_t r = first; r < last; ++r) {
+      float a = 0.0f;
+      if (words && amax_bf16(words + r * x.cols, x.cols, &a)) {
+        const float s = max_num(a / max_e4m3, min_scale_factor());
+        codes_over_sat_bf16(words + r * x.cols, x.cols, s, q + r * x.cols);
+        scales[r] = s;
+        continue;
+      }
       widen(x, r * x.cols, x.cols, row.data());
       const float s = max_num(amax_range(row.data(), x.cols, false) / max_e4m3, min_scale_factor());
       codes_over_sat(row.data(), x.cols, s, q + r * x.cols);
@@ -301,9 +415,27 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const re
   const std::int64_t groups = x.cols / opt.group_size;
   if (opt.layout == scale_layout::column_major_tma)
     std::fill_n(scales, scale_storage(opt.layout, x.rows, groups), 0.0f);
+  const std::uint16_t* words = bf16_words(x);
   parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    std::vector<float> row(static_cast<std::size_t>(x.cols)), y(static_cast<std::size_t>(groups));
+    std::vector<std::uint16_t> acc(static_cast<std::size_t>(groups));
     for (std::int64_t m = first; m < last; ++m) {
+      bool nan = words == nullptr;
+      if (!nan) {  // bf16 without NaN: amax bits and codes per group from the words
+        std::fill(acc.begin(), acc.end(), std::uint16_t{0});
+        segment_amax_bits(words + m * x.cols, x.cols, opt.group_size, acc.data(), &nan);
+      }
+      if (!nan) {
+        for (std::int64_t g = 0; g < groups; ++g) {
+          const float a = max_num(group_eps(), from_bf16(acc[static_cast<std::size_t>(g)]));
+          float yg = a / max_e4m3;
+          if (opt.ue8m0) yg = ue8m0(max_num(abs_f32(yg), group_eps()));
+          y[static_cast<std::size_t>(g)] = yg;
+          scales[scale_offset(opt.layout, x.rows, groups, m, g)] = yg;
+        }
+        segment_codes_over_group(words + m * x.cols, x.cols, opt.group_size, y.data(), q + m * x.cols);
+        continue;
+      }
       widen(x, m * x.cols, x.cols, row.data());
       for (std::int64_t g = 0; g < groups; ++g) {
         const float* in = row.data() + g * opt.group_size;
