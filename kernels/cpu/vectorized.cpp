@@ -153,10 +153,6 @@ QP_CLONES void codes_over_sat_bf16(const std::uint16_t* __restrict in, std::int6
 QP_CLONES void codes_over_torch_bf16(const std::uint16_t* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(from_bf16(in[i]) / s));
 }
-QP_CLONES void codes_times_unclamped_bf16(const std::uint16_t* __restrict in, std::int64_t n, float inv,
-                                          std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(from_bf16(in[i]) * inv);
-}
 
 // A row's segments (`width` wide: 128x128 blocks' columns, 1xG groups) at once, one call per row, not
 // per segment: the amax bits of each segment into acc[j] (with any NaN reported), and the codes of
@@ -271,24 +267,38 @@ void weight_kernel<fp8_per_tensor>::run(const input_view& w, std::uint8_t* q, fl
   run_with_amax(w, amax(w, o), q, scale, o);
 }
 
-void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const cpu_options& o) {
-  const std::uint16_t* words = bf16_words(w);
-  parallel_ranges(w.rows, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> row(static_cast<std::size_t>(w.cols));
+namespace {
+
+/// Rows each with its own scale max(amax / 448, MIN_SF): per-channel weights (the amax propagates NaN,
+/// max_nan, clampT and tcvt: spec §6) and per-token activations (NaN ignored, max_num, clampS and
+/// sat). bf16 rows without NaN take the bits path; the others the float row buffer.
+template <bool Weight>
+void row_scaled(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& o) {
+  const std::uint16_t* words = bf16_words(x);
+  const auto scale_of = [](float a) { return Weight ? max_nan(a / max_e4m3, min_scale_factor()) : max_num(a / max_e4m3, min_scale_factor()); };
+  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
     for (std::int64_t r = first; r < last; ++r) {
+      std::uint8_t* out = q + r * x.cols;
       float a = 0.0f;
-      if (words && amax_bf16(words + r * w.cols, w.cols, &a)) {
-        const float s = max_nan(a / max_e4m3, min_scale_factor());
-        codes_over_torch_bf16(words + r * w.cols, w.cols, s, q + r * w.cols);
-        scales[r] = s;
+      if (words && amax_bf16(words + r * x.cols, x.cols, &a)) {
+        scales[r] = scale_of(a);
+        if (Weight) codes_over_torch_bf16(words + r * x.cols, x.cols, scales[r], out);
+        else codes_over_sat_bf16(words + r * x.cols, x.cols, scales[r], out);
         continue;
       }
-      widen(w, r * w.cols, w.cols, row.data());
-      const float s = max_nan(amax_range(row.data(), w.cols, true) / max_e4m3, min_scale_factor());
-      codes_over_torch(row.data(), w.cols, s, q + r * w.cols);
-      scales[r] = s;
+      widen(x, r * x.cols, x.cols, row.data());
+      scales[r] = scale_of(amax_range(row.data(), x.cols, Weight));
+      if (Weight) codes_over_torch(row.data(), x.cols, scales[r], out);
+      else codes_over_sat(row.data(), x.cols, scales[r], out);
     }
   });
+}
+
+}  // namespace
+
+void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, float* scales, const cpu_options& o) {
+  row_scaled<true>(w, q, scales, o);
 }
 
 namespace {
@@ -384,23 +394,7 @@ std::int64_t count_non_finite(const input_view& x) {
 }
 
 void activation_kernel<fp8_per_token>::run(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& o) {
-  const std::uint16_t* words = bf16_words(x);
-  parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
-    std::vector<float> row(static_cast<std::size_t>(x.cols));
-    for (std::int64_t r = first; r < last; ++r) {
-      float a = 0.0f;
-      if (words && amax_bf16(words + r * x.cols, x.cols, &a)) {
-        const float s = max_num(a / max_e4m3, min_scale_factor());
-        codes_over_sat_bf16(words + r * x.cols, x.cols, s, q + r * x.cols);
-        scales[r] = s;
-        continue;
-      }
-      widen(x, r * x.cols, x.cols, row.data());
-      const float s = max_num(amax_range(row.data(), x.cols, false) / max_e4m3, min_scale_factor());
-      codes_over_sat(row.data(), x.cols, s, q + r * x.cols);
-      scales[r] = s;
-    }
-  });
+  row_scaled<false>(x, q, scales, o);
 }
 
 void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view& x, std::uint8_t* q, float* scale,

@@ -2,23 +2,16 @@
 // transformers load out (model_dir.hpp, checkpoint.hpp).
 #include "model_dir.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <optional>
-#include <span>
 
 #include "../json/json_text.hpp"
-#include "checkpoint_format.hpp"
 #include "qpolicy/io/io_error.hpp"
-#include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/paths.hpp"
 
 namespace qpolicy {
