@@ -151,11 +151,18 @@ class state_lock {
   explicit state_lock(const std::string& out) {
     const auto path = state_path(out, "lock");
     fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw io_error("cannot open the lock file", path, errno);
+    if (fd_ < 0) {
+      if (errno == ENOENT) return;  // the state is gone: another process has just finished the directory
+      throw io_error("cannot open the lock file", path, errno);
+    }
     while (::flock(fd_, LOCK_EX) != 0)
       if (errno != EINTR) throw io_error("cannot lock", path, errno);
   }
-  ~state_lock() { ::close(fd_); }
+  ~state_lock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  /// False when the state directory was gone (the caller finds config.json then).
+  bool held() const { return fd_ >= 0; }
   state_lock(const state_lock&) = delete;
   state_lock& operator=(const state_lock&) = delete;
 
@@ -171,6 +178,7 @@ bool try_finish(const std::string& out, const run_state& run, checkpoint_summary
   {
     state_lock lock(out);
     if (exists(join(out, config_name))) return true;
+    if (!lock.held()) throw io_error("cannot lock", state_path(out, "lock"), ENOENT);
     sum.shards_complete = 0;
     for (const auto& shard : run.shards) sum.shards_complete += shard_complete(out, run, shard);
     if (sum.shards_complete < run.shards.size()) return false;
