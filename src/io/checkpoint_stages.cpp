@@ -271,6 +271,7 @@ quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan
 output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p) {
   output_layout o;
   for (const auto& t : ck.order) {
+    o.first_spec.push_back(o.specs.size());
     const auto it = units.members.find(t.info->name);
     if (it == units.members.end()) {
       o.specs.push_back({t.info->name, t.info->type, t.info->shape});
@@ -283,6 +284,7 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
     o.specs.push_back({scale_name(m), st::stored_type(key.scale.type), tensor_scale_shape(m.key, rows, cols)});
   }
+  o.first_spec.push_back(o.specs.size());
   o.metadata = {{"format", "pt"}};
   for (const auto& f : ck.files)
     if (auto it = f->metadata().find("format"); it != f->metadata().end()) o.metadata["format"] = it->second;

@@ -5,6 +5,7 @@
 // config.json block comes from the plan alone (checkpoint_format.hpp).
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,12 @@ quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan
 /// the metadata records the plan (method and deciding rule per quantized layer).
 struct output_layout {
   std::vector<safetensors::tensor_spec> specs;
+  std::vector<std::size_t> first_spec;  // per input tensor (input order), where its specs begin; one more at the end
   std::map<std::string, std::string> metadata;
+  /// The specs input tensors [begin, end) write.
+  std::span<const safetensors::tensor_spec> specs_of(std::size_t begin, std::size_t end) const {
+    return std::span(specs).subspan(first_spec[begin], first_spec[end] - first_spec[begin]);
+  }
 };
 /// Stage 2.
 output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p);

@@ -100,16 +100,9 @@ std::vector<output_shard> plan_shards(const checkpoint& ck, const conversion& c,
   std::vector<output_shard> shards;
   // Output bytes per input tensor: the tensor, or a member's codes and scales.
   std::vector<std::uint64_t> bytes;
-  std::size_t spec = 0;
-  for (const auto& t : ck.order) {
-    const int n = c.units.members.count(t.info->name) ? 2 : 1;
+  for (std::size_t i = 0; i < ck.order.size(); ++i) {
     std::uint64_t b = 0;
-    for (int k = 0; k < n; ++k, ++spec) {
-      const auto& s = c.layout.specs[spec];
-      std::uint64_t e = safetensors::size_of(s.type);
-      for (auto d : s.shape) e *= static_cast<std::uint64_t>(d);  // sizes were checked when the input was read
-      b += e;
-    }
+    for (const auto& s : c.layout.specs_of(i, i + 1)) b += s.bytes();
     bytes.push_back(b);
   }
   if (max_size == 0) {
@@ -181,20 +174,13 @@ std::string with_quantization_config(const std::string& config_text, const json:
 }
 
 /// model.safetensors.index.json as transformers writes it: total_size, then every tensor's shard, sorted.
-std::string index_json(const checkpoint& ck, const conversion& c, const std::vector<output_shard>& shards) {
+std::string index_json(const conversion& c, const std::vector<output_shard>& shards) {
   std::map<std::string, std::string> where;
   std::uint64_t total = 0;
-  std::size_t spec = 0;
   for (const auto& shard : shards)
-    for (std::size_t i = shard.begin; i < shard.end; ++i) {
-      const int n = c.units.members.count(ck.order[i].info->name) ? 2 : 1;
-      for (int k = 0; k < n; ++k, ++spec) {
-        const auto& s = c.layout.specs[spec];
-        std::uint64_t e = safetensors::size_of(s.type);
-        for (auto d : s.shape) e *= static_cast<std::uint64_t>(d);
-        total += e;
-        where[s.name] = shard.file_name;
-      }
+    for (const auto& s : c.layout.specs_of(shard.begin, shard.end)) {
+      total += s.bytes();
+      where[s.name] = shard.file_name;
     }
   json::object weight_map;
   for (const auto& [tensor, file] : where) weight_map[tensor] = file;

@@ -42,7 +42,7 @@ std::vector<output_shard> plan_shards(const checkpoint& ck, const conversion& c,
 bool needs_index(const std::vector<output_shard>& shards);
 
 /// model.safetensors.index.json as transformers writes it: total_size, then every tensor's shard, sorted.
-std::string index_json(const checkpoint& ck, const conversion& c, const std::vector<output_shard>& shards);
+std::string index_json(const conversion& c, const std::vector<output_shard>& shards);
 
 /// config.json's text with "quantization_config" added as its last key; the rest of the text, byte
 /// for byte, as it was.

@@ -229,11 +229,7 @@ found check_output(const std::string& out, const std::string& input_dir, const r
   if (::stat(input_dir.c_str(), &in) != 0) throw io_error("cannot read the model directory", input_dir, errno);
   if (::stat(out.c_str(), &st) != 0) {
     if (errno != ENOENT) throw io_error("cannot check -o", out, errno);
-    const fs::path p(out);
-    const auto parent = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-    struct stat ps {};
-    if (::stat(parent.c_str(), &ps) != 0) throw io_error("cannot create -o '" + out + "': its directory", parent, errno);
-    if (!S_ISDIR(ps.st_mode)) throw io_error("cannot create -o '" + out + "': its directory", parent, ENOTDIR);
+    check_parent_directory(out, "-o");
     return found::nothing;
   }
   if (!S_ISDIR(st.st_mode))
@@ -305,7 +301,7 @@ checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
   for (const auto& s : shards) run.shards.push_back(s.file_name);
   run.copied = inv.copied;
   run.config_text = with_quantization_config(inv.config_text, quantization_config(c.format, c.model, c.decisions));
-  if (needs_index(shards)) run.index_text = index_json(ck, c, shards);
+  if (needs_index(shards)) run.index_text = index_json(c, shards);
   run.plan_text = plan_to_json(c.decisions, c.model) + "\n";
   run.run_id = run_digest(run, ck);
   sum.shards_total = shards.size();
@@ -326,12 +322,8 @@ checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
   try {
     write_whole(state_path(out, "run.json"), to_json(run));
     tensor_streamer streamer(ck, c, req, sum);
-    std::size_t spec = 0;
     for (std::size_t k = 0; k < shards.size(); ++k) {
       const auto& shard = shards[k];
-      std::vector<safetensors::tensor_spec> specs;
-      for (std::size_t i = shard.begin; i < shard.end; ++i)
-        for (int n = c.units.members.count(ck.order[i].info->name) ? 2 : 1; n > 0; --n) specs.push_back(c.layout.specs[spec++]);
       if (k % req.shard_count != req.shard_index) continue;
       if (req.resume && shard_complete(out, run, shard.file_name)) {
         ++sum.shards_kept;
@@ -339,7 +331,8 @@ checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
       }
       output_transaction tx;
       auto& file = tx.stage(join(out, shard.file_name));
-      safetensors::writer w(file, std::move(specs), c.layout.metadata);
+      const auto specs = c.layout.specs_of(shard.begin, shard.end);
+      safetensors::writer w(file, {specs.begin(), specs.end()}, c.layout.metadata);
       streamer.stream(shard.begin, shard.end, w);
       w.finish();
       tx.commit();

@@ -45,15 +45,23 @@ identity identify_output(const role_path& p) {
   if (::stat(p.path.c_str(), &st) == 0) return {true, st.st_dev, st.st_ino, st.st_mode, {}};
   if (errno != ENOENT) throw io_error("cannot check " + p.role, p.path, errno);
   // Not there yet: it is (its directory, its name); the directory must exist.
+  check_parent_directory(p.path, p.role);
   const std::filesystem::path path(p.path);
-  const auto dir = path.has_parent_path() ? path.parent_path().string() : std::string(".");
   struct stat ds {};
-  if (::stat(dir.c_str(), &ds) != 0) throw io_error("cannot create " + p.role + " '" + p.path + "': its directory", dir, errno);
-  if (!S_ISDIR(ds.st_mode)) throw io_error("cannot create " + p.role + " '" + p.path + "': its directory", dir, ENOTDIR);
+  ::stat(path.has_parent_path() ? path.parent_path().c_str() : ".", &ds);
   return {false, ds.st_dev, ds.st_ino, ds.st_mode, path.filename().string()};
 }
 
 }  // namespace
+
+void check_parent_directory(const std::string& path, std::string_view role) {
+  const std::filesystem::path p(path);
+  const auto dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  struct stat ds {};
+  const std::string what = "cannot create " + std::string(role) + " '" + path + "': its directory";
+  if (::stat(dir.c_str(), &ds) != 0) throw io_error(what, dir, errno);
+  if (!S_ISDIR(ds.st_mode)) throw io_error(what, dir, ENOTDIR);
+}
 
 void check_input_file(const std::string& path, std::string_view role) {
   struct stat st {};

@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "../support/files.hpp"
 #include "hostile.hpp"
 
 using namespace hostile;
@@ -134,13 +135,7 @@ std::vector<std::string> temporaries(const fs::path& dir) {
   return out;
 }
 
-/// Every file under `d`: relative path -> contents.
-std::map<std::string, std::string> tree(const fs::path& d) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(d))
-    if (e.is_regular_file()) out[fs::relative(e.path(), d).string()] = read_file(e.path().string());
-  return out;
-}
+using qpolicy::test::tree;
 
 TEST_CASE("a model directory output interrupted or killed midway is unfinished, and --resume finishes it", "[hostile][signals][dir]") {
   temp_dir d("hostile-signal-dir");

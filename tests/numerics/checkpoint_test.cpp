@@ -14,6 +14,7 @@
 #include "checkpoint_fixture.hpp"
 #include "../support/random_operands.hpp"
 #include "kernels/cpu/reference.hpp"
+#include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "../support/temp_dir.hpp"
@@ -67,12 +68,7 @@ void check_tensor(const st::file& f, const std::string& name, const std::vector<
   CHECK(std::memcmp(sd.data(), scales.data(), sd.size()) == 0);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using qpolicy::test::slurp;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "checkpoint_fixture.hpp"
+#include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "../support/temp_dir.hpp"
 #include "qpolicy/io/checkpoint.hpp"
@@ -27,12 +28,8 @@ namespace {
 
 const std::string config_text = "{\n  \"architectures\": [\"Qwen3MoeForCausalLM\"],\n  \"rms_norm_eps\": 1e-06,\n  \"hidden_size\": 256\n}\n";
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using qpolicy::test::slurp;
+using qpolicy::test::tree;
 
 void spit(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -254,14 +251,6 @@ TEST_CASE("quantize refuses a bad model directory or output directory and leaves
     fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") - 100);
   });
   refused(with({truncated.string(), "-o", fresh.string()}), 2, "truncated");
-}
-
-/// Every file under `d` (recursively): relative path -> contents.
-std::map<std::string, std::string> tree(const fs::path& d) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(d))
-    if (e.is_regular_file()) out[fs::relative(e.path(), d).string()] = slurp(e.path());
-  return out;
 }
 
 TEST_CASE("a model directory whose writes fail midway keeps its complete shards, and --resume finishes it",

@@ -22,6 +22,10 @@ void check_input_file(const std::string& path, std::string_view role);
 /// never blocks. io_error for a failed open or read.
 std::string read_input_file(const std::string& path, std::string_view role);
 
+/// A path to be created: its directory must exist and be a directory (io_error "cannot create ROLE
+/// 'PATH': its directory 'DIR': REASON" otherwise).
+void check_parent_directory(const std::string& path, std::string_view role);
+
 /// Refuses, with config_error (exit 2) naming both paths, an output that is the same file as an input
 /// (device and inode: symlinks and hard links included) or as another output, and an existing output
 /// that is not a regular file. An output's directory must exist (io_error otherwise). Inputs are

@@ -78,6 +78,12 @@ struct tensor_spec {
   std::string name;
   safetensors::dtype type = dtype::F32;
   std::vector<std::int64_t> shape;
+  /// Its bytes (the writer checks the shape's arithmetic when it is constructed).
+  std::uint64_t bytes() const {
+    std::uint64_t n = size_of(type);
+    for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+    return n;
+  }
 };
 
 /// Streams one safetensors file into a staged output: the header at construction, then each

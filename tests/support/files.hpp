@@ -1,0 +1,28 @@
+#pragma once
+// Test helpers: a file's bytes, and every file of a directory tree with its bytes (for "the same
+// directory, byte for byte").
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+namespace qpolicy::test {
+
+/// The whole file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Every regular file under `dir`, recursively: path relative to `dir` -> bytes.
+inline std::map<std::string, std::string> tree(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[std::filesystem::relative(e.path(), dir).string()] = slurp(e.path());
+  return out;
+}
+
+}  // namespace qpolicy::test
