@@ -47,11 +47,12 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, fp8::elem
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, const cpu_options& o) {
+void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, const cpu_options& o,
+                             std::optional<float> tensor_amax) {
   constexpr lp_formula F = Formula::id;
   float encode = 0.0f;
   if constexpr (F == lp_formula::nvfp4_weight) {
-    encode = lp::nvfp4_global_scale(detail::tensor_amax(x, true, o));  // amaxT of the whole matrix
+    encode = lp::nvfp4_global_scale(tensor_amax ? *tensor_amax : detail::tensor_amax(x, true, o));  // amaxT of the matrix
     *out.tensor_scale = 1.0f / encode;                                  // weight_scale_2
   }
   detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {

@@ -112,7 +112,8 @@ unsigned grid_for(std::int64_t items) {
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o) {
+void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o,
+                             std::optional<float> tensor_amax) {
   constexpr lp_formula F = Formula::id;
   constexpr auto& f = schemes::formula_of(F);
   if (x.size() == 0) return;
@@ -126,9 +127,16 @@ void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, s
     check_launch("row_kernel (low precision)", o);
   } else {
     if constexpr (F == lp_formula::nvfp4_weight) {
-      check(cudaMemsetAsync(amax_scratch, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync", o);
-      amax_kernel<<<grid_for(x.size() / 8), threads_per_block, 0, stream>>>(x, amax_scratch);
-      check_launch("amax_kernel (NVFP4 weights)", o);
+      if (tensor_amax) {
+        // The bits as the amax kernel leaves them: a non-negative float's bits order as its value.
+        const std::uint32_t bits = fp8::bits_of(*tensor_amax);
+        check(cudaMemcpyAsync(amax_scratch, &bits, sizeof bits, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (amax)", o);
+        check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (amax)", o);  // `bits` is a stack value
+      } else {
+        check(cudaMemsetAsync(amax_scratch, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync", o);
+        amax_kernel<<<grid_for(x.size() / 8), threads_per_block, 0, stream>>>(x, amax_scratch);
+        check_launch("amax_kernel (NVFP4 weights)", o);
+      }
     }
     block_kernel<F><<<grid_for(x.rows * (x.cols / f.block)), threads_per_block, 0, stream>>>(x, out, amax_scratch);
     check_launch("block_kernel (low precision)", o);
@@ -136,7 +144,8 @@ void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, s
 }
 
 template <class Formula>
-void quantize_host_low_precision(const fp8::input_view& host, const lp::outputs& out, const launch_options& o) {
+void quantize_host_low_precision(const fp8::input_view& host, const lp::outputs& out, const launch_options& o,
+                                 std::optional<float> tensor_amax) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   const std::int64_t rows = host.rows, cols = host.cols;
   const std::size_t in_bytes = static_cast<std::size_t>(host.size()) * (host.type == fp8::element::f32 ? 4 : 2);
@@ -150,7 +159,7 @@ void quantize_host_low_precision(const fp8::input_view& host, const lp::outputs&
   if (scale_bytes) check(cudaMemset(scales.get(), 0, scale_bytes), "cudaMemset (block scales)", o);
   const lp::outputs device_out{codes.as<std::uint8_t>(), scale_bytes ? scales.as<std::uint8_t>() : nullptr,
                                row_bytes ? row_scales.as<float>() : nullptr, tensor.as<float>(), out.swizzled};
-  lp_kernel<Formula>::run({in.get(), host.type, rows, cols}, device_out, scratch.as<std::uint32_t>(), o);
+  lp_kernel<Formula>::run({in.get(), host.type, rows, cols}, device_out, scratch.as<std::uint32_t>(), o, tensor_amax);
   check(cudaMemcpy(out.codes, codes.get(), code_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
   if (scale_bytes) check(cudaMemcpy(out.block_scales, scales.get(), scale_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
   if (row_bytes) check(cudaMemcpy(out.row_scales, row_scales.get(), row_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (row scales back)", o);

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <set>
 #include <tuple>
 
@@ -57,43 +58,94 @@ void add_module_names(const model_desc& model, const layer_desc& layer, bool moe
   out.push_back(layer.name);
 }
 
-/// compressed-tensors' QuantizationArgs for an FP8 tensor: symmetric float 8-bit, the strategy and
-/// block/group fields of the layout, keys sorted as transformers writes config.json.
-json::object fp8_args(std::string_view strategy, bool dynamic, std::optional<std::int64_t> group_size, bool blocks) {
+/// compressed-tensors' QuantizationArgs: symmetric, the type, bits, strategy and block/group fields of
+/// the layout, keys sorted as transformers writes config.json.
+struct args_of {
+  int num_bits = 8;
+  std::string_view type = "float", strategy;
+  bool dynamic = false;
+  std::optional<std::int64_t> group_size;
+  bool blocks = false;
+  std::string_view scale_dtype;  // "" for null
+};
+/// An FP8 tensor's arguments (no scale dtype: float32 scales).
+args_of fp8_args(std::string_view strategy, bool dynamic, std::optional<std::int64_t> group_size = std::nullopt, bool blocks = false) {
+  return {8, "float", strategy, dynamic, group_size, blocks, ""};
+}
+
+json::object quant_args(const args_of& x) {
   json::object a;
   a["actorder"] = nullptr;
-  a["block_structure"] = blocks ? json::value(json::array{schemes::block_k, schemes::block_k}) : json::value(nullptr);
-  a["dynamic"] = dynamic;
-  a["group_size"] = group_size ? json::value(*group_size) : json::value(nullptr);
-  a["num_bits"] = 8;
-  a["observer"] = dynamic ? json::value(nullptr) : json::value("memoryless_minmax");
+  a["block_structure"] = x.blocks ? json::value(json::array{schemes::block_k, schemes::block_k}) : json::value(nullptr);
+  a["dynamic"] = x.dynamic;
+  a["group_size"] = x.group_size ? json::value(*x.group_size) : json::value(nullptr);
+  a["num_bits"] = x.num_bits;
+  a["observer"] = x.dynamic ? json::value(nullptr) : json::value("memoryless_minmax");
   a["observer_kwargs"] = json::object{};
-  a["scale_dtype"] = nullptr;
-  a["strategy"] = strategy;
+  a["scale_dtype"] = x.scale_dtype.empty() ? json::value(nullptr) : json::value(x.scale_dtype);
+  a["strategy"] = x.strategy;
   a["symmetric"] = true;
-  a["type"] = "float";
+  a["type"] = x.type;
   a["zp_dtype"] = nullptr;
   return a;
 }
 
-json::object weight_args(method m) {
+/// How compressed-tensors 0.19 stores a low-precision formula's weights (read from what llm-compressor
+/// 0.14 writes for the MXFP8, MXFP4A16, NVFP4A16 presets and an 8-bit channel INT scheme).
+struct low_precision_layout {
+  schemes::lp_formula formula;
+  std::string_view format;       // the config group's format
+  std::string_view codes;        // the codes' tensor suffix
+  std::string_view second;       // the third tensor's suffix, if any
+  args_of weights;
+};
+constexpr low_precision_layout low_precision_layouts[] = {
+    {schemes::lp_formula::mxfp8_torch, "mxfp8-quantized", "weight", "", {8, "float", "group", false, 32, false, "torch.uint8"}},
+    {schemes::lp_formula::mxfp4_even, "mxfp4-pack-quantized", "weight_packed", "", {4, "float", "group", false, 32, false, "torch.uint8"}},
+    {schemes::lp_formula::nvfp4_weight, "nvfp4-pack-quantized", "weight_packed", "weight_global_scale",
+     {4, "float", "tensor_group", false, 16, false, "torch.float8_e4m3fn"}},
+    // 8-bit INT weights packed four to an int32 (offset by 128), the shape beside them.
+    {schemes::lp_formula::int8_per_channel, "pack-quantized", "weight_packed", "weight_shape",
+     {8, "int", "channel", false, std::nullopt, false, ""}},
+};
+const low_precision_layout& layout_of(schemes::lp_formula f) {
+  for (const auto& l : low_precision_layouts)
+    if (l.formula == f) return l;
+  throw std::logic_error("no checkpoint layout for formula " + std::string(schemes::formula_of(f).name));
+}
+
+/// The compressed-tensors format and weight arguments of a quantizing method.
+std::pair<std::string_view, json::object> weight_args(method m) {
+  if (const auto f = schemes::weight_formula_of(m)) {
+    const auto& l = layout_of(*f);
+    return {l.format, quant_args(l.weights)};
+  }
   switch (*schemes::contract_of(m).scales) {
-    case fp8::weight_scales::per_tensor: return fp8_args("tensor", false, std::nullopt, false);
-    case fp8::weight_scales::per_channel: return fp8_args("channel", false, std::nullopt, false);
-    case fp8::weight_scales::block_128x128: return fp8_args("block", false, std::nullopt, true);
+    case fp8::weight_scales::per_tensor: return {"float-quantized", quant_args(fp8_args("tensor", false))};
+    case fp8::weight_scales::per_channel: return {"float-quantized", quant_args(fp8_args("channel", false))};
+    case fp8::weight_scales::block_128x128: return {"float-quantized", quant_args(fp8_args("block", false, std::nullopt, true))};
   }
   return {};
 }
 
-/// The input_activations arguments of a dynamic FP8 activation key; nullopt for a key that is not one.
-std::optional<json::value> activation_args(std::optional<key_id> k) {
+/// The input_activations arguments of activation key `k` for method `m`'s weights (null: none), or
+/// nullopt where a checkpoint cannot express the pair: FP8 weights take dynamic FP8 activations, the
+/// MX schemes their own dynamic MX activations.
+std::optional<json::value> activation_args(method m, std::optional<key_id> k) {
   if (!k) return json::value(nullptr);
+  if (schemes::weight_formula_of(m)) {
+    if (k != schemes::default_activation(m, layer_kind::linear) && k != schemes::default_activation(m, layer_kind::moe))
+      return std::nullopt;
+    const bool mxfp4 = m == method::mxfp4;
+    if (!mxfp4 && m != method::mxfp8) return std::nullopt;
+    return json::value(quant_args({mxfp4 ? 4 : 8, "float", "group", true, 32, false, "torch.uint8"}));
+  }
   const auto& key = key_of(*k);
   if (key.data != dtype::f8e4m3fn || key.scale.is_static) return std::nullopt;
-  if (key.scale.group == per_tensor) return json::value(fp8_args("tensor", true, std::nullopt, false));
-  if (key.scale.group == per_token) return json::value(fp8_args("token", true, std::nullopt, false));
+  if (key.scale.group == per_tensor) return json::value(quant_args(fp8_args("tensor", true)));
+  if (key.scale.group == per_token) return json::value(quant_args(fp8_args("token", true)));
   if (key.scale.group.row == 1 && key.scale.group.col > 0)
-    return json::value(fp8_args("group", true, key.scale.group.col, false));
+    return json::value(quant_args(fp8_args("group", true, key.scale.group.col)));
   return std::nullopt;
 }
 
@@ -118,17 +170,27 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
   std::set<method> methods;
   for (const auto& l : p.layers)
     if (l.quantized()) methods.insert(l.decided);
-  if (requested == checkpoint_format::automatic)
-    return methods.size() == 1 && schemes::contract_of(*methods.begin()).scales == fp8::weight_scales::block_128x128
-               ? checkpoint_format::vllm_fp8
-               : checkpoint_format::compressed_tensors;
+  if (requested == checkpoint_format::automatic) {
+    // vllm-fp8 where it expresses the plan: one 128x128-block scheme with the activations it picks.
+    bool blocks = methods.size() == 1 && schemes::contract_of(*methods.begin()).scales == fp8::weight_scales::block_128x128;
+    for (std::size_t i = 0; blocks && i < model.layers.size(); ++i)
+      blocks = !p.layers[i].quantized() ||
+               activation_of(p.layers[i], model.layers[i].kind) == schemes::default_activation(p.layers[i].decided, model.layers[i].kind);
+    requested = blocks ? checkpoint_format::vllm_fp8 : checkpoint_format::compressed_tensors;
+  }
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& l = p.layers[i];
-    if (!l.quantized() || !schemes::has_kernels(l.decided)) continue;  // the writer refuses the others by name
+    const bool low_precision = l.quantized() && schemes::weight_formula_of(l.decided).has_value();
+    if (!l.quantized() || !(low_precision || schemes::has_kernels(l.decided))) continue;  // the writer refuses the others by name
     const auto& layer = model.layers[i];
     const auto activation = activation_of(l, layer.kind);
     const auto method_name = std::string(to_string(l.decided));
     if (requested == checkpoint_format::vllm_fp8) {
+      if (low_precision)
+        throw config_error("", "layer " + layer.name + " is planned as " + method_name +
+                                   ", which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method holds FP8 weights with "
+                                   "float32 scales); --format compressed-tensors can (" +
+                                   std::string(layout_of(*schemes::weight_formula_of(l.decided)).format) + ")");
       if (schemes::contract_of(l.decided).scales == fp8::weight_scales::per_channel)
         throw config_error("", "layer " + layer.name + " is planned as " + method_name +
                                    ", which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method has no per-channel "
@@ -141,18 +203,44 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
         throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) +
                                    " activations, which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method picks "
                                    "the activation quantization itself); --format compressed-tensors can");
-    } else if (!activation_args(activation)) {
-      throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) +
-                                 " activations, which a checkpoint cannot express: a static activation scale comes from "
-                                 "calibration, which online quantization does not run");
+    } else if (!activation_args(l.decided, activation)) {
+      throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) + " activations, which a " +
+                                 "checkpoint cannot express" +
+                                 (low_precision ? " with " + method_name + " weights (compressed-tensors pairs them with " +
+                                                      activation_text(schemes::default_activation(l.decided, layer.kind)) +
+                                                      " activations or none)"
+                                                : std::string(": a static activation scale comes from calibration, which online "
+                                                              "quantization does not run")));
     }
   }
+  if (requested == checkpoint_format::compressed_tensors && methods.count(method::nvfp4_per_token))
+    warnings.push_back("nvfp4_per_token: compressed-tensors has no per-token NVFP4 activations; the checkpoint holds the NVFP4 "
+                       "weights (nvfp4-pack-quantized, as NVFP4A16), which a loader runs without activation quantization");
   if (requested == checkpoint_format::vllm_fp8 && methods.size() == 1 &&
-      schemes::contract_of(*methods.begin()).scales == fp8::weight_scales::per_tensor)
+      schemes::contract_of(*methods.begin()).scales == fp8::weight_scales::per_tensor)  // (automatic never picks it)
     warnings.push_back("--format vllm-fp8 with " + std::string(to_string(*methods.begin())) +
                        ": vLLM loads it, but transformers' fp8 method reads only 128x128 blocks and would ignore the "
                        "weight_scale tensors (a scale of 1); --format compressed-tensors loads correctly in both");
   return requested;
+}
+
+std::vector<stored_tensor> low_precision_tensors(schemes::lp_formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols) {
+  using st = safetensors::dtype;
+  const auto& l = layout_of(f);
+  const auto& formula = schemes::formula_of(f);
+  const auto scale_shape = schemes::block_scale_shape(formula, rows, cols, false);
+  std::vector<stored_tensor> out;
+  switch (formula.codes) {
+    case schemes::code_format::e4m3: out.push_back({l.codes, st::F8_E4M3, {rows, cols}}); break;
+    case schemes::code_format::e2m1_packed: out.push_back({l.codes, st::U8, {rows, cols / 2}}); break;
+    case schemes::code_format::int8: out.push_back({l.codes, st::I32, {rows, (cols + 3) / 4}}); break;
+  }
+  // Block scales are bytes (E8M0 or e4m3); the INT8 row scale is a model-dtype value, stored as one.
+  const st scale_type = formula.scales == schemes::scale_format::e8m0 ? st::U8 : formula.scales == schemes::scale_format::e4m3 ? st::F8_E4M3 : d;
+  out.push_back({"weight_scale", scale_type, {scale_shape[0], scale_shape[1]}});
+  if (formula.second == schemes::second_scale::per_tensor) out.push_back({l.second, st::F32, {1}});
+  if (formula.codes == schemes::code_format::int8) out.push_back({l.second, st::I64, {2}});
+  return out;
 }
 
 std::string_view scale_suffix(checkpoint_format f, method m) {
@@ -188,11 +276,14 @@ json::object quantization_config(checkpoint_format f, const model_desc& model, c
     add_module_names(model, layer, true, std::get<2>(*it));
   }
   json::object config_groups;
+  std::set<std::string> formats;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& [m, activation, modules] = groups[g];
     json::object group;
-    group["format"] = "float-quantized";
-    group["input_activations"] = *activation_args(activation);
+    auto [format, weights] = weight_args(m);
+    formats.insert(std::string(format));
+    group["format"] = format;
+    group["input_activations"] = *activation_args(m, activation);
     group["output_activations"] = nullptr;
     // One group targets every linear module (as llm-compressor writes it; vLLM maps Linear onto its
     // fused MoE layers too); several name their modules.
@@ -201,13 +292,14 @@ json::object quantization_config(checkpoint_format f, const model_desc& model, c
     else
       for (const auto& name : modules) targets.emplace_back(name);
     group["targets"] = targets;
-    group["weights"] = weight_args(m);
+    group["weights"] = std::move(weights);
     config_groups["group_" + std::to_string(g)] = group;
   }
   json::array ignore;
   for (const auto& name : unquantized_modules(model, p, true)) ignore.emplace_back(name);
   return json::object{{"config_groups", config_groups},
-                      {"format", "float-quantized"},
+                      // compressed-tensors' _flatten_formats: one format, or mixed-precision.
+                      {"format", formats.size() == 1 ? *formats.begin() : std::string("mixed-precision")},
                       {"global_compression_ratio", nullptr},
                       {"ignore", ignore},
                       {"kv_cache_scheme", nullptr},

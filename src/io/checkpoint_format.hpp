@@ -6,9 +6,11 @@
 //     activation_scheme, weight_block_size and ignored_layers, falling back to modules_to_not_convert,
 //     the key transformers' FineGrainedFP8Config reads). One weight layout for the whole model, per
 //     tensor or 128x128 blocks (`weight_scale_inv`), activations as vLLM's fp8 method picks them.
-//   compressed-tensors: the `float-quantized` format llm-compressor writes (quant_method
-//     compressed-tensors, config_groups of weights/input_activations arguments, ignore); every FP8
-//     layout, activations per group, `weight_scale` for every layout.
+//   compressed-tensors: the formats llm-compressor writes (quant_method compressed-tensors,
+//     config_groups of weights/input_activations arguments, ignore): `float-quantized` for every FP8
+//     layout (`weight_scale` for each), and for the low-precision schemes `mxfp8-quantized`,
+//     `mxfp4-pack-quantized`, `nvfp4-pack-quantized` and, for INT8 weight-only, `pack-quantized`
+//     (vLLM's compressed-tensors loader runs weight-only INT weights only from that format).
 #include <boost/json.hpp>
 
 #include <string>
@@ -16,7 +18,9 @@
 #include <vector>
 
 #include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/plan/plan.hpp"
+#include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy::checkpoint_io {
 
@@ -30,6 +34,18 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
 
 /// The name suffix of a weight's scale tensor, `P.weight_scale` or `P.weight_scale_inv`.
 std::string_view scale_suffix(checkpoint_format f, method m);
+
+/// One tensor a low-precision weight `M.weight` is stored as: `M.<suffix>`, its element type and shape.
+struct stored_tensor {
+  std::string_view suffix;
+  safetensors::dtype type;
+  std::vector<std::int64_t> shape;
+};
+
+/// The tensors compressed-tensors stores formula `f`'s [rows, cols] weight of element type `d` as, in
+/// the order the writer writes them: the codes, the block or row scales, then the NVFP4 global scale
+/// or the packed INT weight's shape.
+std::vector<stored_tensor> low_precision_tensors(schemes::lp_formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols);
 
 /// The quantization_config object for the model's config.json, from the plan alone. `f` is a chosen
 /// format (not automatic).

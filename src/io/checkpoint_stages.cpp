@@ -7,12 +7,15 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <map>
 #include <set>
 #include <span>
 
 #include "qpolicy/core/checked.hpp"
+#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/low_precision_blocks.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/contract.hpp"
@@ -138,23 +141,46 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
   return t;
 }
 
+/// Refuses, before any output, a weight low-precision formula `f` cannot take: an F32 weight for a
+/// formula that computes in the model dtype, a width its blocks do not tile.
+void check_low_precision_input(const tensor_ref& t, schemes::lp_formula id, const layer_desc& layer) {
+  const auto& f = schemes::formula_of(id);
+  const auto where = " (tensor " + text::py_repr(t.info->name) + " of layer " + layer.name + ")";
+  if (f.model_dtype_only && t.info->type == st::dtype::F32)
+    throw config_error("", std::string(to_string(f.scheme)) + " computes in the model's dtype (low-precision-numerics.md " +
+                               std::string(f.section) + ") and takes BF16 or F16 weights, not F32" + where);
+  const auto cols = t.info->shape[1];
+  if (f.block && cols % f.block != 0) {
+    // The online MXFP4 MoE path pads experts to whole blocks (§4.1); a checkpoint stores whole blocks.
+    const bool padded = layer.kind == layer_kind::moe && schemes::lp_layers_of(f.scheme).moe_pads;
+    throw config_error("", schemes::block_message(f, cols) + where +
+                               (padded ? "; vLLM's online path pads experts to whole blocks, but a checkpoint stores the "
+                                         "unpadded weights and must tile them"
+                                       : ""));
+  }
+}
+
 /// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
 void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
                        checkpoint_format format, quant_units& u, int& joint) {
-  // The checkpoint writer knows the FP8 formats ("codes + one float32 scale tensor"); the low-precision
-  // schemes have kernels (quantize-tensor, the forward passes) but no checkpoint format yet (issue 15).
-  if (!schemes::has_kernels(lp.decided))
+  // The writer knows the FP8 schemes and the low-precision ones (their weight formulas); a scheme
+  // without either has nothing to write.
+  const auto formula = schemes::weight_formula_of(lp.decided);
+  if (!schemes::has_kernels(lp.decided) && !formula)
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
-                               ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " yet (" +
-                               schemes::kernel_methods_text() + " have one; qpolicy quantize-tensor runs its formulas)");
+                               ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " (" +
+                               schemes::kernel_methods_text() + " and the low-precision schemes have one)");
   const auto& contract = schemes::contract_of(lp.decided);
   const key_id weight_key = contract.weight_key;
-  // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9).
-  const bool joint_scale = contract.scales == fp8::weight_scales::per_tensor;
+  // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9);
+  // one NVFP4 global scale covers an expert's gate and up (w13, low-precision-numerics.md §6.2).
+  const bool joint_scale = contract.scales == fp8::weight_scales::per_tensor ||
+                           (formula && schemes::formula_of(*formula).second == schemes::second_scale::per_tensor);
   const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
   auto add = [&](const std::string& tensor, key_id key, int joint_id) {
-    need(ck, layer.name, tensor);
-    u.members[tensor] = member{tensor, key, scale_suffix(format, lp.decided), joint_id};
+    const auto& t = need(ck, layer.name, tensor);
+    if (formula) check_low_precision_input(t, *formula, layer);
+    u.members[tensor] = member{tensor, key, formula, scale_suffix(format, lp.decided), joint_id};
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
       u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
@@ -255,10 +281,9 @@ bool belongs_to_layer(const std::set<std::string>& layer_names, const std::strin
 
 }  // namespace
 
-std::string scale_name(const member& m) {
-  const auto base = m.tensor.substr(0, m.tensor.size() - std::string(".weight").size());
-  return base + "." + std::string(m.scale_suffix);
-}
+std::string module_of(const member& m) { return m.tensor.substr(0, m.tensor.size() - std::string(".weight").size()); }
+
+std::string scale_name(const member& m) { return module_of(m) + "." + std::string(m.scale_suffix); }
 
 quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p, checkpoint_format format) {
   quant_units u;
@@ -277,8 +302,13 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
       o.specs.push_back({t.info->name, t.info->type, t.info->shape});
       continue;
     }
-    // Codes and scales in the element types of the member's quant key (F8_E4M3 and F32 for FP8).
     const auto& m = it->second;
+    if (m.formula) {  // the tensors compressed-tensors stores the formula's outputs as
+      for (const auto& s : low_precision_tensors(*m.formula, t.info->type, t.info->shape[0], t.info->shape[1]))
+        o.specs.push_back({module_of(m) + "." + std::string(s.suffix), s.type, s.shape});
+      continue;
+    }
+    // Codes and scales in the element types of the member's quant key (F8_E4M3 and F32 for FP8).
     const auto& key = key_of(m.key);
     o.specs.push_back({t.info->name, st::stored_type(key.data), t.info->shape});
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
@@ -321,7 +351,8 @@ void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out
       ++sum_.copied;
       if (!belongs_to_layer(layer_names_, t.info->name)) sum_.unmatched.push_back(t.info->name);
     } else {
-      write_member(t, it->second, out);
+      if (it->second.formula) write_low_precision_member(t, it->second, out);
+      else write_member(t, it->second, out);
       ++sum_.quantized;
     }
     ++done_;
@@ -380,6 +411,65 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
   writer.finish();
   out.write(std::as_bytes(std::span(scales)));
   sum_.bytes_out += scales.size() * 4;
+  options_.amax.reset();
+}
+
+void tensor_streamer::write_low_precision_member(const tensor_ref& t, const member& m, st::writer& out) {
+  const auto& f = schemes::formula_of(*m.formula);
+  const bool global_scale = f.second == schemes::second_scale::per_tensor;
+  options_.amax = global_scale ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
+  options_.name = m.tensor;
+  const std::int64_t cols = t.info->shape[1];
+  const std::size_t row_bytes = st::size_of(t.info->type) * static_cast<std::size_t>(cols);
+  // Every low-precision weight formula is row-local given the global scale: row chunks give one
+  // whole call's bits. The scales (1/16 to 1/32 of the codes, or one per row) wait for the codes.
+  std::vector<std::uint8_t> scales;
+  chunk_reader reader(t, row_bytes, read_buffers_);
+  chunk_writer writer(out, code_buffers_);
+  for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
+    const auto rows = static_cast<std::int64_t>(bytes.size() / row_bytes);
+    const fp8::input_view x{bytes.data(), element_of(t.info->type), rows, cols};
+    if (cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
+    auto parts = quantize_low_precision(*m.formula, x, options_);
+    auto& codes = writer.buffer().codes;
+    if (f.codes == schemes::code_format::int8) {
+      // compressed-tensors' pack_to_int32 at 8 bits: code + 128 in byte i of each little-endian int32,
+      // rows padded with zero bytes to whole int32s.
+      const std::int64_t packed = (cols + 3) / 4 * 4;
+      codes.assign(static_cast<std::size_t>(rows * packed), 0);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t k = 0; k < cols; ++k)
+          codes[static_cast<std::size_t>(r * packed + k)] = parts[0].bytes[static_cast<std::size_t>(r * cols + k)] ^ 0x80u;
+      // The row scales are model-dtype values widened exactly: stored in that dtype.
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float s;
+        std::memcpy(&s, parts[1].bytes.data() + r * 4, 4);
+        const std::uint16_t h = t.info->type == st::dtype::BF16 ? fp8::to_bf16(s) : lp::to_fp16(s);
+        scales.push_back(static_cast<std::uint8_t>(h & 0xFF));
+        scales.push_back(static_cast<std::uint8_t>(h >> 8));
+      }
+    } else {
+      codes = std::move(parts[0].bytes);
+      scales.insert(scales.end(), parts[1].bytes.begin(), parts[1].bytes.end());
+    }
+    sum_.bytes_out += codes.size();
+    writer.write_codes();
+  }
+  writer.finish();
+  out.write(std::as_bytes(std::span(scales)));
+  sum_.bytes_out += scales.size();
+  if (global_scale) {
+    // compressed-tensors stores the encode scale gs; vLLM's weight_scale_2 is its reciprocal, which is
+    // what the kernel's tensor scale holds (1/gs): the same bits either way.
+    const float gs = lp::nvfp4_global_scale(*options_.amax);
+    out.write(std::as_bytes(std::span(&gs, 1)));
+    sum_.bytes_out += 4;
+  }
+  if (f.codes == schemes::code_format::int8) {
+    const std::int64_t shape[2] = {t.info->shape[0], cols};
+    out.write(std::as_bytes(std::span(shape)));
+    sum_.bytes_out += sizeof shape;
+  }
   options_.amax.reset();
 }
 

@@ -4,6 +4,7 @@
 // file's tensors and metadata) -> tensor_streamer (quantize in row chunks, copy the rest); the
 // config.json block comes from the plan alone (checkpoint_format.hpp).
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -21,8 +22,10 @@ namespace qpolicy::checkpoint_io {
 struct member {
   std::string tensor;  // "P.weight"
   key_id key = key_id::fp8_per_tensor_static;
+  std::optional<schemes::lp_formula> formula;  // a low-precision scheme's weight formula (then not `key`'s)
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
-  int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up)
+  int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
+                   // global scale)
 };
 
 /// Every tensor the plan quantizes, by name, and the joint units (members sharing one scale), by id.
@@ -84,6 +87,7 @@ class tensor_streamer {
 
  private:
   void write_member(const tensor_ref& t, const member& m, safetensors::writer& out);
+  void write_low_precision_member(const tensor_ref& t, const member& m, safetensors::writer& out);
   /// The amax a per-tensor member's scale comes from: its joint unit's (found once), or its own.
   float unit_amax(const tensor_ref& t, const member& m);
   const checkpoint& ck_;
@@ -103,5 +107,7 @@ class tensor_streamer {
 
 /// The output name of a quantized member's scale tensor: P.weight_scale or P.weight_scale_inv.
 std::string scale_name(const member& m);
+/// A quantized member's module, `P` of `P.weight`.
+std::string module_of(const member& m);
 
 }  // namespace qpolicy::checkpoint_io

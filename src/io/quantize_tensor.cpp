@@ -132,6 +132,8 @@ std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp
   if (o.swizzled && !f.block)
     throw config_error("", "--scale-layout swizzled is the 128x4 layout of block scales; " + std::string(f.name) +
                                " has one float32 scale per row");
+  if (o.amax && f.second != schemes::second_scale::per_tensor)
+    throw config_error("", "a given amax sets a per-tensor scale; " + std::string(f.name) + " has none" + where);
 
   const auto scale_shape = schemes::block_scale_shape(f, m, k, o.swizzled);
   std::vector<stored_part> parts;
@@ -158,8 +160,8 @@ std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp
   lp::outputs out{parts[0].bytes.data(), scale_type == dtype::f32 ? nullptr : parts[1].bytes.data(), row_scales.data(),
                   tensor_scale.data(), o.swizzled};
   with_formula(id, [&]<class Formula>(Formula) {
-    if (o.device == device_kind::cuda) cuda::quantize_host_low_precision<Formula>(x, out, {nullptr, o.name});
-    else cpu::lp_kernel<Formula>::run(x, out, {o.threads});
+    if (o.device == device_kind::cuda) cuda::quantize_host_low_precision<Formula>(x, out, {nullptr, o.name}, o.amax);
+    else cpu::lp_kernel<Formula>::run(x, out, {o.threads}, o.amax);
   });
   const auto copy_floats = [](const std::vector<float>& from, stored_part& to) { std::memcpy(to.bytes.data(), from.data(), to.bytes.size()); };
   if (scale_type == dtype::f32) copy_floats(row_scales, parts[1]);

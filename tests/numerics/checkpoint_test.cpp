@@ -229,8 +229,20 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
     refused({"-q", "fp8_per_block", "-o", out, path}, out,
             "fp8_per_block needs every shard of model.layers.0.self_attn.qkv_proj to have a multiple of 128 rows, got [256, 100, 128]");
   }
-  // A scheme without a checkpoint format.
-  refused({"-q", "mxfp8", "-c", R"({"ignore": ["lm_head"]})", "-o", out, good}, out, "quantize has no checkpoint format for mxfp8 yet");
+  // A width a low-precision formula's blocks do not tile (the online MXFP4 MoE path would pad it).
+  {
+    auto ts = synthetic();
+    for (auto& t : ts)
+      if (t.name == "model.layers.1.mlp.experts.2.down_proj.weight") {
+        t.shape = {256, 100};
+        t.bf16.resize(256 * 100);
+      }
+    const auto path = write_checkpoint(ts, "odd-experts.safetensors");
+    refused({"-q", "online", "-c", R"({"moe": "mxfp4"})", "-o", out, path}, out,
+            "MXFP4 requires input_size_per_partition (100) to be divisible by 32. (tensor "
+            "'model.layers.1.mlp.experts.2.down_proj.weight' of layer model.layers.1.mlp.experts); vLLM's online path pads "
+            "experts to whole blocks, but a checkpoint stores the unpadded weights and must tile them");
+  }
   // Nothing configured (a checkpoint method name resolves to None).
   refused({"-q", "fp8", "-o", out, good}, out, "nothing to quantize");
 }

@@ -13,6 +13,13 @@ here (a Llama and a Qwen3-MoE, bf16), each FP8 scheme and format:
   4. llm-compressor's FP8_BLOCK output of the same model has the same tensors and quantization_config;
      its scales are qpolicy's rounded to bf16, and its codes differ by at most one step where its
      rounded scale moves a value across a rounding boundary (printed as numbers).
+  5. The low-precision schemes (mxfp8, mxfp4, int8_per_channel_weight_only, nvfp4_per_token): the same
+     tensors (names, dtypes, shapes) and config group (format, weights, input_activations) as
+     llm-compressor's MXFP8, MXFP4, W8A16-per-channel and NVFP4A16 output of the same layers;
+     compressed-tensors' own decompressors turn qpolicy's tensors into weights within the format's
+     bound of the original, block by block; transformers loads the ones it can (it cannot load
+     llm-compressor's MoE MXFP8 or NVFP4 output either); how many codes and scales equal
+     llm-compressor's is printed.
 Prints one line per check and exits 1 on the first failure.
 """
 import json
@@ -235,6 +242,123 @@ def check_llm_compressor(source, root):
           f"({differing / codes:.2%}) differ by one step, where dividing by the rounded scale crosses a rounding boundary")
 
 
+# (model, qpolicy's quantization_config, llm-compressor's scheme, its targets, transformers loads it)
+LOW_PRECISION_CASES = [
+    ("llama", '{"linear": "mxfp8"}', "MXFP8", "Linear", True),
+    ("llama", '{"linear": "mxfp4"}', "MXFP4", "Linear", True),
+    ("qwen3moe", '{"linear": "mxfp8", "moe": "mxfp8"}', "MXFP8", "Linear", False),
+    ("qwen3moe", '{"linear": "mxfp4", "moe": "mxfp4"}', "MXFP4", "Linear", True),
+    ("qwen3moe", '{"moe": "int8_per_channel_weight_only"}', "W8A16-channel", "re:.*mlp.experts.*", True),
+    ("qwen3moe", '{"moe": "nvfp4_per_token"}', "NVFP4A16", "re:.*mlp.experts.*", False),
+]
+# The largest error a format's dequantized value may have, as a fraction of its block's (INT8: its
+# row's) largest magnitude: e4m3 codes under an E8M0 scale that leaves amax/scale in [256, 512) saturate
+# at 448 (1/8); e2m1 under an EVEN scale (amax/scale in [4, 8), saturating at 6: 1/4); NVFP4's e4m3
+# block scale and e2m1 codes (half the largest step, 1/6, plus the scale's rounding); INT8's half step
+# of amax/127, the model-dtype rounding of w/s (up to 1/4 step) and of the dequantized value (2^-9 of
+# amax, another 1/4 step): 1.5 steps leave room.
+LOW_PRECISION_BOUND = {"mxfp8-quantized": (32, 1 / 8), "mxfp4-pack-quantized": (32, 1 / 4),
+                       "nvfp4-pack-quantized": (16, 1 / 4), "pack-quantized": (None, 1.5 / 127)}
+
+
+def llm_compressor(source, out, scheme, targets):
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16)
+    ignore = ["lm_head", "re:.*mlp.gate$"]
+    if scheme == "W8A16-channel":
+        args = QuantizationArgs(num_bits=8, type="int", strategy="channel", symmetric=True, dynamic=False)
+        recipe = QuantizationModifier(config_groups={"group_0": QuantizationScheme(targets=[targets], weights=args)}, ignore=ignore)
+    else:
+        recipe = QuantizationModifier(targets=targets, scheme=scheme, ignore=ignore)
+    oneshot(model=model, recipe=recipe)
+    model.save_pretrained(out, save_compressed=True)
+
+
+def decompressed(directory):
+    """Every quantized module's weight as compressed-tensors' decompressor for its group's format gives it."""
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+    qc = json.load(open(os.path.join(directory, "config.json")))["quantization_config"]
+    (group,) = qc["config_groups"].values()
+    scheme = QuantizationScheme(targets=group["targets"], weights=QuantizationArgs(**group["weights"]),
+                                format=group["format"])
+    compressor = BaseCompressor.get_value_from_registry(group["format"])
+    tensors = {}
+    with safe_open(os.path.join(directory, "model.safetensors"), "pt") as h:
+        for k in h.keys():
+            tensors[k] = h.get_tensor(k)
+    out = {}
+    for name in tensors:
+        if name.endswith(".weight_scale"):
+            module = name[: -len(".weight_scale")]
+            local = {k[len(module) + 1:]: v for k, v in tensors.items() if k.startswith(module + ".weight")}
+            out[module + ".weight"] = compressor.decompress(local, scheme)["weight"]
+    return group, out, tensors
+
+
+def check_low_precision(models, root):
+    for model, config, scheme, targets, loads in LOW_PRECISION_CASES:
+        label = f"{model} {config}"
+        ours, theirs = os.path.join(root, f"lp-{model}-{scheme}"), os.path.join(root, f"llmc-{model}-{scheme}")
+        args = [EXE, "quantize", "-q", "online", "-c", config, models[model], "-o", ours]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(f"{' '.join(args)} exited {r.returncode}: {r.stderr}")
+        llm_compressor(models[model], theirs, scheme, targets)
+        if tensors_of(ours) != tensors_of(theirs):
+            a, b = tensors_of(ours), tensors_of(theirs)
+            fail(f"{label}: tensors differ from llm-compressor's {scheme}: "
+                 f"{[(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:4]}")
+        group, got, ours_raw = decompressed(ours)
+        their_group, _, theirs_raw = decompressed(theirs)
+        for key in ("format", "weights", "input_activations"):
+            if group[key] != their_group[key]:
+                fail(f"{label}: config group {key} {group[key]} differs from llm-compressor's {their_group[key]}")
+        block, fraction = LOW_PRECISION_BOUND[group["format"]]
+        with safe_open(os.path.join(models[model], "model.safetensors"), "pt") as h:
+            original = {k: h.get_tensor(k) for k in h.keys()}
+        worst = 0.0
+        for name, d in got.items():
+            w = original[name].float()
+            d = d.float()
+            if d.shape != w.shape:
+                fail(f"{label}: {name} decompresses to {tuple(d.shape)}, expected {tuple(w.shape)}")
+            rows, cols = w.shape
+            size = block or cols
+            scale = w.reshape(rows, cols // size, size).abs().amax(-1, keepdim=True).expand(-1, -1, size).reshape(rows, cols)
+            ratio = ((d - w).abs() / (fraction * scale).clamp_min(1e-30)).max().item()
+            worst = max(worst, ratio)
+            if ratio > 1:
+                fail(f"{label}: {name} decompresses outside the format's bound (worst error/bound {ratio:.3g})")
+        equal = total = 0
+        scales_equal = scales_total = 0
+        for k, x in ours_raw.items():
+            y = theirs_raw[k]
+            if k.endswith((".weight", ".weight_packed")) and k.rsplit(".", 1)[0] + ".weight_scale" in ours_raw:
+                xa, ya = x.view(torch.uint8), y.view(torch.uint8)
+                equal += (xa == ya).sum().item()
+                total += xa.numel()
+            elif k.endswith((".weight_scale", ".weight_global_scale")):
+                scales_equal += (x.view(torch.uint8) == y.view(torch.uint8)).sum().item()
+                scales_total += x.view(torch.uint8).numel()
+            elif not k.endswith(".weight_shape") and not torch.equal(x, y):
+                fail(f"{label}: {k} is not quantized but differs from llm-compressor's")
+        print(f"ok: {label}: llm-compressor's {scheme} tensors and config group ({group['format']}); {len(got)} weights "
+              f"decompress within the format's bound (worst error/bound {worst:.3f}); code bytes equal to "
+              f"llm-compressor's: {equal}/{total} ({equal / total:.2%}), scale bytes {scales_equal}/{scales_total} "
+              f"({scales_equal / scales_total:.2%})")
+        if loads:
+            _, problems = load(ours)
+            if problems:
+                fail(f"{label}: transformers reports {problems}")
+            print(f"ok: {label}: transformers loads it, nothing missing or unexpected")
+
+
 def main():
     import transformers
     import compressed_tensors
@@ -275,6 +399,7 @@ def main():
             if loads:
                 check_load(models[model], out, label)
         check_llm_compressor(models["llama"], root)
+        check_low_precision(models, root)
     print("witness-hf: all checks passed")
 
 

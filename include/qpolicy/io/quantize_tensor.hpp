@@ -27,8 +27,9 @@ struct tensor_quant_options {
   device_kind device = device_kind::cpu;
   unsigned threads = 0;
   std::string name;  // the tensor or layer, for messages
-  /// fp8_per_tensor_static on the CPU: the amax the scale comes from, instead of the tensor's own (a
-  /// joint unit's amax, or a whole tensor's when it is quantized a row range at a time).
+  /// The amax a per-tensor scale comes from, instead of the tensor's own (a joint unit's amax, or a
+  /// whole tensor's when it is quantized a row range at a time): fp8_per_tensor_static on the CPU, and
+  /// the NVFP4 weights' global scale on either device.
   std::optional<float> amax;
 };
 

@@ -1,0 +1,219 @@
+// `qpolicy quantize` with the low-precision schemes: the compressed-tensors tensors and config groups
+// llm-compressor writes for them (tests/witness_hf compares against llm-compressor and decompresses
+// with compressed-tensors), holding exactly the codes and scales of the online formulas -- the
+// quantize-tensor kernels applied to the whole weight, or to an expert's gate and up together (w13)
+// for NVFP4's shared global scale.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "checkpoint_fixture.hpp"
+#include "../support/files.hpp"
+#include "../support/process.hpp"
+#include "../support/temp_dir.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/io/safetensors.hpp"
+
+namespace st = qpolicy::safetensors;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using qpolicy::schemes::lp_formula;
+
+namespace {
+
+qpolicy::test::process_result run(std::vector<std::string> args) {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  args.insert(args.begin(), exe);
+  return qpolicy::test::run_process(args);
+}
+
+/// A model directory holding the synthetic Qwen3-MoE checkpoint in one file.
+fs::path make_model_dir(const fs::path& root, const std::vector<qpolicy::test::tensor>& ts) {
+  const auto d = root / "model";
+  fs::create_directories(d);
+  qpolicy::test::write_bf16_checkpoint(ts, (d / "model.safetensors").string());
+  std::ofstream(d / "config.json") << "{\"architectures\": [\"Qwen3MoeForCausalLM\"]}\n";
+  return d;
+}
+
+/// One output tensor: its type, shape and bytes.
+struct stored {
+  st::dtype type;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+std::map<std::string, stored> tensors_of(const fs::path& file) {
+  std::map<std::string, stored> out;
+  st::file f(file.string());
+  for (const auto& t : f.tensors()) {
+    const auto d = f.data(t);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(d.data());
+    out[t.name] = {t.type, t.shape, std::vector<std::uint8_t>(p, p + d.size())};
+  }
+  return out;
+}
+
+/// The online formula on a bf16 weight (the rows of `parts` stacked: an expert's w13).
+std::vector<qpolicy::stored_part> online(lp_formula f, const std::vector<const qpolicy::test::tensor*>& parts) {
+  std::vector<std::uint16_t> rows;
+  std::int64_t n = 0;
+  for (const auto* t : parts) {
+    rows.insert(rows.end(), t->bf16.begin(), t->bf16.end());
+    n += t->shape[0];
+  }
+  return qpolicy::quantize_low_precision(f, {rows.data(), qpolicy::fp8::element::bf16, n, parts[0]->shape[1]}, {});
+}
+
+std::vector<std::uint8_t> slice(const std::vector<std::uint8_t>& v, std::size_t from, std::size_t n) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n)};
+}
+
+struct lp_case {
+  const char* config;  // the quantization_config
+  lp_formula formula;
+  const char* format;  // the config group's format
+  bool linear;         // whether the attention projections are quantized too
+  bool activations;    // whether the group has input_activations
+};
+
+}  // namespace
+
+TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' formats, with the online formulas' bits",
+          "[numerics][quantize][dir][low-precision]") {
+  const auto c = GENERATE(values<lp_case>({
+      {R"({"linear": "mxfp8", "moe": "mxfp8"})", lp_formula::mxfp8_torch, "mxfp8-quantized", true, true},
+      {R"({"linear": "mxfp4", "moe": "mxfp4"})", lp_formula::mxfp4_even, "mxfp4-pack-quantized", true, true},
+      {R"({"moe": "int8_per_channel_weight_only"})", lp_formula::int8_per_channel, "pack-quantized", false, false},
+      {R"({"moe": "nvfp4_per_token"})", lp_formula::nvfp4_weight, "nvfp4-pack-quantized", false, false},
+  }));
+  INFO(c.config);
+  const qpolicy::test::temp_dir tmp("lp-checkpoint");
+  const auto ts = qpolicy::test::synthetic();
+  const auto in = make_model_dir(tmp.path(), ts);
+  const auto out = tmp.path() / "out";
+  const auto r = run({"quantize", "-q", "online", "-c", c.config, in.string(), "-o", out.string()});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.err, Catch::Contains("format: compressed-tensors"));
+  CHECK((r.err.find("no per-token NVFP4 activations") != std::string::npos) == (c.formula == lp_formula::nvfp4_weight));
+
+  // The config group, as llm-compressor writes it for the matching preset.
+  const auto qc = json::parse(qpolicy::test::slurp(out / "config.json")).as_object().at("quantization_config").as_object();
+  CHECK(qc.at("format") == c.format);
+  const auto& groups = qc.at("config_groups").as_object();
+  REQUIRE(groups.size() == 1);
+  const auto& group = groups.at("group_0").as_object();
+  CHECK(group.at("format") == c.format);
+  CHECK(group.at("input_activations").is_null() == !c.activations);
+  const auto& w = group.at("weights").as_object();
+  const bool int8 = c.formula == lp_formula::int8_per_channel, nvfp4 = c.formula == lp_formula::nvfp4_weight;
+  CHECK(w.at("type") == (int8 ? "int" : "float"));
+  CHECK(w.at("num_bits") == (c.formula == lp_formula::mxfp8_torch || int8 ? 8 : 4));
+  CHECK(w.at("strategy") == (int8 ? "channel" : nvfp4 ? "tensor_group" : "group"));
+  CHECK(w.at("scale_dtype") == (int8 ? json::value(nullptr) : json::value(nvfp4 ? "torch.float8_e4m3fn" : "torch.uint8")));
+  const auto& ignore = qc.at("ignore").as_array();
+  CHECK((std::find(ignore.begin(), ignore.end(), json::value("model.layers.0.self_attn.q_proj")) != ignore.end()) == !c.linear);
+
+  // Every tensor: quantized ones hold the online formula's codes and scales, the rest the input's bytes.
+  const auto got = tensors_of(out / "model.safetensors");
+  std::map<std::string, const qpolicy::test::tensor*> by_name;
+  for (const auto& t : ts) by_name[t.name] = &t;
+  std::size_t quantized = 0;
+  for (const auto& t : ts) {
+    const auto base = t.name.substr(0, t.name.size() - 7);  // without ".weight"
+    const bool expert = t.name.find(".experts.") != std::string::npos;
+    const bool attention = t.name.find("self_attn.") != std::string::npos && t.shape.size() == 2;
+    if (!(expert || (attention && c.linear))) {
+      REQUIRE(got.count(t.name));
+      CHECK(got.at(t.name).bytes == std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(t.bf16.data()),
+                                                              reinterpret_cast<const std::uint8_t*>(t.bf16.data() + t.bf16.size())));
+      continue;
+    }
+    INFO(t.name);
+    ++quantized;
+    const std::int64_t rows = t.shape[0], cols = t.shape[1];
+    const auto& scale = got.at(base + ".weight_scale");
+    if (nvfp4) {
+      // The online path quantizes an expert's gate and up as one matrix (w13): one global scale.
+      const bool w13 = t.name.find("down_proj") == std::string::npos;
+      const auto expert_base = base.substr(0, base.rfind('.') + 1);
+      const auto gate = by_name.at(expert_base + "gate_proj.weight"), up = by_name.at(expert_base + "up_proj.weight");
+      const auto parts = w13 ? online(c.formula, {gate, up}) : online(c.formula, {&t});
+      const std::size_t skip = w13 && t.name.find("up_proj") != std::string::npos ? static_cast<std::size_t>(gate->shape[0]) : 0;
+      CHECK(got.at(base + ".weight_packed").bytes == slice(parts[0].bytes, skip * cols / 2, static_cast<std::size_t>(rows * cols / 2)));
+      CHECK(scale.type == st::dtype::F8_E4M3);
+      CHECK(scale.bytes == slice(parts[1].bytes, skip * cols / 16, static_cast<std::size_t>(rows * cols / 16)));
+      // compressed-tensors' global scale is the encode scale; vLLM's weight_scale_2 is its reciprocal.
+      float gs, scale_2;
+      std::memcpy(&gs, got.at(base + ".weight_global_scale").bytes.data(), 4);
+      std::memcpy(&scale_2, parts[2].bytes.data(), 4);
+      CHECK(1.0f / gs == scale_2);
+      continue;
+    }
+    const auto parts = online(c.formula, {&t});
+    if (int8) {
+      // pack-quantized at 8 bits: code + 128 in each byte of the int32s; the scale in the model dtype.
+      auto& packed = got.at(base + ".weight_packed");
+      CHECK(packed.type == st::dtype::I32);
+      CHECK(packed.shape == std::vector<std::int64_t>{rows, cols / 4});
+      for (std::size_t i = 0; i < packed.bytes.size(); ++i)
+        if (packed.bytes[i] != (parts[0].bytes[i] ^ 0x80u)) FAIL("code " << i << " differs");
+      CHECK(scale.type == st::dtype::BF16);
+      CHECK(scale.shape == std::vector<std::int64_t>{rows, 1});
+      for (std::int64_t i = 0; i < rows; ++i) {
+        float s;
+        std::memcpy(&s, parts[1].bytes.data() + i * 4, 4);
+        std::uint16_t h;
+        std::memcpy(&h, scale.bytes.data() + i * 2, 2);
+        CHECK(qpolicy::fp8::from_bf16(h) == s);
+      }
+      std::int64_t shape[2];
+      std::memcpy(shape, got.at(base + ".weight_shape").bytes.data(), sizeof shape);
+      CHECK((shape[0] == rows && shape[1] == cols));
+      continue;
+    }
+    const bool mxfp8 = c.formula == lp_formula::mxfp8_torch;
+    const auto& codes = got.at(base + (mxfp8 ? ".weight" : ".weight_packed"));
+    CHECK(codes.type == (mxfp8 ? st::dtype::F8_E4M3 : st::dtype::U8));
+    CHECK(codes.bytes == parts[0].bytes);
+    CHECK(scale.type == st::dtype::U8);
+    CHECK(scale.shape == std::vector<std::int64_t>{rows, cols / 32});
+    CHECK(scale.bytes == parts[1].bytes);
+  }
+  CHECK(quantized == (c.linear ? 32u : 24u));
+}
+
+TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot express", "[numerics][quantize][dir][low-precision]") {
+  const qpolicy::test::temp_dir tmp("lp-checkpoint-refusals");
+  const auto in = make_model_dir(tmp.path(), qpolicy::test::synthetic());
+  const auto out = tmp.path() / "out";
+  auto r = run({"quantize", "-q", "online", "-c", R"({"linear": "mxfp8"})", "--format", "vllm-fp8", in.string(), "-o", out.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("is planned as mxfp8, which --format vllm-fp8 cannot express") &&
+                        Catch::Contains("--format compressed-tensors can (mxfp8-quantized)"));
+  r = run({"quantize", "-q", "online", "-c", R"({"linear": {"weight": "mxfp8", "activation": "fp8_per_token"}})", in.string(), "-o",
+           out.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp8 weights"));
+  CHECK_FALSE(fs::exists(out));
+
+  // Two schemes: one config group each, the top-level format mixed-precision (compressed-tensors').
+  r = run({"quantize", "-q", "online", "-c", R"({"linear": "mxfp8", "moe": "int8_per_channel_weight_only"})", in.string(), "-o",
+           out.string()});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto qc = json::parse(qpolicy::test::slurp(out / "config.json")).as_object().at("quantization_config").as_object();
+  CHECK(qc.at("format") == "mixed-precision");
+  const auto& groups = qc.at("config_groups").as_object();
+  REQUIRE(groups.size() == 2);
+  CHECK(groups.at("group_0").at("format") == "mxfp8-quantized");
+  CHECK(groups.at("group_1").at("format") == "pack-quantized");
+  CHECK(groups.at("group_1").at("targets").as_array().front() == "re:^model\\.layers\\.0\\.mlp\\.experts\\.\\d+\\.(gate_proj|up_proj|down_proj|w1|w2|w3)$");
+}
