@@ -282,6 +282,27 @@ TEST_CASE("a model directory whose writes fail midway keeps its complete shards,
   const auto other = run({"quantize", "-q", "fp8_per_block", "--resume", in.string(), "-o", out.string()});
   CHECK(other.status == 2);
   CHECK_THAT(other.err, Catch::Contains("holds an unfinished conversion with other inputs or options"));
+  // A damaged run.json (truncated, or a field gone) is bad input: exit 2 naming the file, and the
+  // directory stays as it was for a repaired --resume.
+  {
+    const auto run_json = out / ".qpolicy" / "run.json";
+    const auto saved = slurp(run_json);
+    const auto before = tree(out);
+    const auto cut = saved.find("\"run_id\"");
+    REQUIRE(cut != std::string::npos);
+    for (const auto& damaged : {saved.substr(0, saved.size() / 2), "{" + saved.substr(saved.find(',', cut) + 1)}) {
+      spit(run_json, damaged);
+      const auto bad = run({"quantize", "-q", "fp8_per_tensor", "--resume", in.string(), "-o", out.string()});
+      CHECK(bad.status == 2);
+      CHECK_THAT(bad.err, Catch::Contains(run_json.string()));
+      CHECK_THAT(bad.err, Catch::Contains("damaged: no \"run_id\" string") || Catch::Contains("invalid JSON in"));
+      const auto finalize = run({"quantize", "--finalize", out.string()});
+      CHECK(finalize.status == 2);
+      CHECK_THAT(finalize.err, Catch::Contains(run_json.string()));
+    }
+    spit(run_json, saved);
+    CHECK(tree(out) == before);
+  }
   // --resume keeps both shards and finishes: the same directory as a run that never failed.
   const auto resumed = run({"quantize", "-q", "fp8_per_tensor", "--resume", in.string(), "-o", out.string()});
   INFO(resumed.err);
