@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "tests/support/random_operands.hpp"
-#include "kernels/cpu/forward.hpp"
-#include "kernels/cpu/low_precision_forward.hpp"
-#include "kernels/cuda/forward.hpp"
-#include "kernels/cuda/low_precision_forward.hpp"
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cpu/forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
+#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 #include "qpolicy/qpolicy.hpp"
 
 namespace qp = qpolicy;

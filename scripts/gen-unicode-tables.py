@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes include/qpolicy/match/unicode_tables.hpp from the `regex` package of the witness venv.
+"""Writes include/qpolicy/match/detail/unicode_tables.hpp from the `regex` package of the witness venv.
 
 vLLM compiles `re:` patterns with the `regex` package, so the package itself is the source of truth:
 every table is read back from what the package matches, over all 0x110000 code points, not from a

@@ -1,9 +1,9 @@
-#include "forward.hpp"
+#include "qpolicy/kernels/cpu/forward.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/parallel.hpp"
 
 namespace qpolicy::cpu {
 

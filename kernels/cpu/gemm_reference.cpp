@@ -1,4 +1,4 @@
-#include "gemm_reference.hpp"
+#include "qpolicy/kernels/cpu/gemm_reference.hpp"
 
 #include "qpolicy/numerics/numerics.hpp"
 

@@ -1,4 +1,4 @@
-#include "gemm_tiled.hpp"
+#include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "qpolicy/numerics/numerics.hpp"
-#include "parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/parallel.hpp"
 
 namespace qpolicy::cpu {
 

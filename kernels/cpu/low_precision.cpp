@@ -1,11 +1,11 @@
-#include "low_precision.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
 
 #include <array>
 #include <utility>
 #include <vector>
 
-#include "parallel.hpp"
-#include "row_ops.hpp"
+#include "qpolicy/kernels/cpu/detail/parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 
 namespace qpolicy::cpu {
 

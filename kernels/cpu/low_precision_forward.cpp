@@ -1,9 +1,9 @@
-#include "low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 
 #include <stdexcept>
 #include <utility>
 
-#include "parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/parallel.hpp"
 
 namespace qpolicy::cpu::detail {
 

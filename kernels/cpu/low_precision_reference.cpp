@@ -1,4 +1,4 @@
-#include "low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
 
 #include <algorithm>
 #include <vector>

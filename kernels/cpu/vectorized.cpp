@@ -1,7 +1,7 @@
-#include "vectorized.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 
-#include "parallel.hpp"
-#include "row_ops.hpp"
+#include "qpolicy/kernels/cpu/detail/parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 
 #include <algorithm>
 #include <cstring>

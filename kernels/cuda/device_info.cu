@@ -1,7 +1,7 @@
 #include <cuda_runtime.h>
 
-#include "cuda_check.hpp"
-#include "device_info.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 
 namespace qpolicy::cuda {
 

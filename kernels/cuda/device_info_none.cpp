@@ -1,5 +1,5 @@
-#include "device_info.hpp"
-#include "quant.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy::cuda {
 

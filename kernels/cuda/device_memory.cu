@@ -1,8 +1,8 @@
 // Device memory and the transfers around it.
 #include <cuda_runtime.h>
 
-#include "cuda_check.hpp"
-#include "device_memory.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
 
 namespace qpolicy::cuda {
 

@@ -1,6 +1,6 @@
 // Without nvcc: device memory reports that this build has no CUDA.
-#include "device_memory.hpp"
-#include "quant.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy::cuda {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
-#include "forward.hpp"
-#include "device_info.hpp"
-#include "grouped_gemm.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/grouped_gemm.hpp"
 
 namespace qpolicy::cuda {
 

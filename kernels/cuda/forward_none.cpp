@@ -1,5 +1,5 @@
 // Without nvcc: the GPU forward passes report that this build has no CUDA.
-#include "forward.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
 
 namespace qpolicy::cuda::detail {
 

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "cuda_check.hpp"
-#include "device_info.hpp"
-#include "gemm.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
 
 namespace qpolicy::cuda {
 

@@ -1,7 +1,7 @@
 // The problem checks of the CUDA GEMMs: host code, built with or without nvcc.
 #include <string>
 
-#include "gemm.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
 #include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy::cuda {

@@ -1,5 +1,5 @@
 // Without nvcc: the CUDA GEMMs report that this build has no CUDA.
-#include "gemm.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
 
 namespace qpolicy::cuda {
 

@@ -4,9 +4,9 @@
 
 #include <stdexcept>
 
-#include "cuda_check.hpp"
-#include "device_info.hpp"
-#include "grouped_gemm.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/grouped_gemm.hpp"
 
 namespace qpolicy::cuda {
 

@@ -1,5 +1,5 @@
 // Without nvcc: the grouped GEMM reports that this build has no CUDA.
-#include "grouped_gemm.hpp"
+#include "qpolicy/kernels/cuda/grouped_gemm.hpp"
 
 namespace qpolicy::cuda {
 

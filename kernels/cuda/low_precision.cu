@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "block_reduce.cuh"
-#include "cuda_check.hpp"
-#include "device_memory.hpp"
-#include "low_precision.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
 
 namespace qpolicy::cuda {
 

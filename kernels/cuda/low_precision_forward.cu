@@ -2,9 +2,9 @@
 // (the CUDA quantizers, then the codes decoded to the bf16 operands of the weight-only GEMM).
 #include <cuda_runtime.h>
 
-#include "cuda_check.hpp"
-#include "low_precision.hpp"
-#include "low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
 
 namespace qpolicy::cuda {
 

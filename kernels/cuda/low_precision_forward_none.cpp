@@ -1,7 +1,7 @@
 // Builds without nvcc: the device side of the low-precision forward passes says that CUDA is not built in.
 #include <string>
 
-#include "low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
 
 namespace qpolicy::cuda::detail {
 

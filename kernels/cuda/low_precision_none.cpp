@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "low_precision.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
 
 namespace qpolicy::cuda {
 

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "block_reduce.cuh"
-#include "cuda_check.hpp"
-#include "device_memory.hpp"
-#include "quant.hpp"
-#include "qpolicy/schemes/kernel_select.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
+#include "qpolicy/schemes/detail/kernel_select.hpp"
 
 namespace qpolicy::cuda {
 

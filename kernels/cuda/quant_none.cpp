@@ -1,7 +1,7 @@
 // Builds without nvcc: the CUDA entry points exist and say that CUDA is not built in.
 #include <array>
 #include <utility>
-#include "quant.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy::cuda {
 

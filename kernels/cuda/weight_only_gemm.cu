@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
-#include "device_memory.hpp"
-#include "weight_only_gemm.hpp"
+#include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 
 namespace qpolicy::cuda {
 

@@ -1,7 +1,7 @@
 // Builds without nvcc: the weight-only GEMM exists and says that CUDA is not built in.
 #include <string>
 
-#include "weight_only_gemm.hpp"
+#include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 
 namespace qpolicy::cuda {
 

@@ -23,6 +23,7 @@ const char* const usage_text =
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
     "       qpolicy [COMMAND] -h|--help\n"
+    "       qpolicy --version\n"
     "\n"
     "  -q, --quantization NAME        vLLM's quantization argument (online shorthand, 'online', or a\n"
     "                                 checkpoint method such as 'fp8'); absent means None\n"
@@ -152,6 +153,11 @@ options parse_args(const std::vector<std::string>& all) {
   o.command = all[0];
   if (o.command == "-h" || o.command == "--help") {
     o.command = "help";
+    return o;
+  }
+  if (o.command == "--version") {
+    if (all.size() > 1) throw usage_error(fmt::format("--version takes nothing else, got '{}'", all[1]));
+    o.command = "version";
     return o;
   }
   const std::vector<std::string> args(all.begin() + 1, all.end());

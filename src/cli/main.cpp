@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include "qpolicy/version.hpp"
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -15,11 +17,11 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "kernels/cuda/quant.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/io_error.hpp"
-#include "qpolicy/io/paths.hpp"
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/paths.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace {
@@ -66,6 +68,11 @@ std::function<void(std::uint64_t, std::uint64_t, std::size_t, std::size_t)> prog
 }
 
 int run(const cli::options& o) {
+  if (o.command == "version") {
+    fmt::print("qpolicy {} ({})\n", QPOLICY_VERSION_STRING,
+               QPOLICY_WITH_CUDA ? "CPU and CUDA kernels, sm_90a and sm_90" : "CPU kernels; built without CUDA");
+    return 0;
+  }
   if (o.command == "help") {
     fmt::print("{}", usage_text);
     return 0;

@@ -6,10 +6,10 @@
 
 #include "cli.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
-#include "qpolicy/core/checked.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/core/detail/checked.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 
 namespace qpolicy::cli {
 

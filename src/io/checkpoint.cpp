@@ -10,13 +10,13 @@
 #include <set>
 
 #include "../json/json_text.hpp"
-#include "qpolicy/core/checked.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/core/detail/checked.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "checkpoint_files.hpp"
 #include "checkpoint_format.hpp"
 #include "checkpoint_stages.hpp"
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 #include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "../json/json_text.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 
 namespace qpolicy::checkpoint_io {
 

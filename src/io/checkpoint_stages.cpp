@@ -13,11 +13,11 @@
 #include <set>
 #include <span>
 
-#include "qpolicy/core/checked.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
-#include "qpolicy/numerics/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
-#include "kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy::checkpoint_io {

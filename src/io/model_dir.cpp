@@ -12,7 +12,7 @@
 
 #include "../json/json_text.hpp"
 #include "qpolicy/io/io_error.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 
 namespace qpolicy {
 

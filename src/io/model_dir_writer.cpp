@@ -20,8 +20,8 @@
 #include "model_dir.hpp"
 #include "qpolicy/io/io_error.hpp"
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/io/paths.hpp"
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/paths.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 
 namespace qpolicy {
 

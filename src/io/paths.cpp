@@ -1,4 +1,4 @@
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

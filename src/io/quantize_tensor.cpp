@@ -1,15 +1,15 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 
-#include "kernels/cpu/low_precision.hpp"
-#include "kernels/cpu/vectorized.hpp"
-#include "kernels/cuda/low_precision.hpp"
-#include "kernels/cuda/quant.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 #include <cstring>
 
 #include "qpolicy/config/config.hpp"
-#include "qpolicy/core/checked.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
-#include "qpolicy/schemes/kernel_select.hpp"
+#include "qpolicy/schemes/detail/kernel_select.hpp"
 
 namespace qpolicy {
 

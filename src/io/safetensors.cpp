@@ -12,9 +12,9 @@
 #include <limits>
 
 #include "../json/json_text.hpp"
-#include "qpolicy/core/checked.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/io/io_error.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 
 namespace qpolicy::safetensors {
 

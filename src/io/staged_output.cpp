@@ -1,4 +1,4 @@
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

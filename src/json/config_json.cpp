@@ -4,7 +4,7 @@
 
 #include "json_text.hpp"
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/config/field_rules.hpp"
+#include "qpolicy/config/detail/field_rules.hpp"
 
 namespace qpolicy {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "qpolicy/core/text.hpp"
+#include "qpolicy/core/detail/text.hpp"
 
 namespace qpolicy::json_text {
 

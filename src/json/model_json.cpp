@@ -3,9 +3,9 @@
 #include <unordered_map>
 
 #include "json_text.hpp"
-#include "qpolicy/core/checked.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/model/model_rules.hpp"
+#include "qpolicy/model/detail/model_rules.hpp"
 
 namespace qpolicy {
 

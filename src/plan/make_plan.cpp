@@ -1,6 +1,6 @@
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/match/pattern_set.hpp"
-#include "qpolicy/plan/build_plan.hpp"
+#include "qpolicy/plan/detail/build_plan.hpp"
 
 namespace qpolicy {
 

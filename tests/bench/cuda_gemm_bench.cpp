@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
-#include "kernels/cuda/forward.hpp"
-#include "kernels/cuda/gemm.hpp"
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 #include "../gpu/device_buffer.hpp"
 #include "best_gpu_time.hpp"
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
-#include "kernels/cuda/quant.hpp"
-#include "kernels/cuda/device_info.hpp"
-#include "kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
 #include "best_gpu_time.hpp"
 
 namespace qp = qpolicy;

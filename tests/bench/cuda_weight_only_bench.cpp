@@ -10,8 +10,8 @@
 
 #include "../gpu/device_buffer.hpp"
 #include "best_gpu_time.hpp"
-#include "kernels/cuda/gemm.hpp"
-#include "kernels/cuda/weight_only_gemm.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
+#include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 
 namespace qp = qpolicy;
 namespace wo = qpolicy::lp::weight_only;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "best_time.hpp"
-#include "kernels/cpu/forward.hpp"
-#include "kernels/cpu/gemm_tiled.hpp"
+#include "qpolicy/kernels/cpu/forward.hpp"
+#include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;

@@ -13,9 +13,9 @@
 
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
-#include "kernels/cpu/low_precision.hpp"
-#include "kernels/cpu/low_precision_reference.hpp"
-#include "kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;

@@ -1,6 +1,6 @@
 // expect: this quant key has no kernel in this build
 // Must not compile: running the CPU kernel of a key whose scheme has no kernels yet.
-#include "kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 int main() {

@@ -1,6 +1,6 @@
 // expect: this scheme quantizes MoE experts only: its linear layers stay unquantized
 // Must not compile: a linear layer of a scheme vLLM applies to MoE experts only.
-#include "kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 
 namespace qp = qpolicy;
 qp::cpu::lp_linear_layer<qp::nvfp4_per_token> layer;

@@ -1,6 +1,6 @@
 // expect: no CPU weight kernel for this scheme: only schemes whose contract row has a weight-scale layout have kernels
 // Must not compile: the CPU weight kernel of a scheme without kernels.
-#include "kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 int main() {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/device_info.hpp"
-#include "kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
 
 namespace qpolicy::test {
 

@@ -1,7 +1,7 @@
 // GPU suite entry: reports the device the CUDA backend sees, or skips (exit 77) with the reason.
 #include <cstdio>
 
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 
 int main() {
   const auto r = qpolicy::cuda::query_devices();

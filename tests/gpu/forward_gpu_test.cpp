@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/forward.hpp"
-#include "kernels/cuda/grouped_gemm.hpp"
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
+#include "qpolicy/kernels/cuda/grouped_gemm.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 #include "device_buffer.hpp"
 #include "../support/random_operands.hpp"
 

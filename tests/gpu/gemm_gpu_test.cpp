@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm_reference.hpp"
-#include "kernels/cuda/gemm.hpp"
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cpu/gemm_reference.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 #include "../support/random_operands.hpp"
 #include "device_buffer.hpp"
 

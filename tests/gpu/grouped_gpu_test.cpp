@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/reference.hpp"
-#include "kernels/cuda/grouped_gemm.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cuda/grouped_gemm.hpp"
 #include "../numerics/grouped_case.hpp"
 #include "device_buffer.hpp"
 

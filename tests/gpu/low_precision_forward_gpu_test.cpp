@@ -11,7 +11,7 @@
 
 #include "../support/random_operands.hpp"
 #include "device_buffer.hpp"
-#include "kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;

@@ -18,7 +18,7 @@
 
 #include "../numerics/low_precision_impls.hpp"
 #include "device_buffer.hpp"
-#include "kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;

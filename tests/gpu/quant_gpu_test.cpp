@@ -10,10 +10,10 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cpu/reference.hpp"
-#include "kernels/cpu/vectorized.hpp"
-#include "kernels/cuda/quant.hpp"
-#include "kernels/cuda/device_info.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 #include "device_buffer.hpp"
 
 namespace qp = qpolicy;

@@ -9,7 +9,7 @@
 
 #include "../numerics/weight_only_case.hpp"
 #include "device_buffer.hpp"
-#include "kernels/cuda/weight_only_gemm.hpp"
+#include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::test::device_buffer;

@@ -13,7 +13,7 @@
 
 #include "checkpoint_fixture.hpp"
 #include "../support/random_operands.hpp"
-#include "kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "qpolicy/io/safetensors.hpp"
@@ -284,7 +284,7 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
 }
 
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/plan/build_plan.hpp"
+#include "qpolicy/plan/detail/build_plan.hpp"
 #include "src/io/checkpoint_stages.hpp"
 
 TEST_CASE("quantize's stages, each on its own: units from the scheme contract, then the output layout", "[quantize]") {

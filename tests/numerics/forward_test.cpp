@@ -11,12 +11,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/forward.hpp"
-#include "kernels/cpu/gemm_tiled.hpp"
-#include "kernels/cpu/gemm_reference.hpp"
-#include "kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cpu/forward.hpp"
+#include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
+#include "qpolicy/kernels/cpu/gemm_reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
-#include "qpolicy/schemes/kernel_select.hpp"
+#include "qpolicy/schemes/detail/kernel_select.hpp"
 #include "../support/random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -238,7 +238,7 @@ TEST_CASE("forward passes refuse what they cannot run, saying why", "[forward]")
                     "MoE: w2 is [400, 64], expected [E * H, I] = [512, 64]");
 }
 
-#include "kernels/cuda/gemm.hpp"
+#include "qpolicy/kernels/cuda/gemm.hpp"
 
 TEST_CASE("CUDA GEMM problems are checked before launch, with the broken constraint named", "[gemm]") {
   namespace cuda = qpolicy::cuda;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qpolicy/numerics/grouped_tile.hpp"
+#include "qpolicy/numerics/detail/grouped_tile.hpp"
 #include "../support/random_operands.hpp"
 
 namespace qpolicy::test {

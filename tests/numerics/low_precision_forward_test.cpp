@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
-#include "kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "low_precision_impls.hpp"
 
 namespace qp = qpolicy;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/low_precision.hpp"
-#include "kernels/cpu/low_precision_reference.hpp"
-#include "qpolicy/numerics/low_precision_blocks.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy::test::low_precision {

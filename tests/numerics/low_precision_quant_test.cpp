@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
 #include "low_precision_cases.hpp"
 #include "low_precision_impls.hpp"
 #include "qpolicy/numerics/low_precision.hpp"

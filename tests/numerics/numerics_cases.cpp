@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
 
 namespace bj = boost::json;
 namespace fp8 = qpolicy::fp8;
@@ -524,7 +524,7 @@ TEST_CASE("the MoE vectors through qpolicy quantize on an experts checkpoint", "
   }
 }
 
-#include "kernels/cpu/gemm_reference.hpp"
+#include "qpolicy/kernels/cpu/gemm_reference.hpp"
 
 TEST_CASE("FP8 GEMM references within spec §10's bound", "[numerics][gemm]") {
   for (const auto* c : of_kind("gemm")) {

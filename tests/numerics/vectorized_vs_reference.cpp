@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/low_precision.hpp"
-#include "qpolicy/numerics/weight_only_tile.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/numerics/detail/weight_only_tile.hpp"
 
 namespace qpolicy::test {
 

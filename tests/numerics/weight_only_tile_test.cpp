@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "qpolicy/numerics/weight_only_tile.hpp"
+#include "qpolicy/numerics/detail/weight_only_tile.hpp"
 #include "weight_only_case.hpp"
 
 namespace fp8 = qpolicy::fp8;

@@ -1,5 +1,5 @@
 // Compile-only: the matcher, the rules and the planner run during constant evaluation.
-#include "qpolicy/plan/build_plan.hpp"
+#include "qpolicy/plan/detail/build_plan.hpp"
 
 namespace qp = qpolicy;
 using qp::match::glob_mode;

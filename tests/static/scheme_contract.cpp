@@ -2,7 +2,7 @@
 // vLLM prints them (the literals below are vLLM's), and the contract must agree with the vocabulary.
 #include "qpolicy/dispatch/dispatch.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
-#include "qpolicy/schemes/kernel_select.hpp"
+#include "qpolicy/schemes/detail/kernel_select.hpp"
 
 namespace qp = qpolicy;
 namespace sc = qpolicy::schemes;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <random>
 
-#include "qpolicy/core/checked.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 
 namespace checked = qpolicy::checked;
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "qpolicy/core/maybe.hpp"
+#include "qpolicy/core/detail/maybe.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy {

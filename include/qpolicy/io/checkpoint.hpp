@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qpolicy/io/json_front.hpp"
-#include "qpolicy/io/paths.hpp"
+#include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 
 namespace qpolicy {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
-#include "qpolicy/io/staged_output.hpp"
+#include "qpolicy/io/detail/staged_output.hpp"
 
 namespace qpolicy::safetensors {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "qpolicy/core/text.hpp"
+#include "qpolicy/core/detail/text.hpp"
 
 namespace qpolicy {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "qpolicy/core/text.hpp"
-#include "qpolicy/match/nfa.hpp"
+#include "qpolicy/core/detail/text.hpp"
+#include "qpolicy/match/detail/nfa.hpp"
 #include "qpolicy/match/regex.hpp"
 
 namespace qpolicy::match {

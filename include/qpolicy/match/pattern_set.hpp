@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "qpolicy/match/dfa.hpp"
+#include "qpolicy/match/detail/dfa.hpp"
 
 namespace qpolicy::match {
 

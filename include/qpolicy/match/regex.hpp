@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "qpolicy/core/maybe.hpp"
-#include "qpolicy/core/text.hpp"
-#include "qpolicy/match/backtrack.hpp"
-#include "qpolicy/match/program.hpp"
-#include "qpolicy/match/regex_parser.hpp"
+#include "qpolicy/core/detail/maybe.hpp"
+#include "qpolicy/core/detail/text.hpp"
+#include "qpolicy/match/detail/backtrack.hpp"
+#include "qpolicy/match/detail/program.hpp"
+#include "qpolicy/match/detail/regex_parser.hpp"
 
 namespace qpolicy::match {
 

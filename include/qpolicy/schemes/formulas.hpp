@@ -13,7 +13,7 @@
 #include <tuple>
 #include <utility>
 
-#include "qpolicy/core/text.hpp"
+#include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy::schemes {

@@ -13,10 +13,10 @@
 #include <type_traits>
 
 #include "qpolicy/config/config.hpp"
-#include "qpolicy/core/text.hpp"
+#include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 #include "qpolicy/model/model.hpp"
-#include "qpolicy/model/model_rules.hpp"
+#include "qpolicy/model/detail/model_rules.hpp"
 
 namespace qpolicy {
 

@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "qpolicy/match/dfa.hpp"
-#include "qpolicy/plan/planner.hpp"
+#include "qpolicy/match/detail/dfa.hpp"
+#include "qpolicy/plan/detail/planner.hpp"
 #include "qpolicy/typed/model_def.hpp"
 #include "qpolicy/typed/typed_config.hpp"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
-#include "qpolicy/config/field_rules.hpp"
+#include "qpolicy/config/detail/field_rules.hpp"
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/typed/fixed_string.hpp"
 #include "qpolicy/schemes/tags.hpp"

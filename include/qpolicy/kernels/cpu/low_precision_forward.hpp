@@ -1,0 +1,208 @@
+#pragma once
+// Forward passes of the low-precision schemes on the CPU (issue 13), as vLLM runs them on Hopper:
+// weight-only GEMMs over weights quantized once by the scheme's weight formula (MXFP8 and INT8:
+// W8A16; MXFP4 and NVFP4: W4A16), with the activation treatment of the scheme's layer contract --
+// none, MXFP4 quantize-dequantize (the MoE emulation backend) or NVFP4 per-token codes (emulating
+// Blackwell's TRT-LLM MoE). The same names as the FP8 passes:
+//   auto layer = cpu::quantize_moe<qp::nvfp4_per_token>(w13, w2, experts);
+//   cpu::moe_forward(layer, x, route, out_bf16);
+// Two paths with the same operands: the reference (plain loops, float32 sums in K order) and the fast
+// one (weights decoded to float panels, the blocked float32 GEMM); both meet spec §9's bound.
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "qpolicy/kernels/cpu/forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/schemes/formulas.hpp"
+
+namespace qpolicy::cpu {
+
+/// One weight matrix quantized by a low-precision weight formula, as the formula stores it (row-major).
+struct lp_matrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::uint8_t> codes, block_scales;
+  std::vector<float> row_scales;  // INT8's per-row scales
+  float tensor_scale = 1.0f;      // NVFP4's weight_scale_2
+};
+
+namespace detail {
+
+/// A low-precision scheme's weight formula tag.
+template <class Scheme>
+using weight_formula = formula_tag<*schemes::weight_formula_of(Scheme::id)>;
+
+/// w quantized by formula tag Formula (the fast kernel: bit-identical to the reference).
+template <class Formula>
+lp_matrix quantize_matrix(const fp8::input_view& w, unsigned threads) {
+  const auto& f = schemes::formula_of(Formula::id);
+  lp_matrix m;
+  m.rows = w.rows;
+  m.cols = w.cols;
+  m.codes.resize(static_cast<std::size_t>(schemes::code_bytes(f, w.rows, w.cols)));
+  if (f.scales != schemes::scale_format::f32) m.block_scales.resize(static_cast<std::size_t>(w.rows * schemes::scales_per_row(f, w.cols)));
+  m.row_scales.resize(static_cast<std::size_t>(w.rows));
+  lp_kernel<Formula>::run(w, {m.codes.data(), m.block_scales.empty() ? nullptr : m.block_scales.data(), m.row_scales.data(),
+                              &m.tensor_scale, false},
+                          {threads});
+  return m;
+}
+
+/// The weight operands of w, decoded up to their outer scale, as float32 [rows, cols].
+template <schemes::lp_formula F>
+std::vector<float> decode_weights(const lp_matrix& w, unsigned threads);
+
+/// Activations after a layer's treatment: the GEMM operands [rows, k] and the per-row outer scale
+/// (NVFP4's token scale; empty when there is none).
+struct treated_activations {
+  std::vector<float> values, row_scale;
+};
+treated_activations treat_activations(schemes::activation_treatment t, const float* x, std::int64_t rows, std::int64_t k,
+                                      unsigned threads);
+
+/// out[rows, n] = (sum_k a[m,k] w[n,k]) * a_scale[m] * w_scale[n] + bias[n], float32: the plain loops
+/// (reference) or the blocked GEMM over decoded weights (fast); a_scale, w_scale and bias may be null.
+void weight_only_gemm(const float* a, const float* a_scale, const float* w, const float* w_scale, float tensor_scale,
+                      std::int64_t rows, std::int64_t n, std::int64_t k, const float* bias, float* out, const forward_options& o);
+
+/// The weight-only GEMM of a layer: activation treatment, weight decode, sum, outer scales, bias.
+template <class Scheme>
+void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
+               const forward_options& o) {
+  if (rows == 0) return;
+  constexpr auto F = weight_formula<Scheme>::id;
+  const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1);
+  const auto wd = decode_weights<F>(w, o.threads);
+  const float* w_scale = F == schemes::lp_formula::int8_per_channel ? w.row_scales.data() : nullptr;
+  weight_only_gemm(a.values.data(), a.row_scale.empty() ? nullptr : a.row_scale.data(), wd.data(), w_scale,
+                   F == schemes::lp_formula::nvfp4_weight ? w.tensor_scale : 1.0f, rows, w.rows, w.cols, bias, out, o);
+}
+
+/// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes.
+void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter);
+/// Throws std::invalid_argument with vLLM's message when a linear layer's K is not a multiple of the block.
+void check_lp_linear_k(const schemes::formula_contract& f, std::int64_t k);
+
+}  // namespace detail
+
+namespace detail {
+template <std::size_t... I>
+auto lp_schemes(std::index_sequence<I...>)
+    -> decltype(std::tuple_cat(std::conditional_t<schemes::weight_formula_of(static_cast<method>(I)).has_value(),
+                                                  std::tuple<method_tag<static_cast<method>(I)>>, std::tuple<>>{}...));
+}  // namespace detail
+
+/// The low-precision scheme tags, in method order (the type list their tests walk).
+using lp_scheme_list = decltype(detail::lp_schemes(std::make_index_sequence<method_count>{}));
+
+/// A linear layer's weight [out_features, in_features], quantized by a low-precision scheme.
+template <class Scheme>
+struct lp_linear_layer {
+  static_assert(is_low_precision<Scheme>, "lp_linear_layer takes a low-precision scheme (mxfp8, mxfp4)");
+  static_assert(!is_low_precision<Scheme> || schemes::contract_of(Scheme::id).linear,
+                "this scheme quantizes MoE experts only: its linear layers stay unquantized (low-precision-numerics.md §5.1, §6.1)");
+  using scheme = Scheme;
+  std::int64_t out_features = 0, in_features = 0;
+  lp_matrix weight;
+  std::vector<float> bias;  // [out] or empty
+};
+
+/// A MoE layer's experts quantized by a low-precision scheme: per expert, w13 [2Ip, Hp] (gate rows at
+/// [0, I), up rows at [Ip, Ip + I)) and w2 [Hp, Ip]; Ip, Hp are I, H unless the scheme pads (MXFP4: 32).
+template <class Scheme>
+struct lp_moe_layer {
+  static_assert(is_low_precision<Scheme>, "lp_moe_layer takes a low-precision scheme");
+  using scheme = Scheme;
+  std::int64_t experts = 0, hidden = 0, intermediate = 0, hidden_padded = 0, intermediate_padded = 0;
+  std::vector<lp_matrix> w13, w2;
+};
+
+/// Quantizes a linear weight ([out, in], bf16/fp16/fp32) with Scheme's weight formula; throws
+/// std::invalid_argument with vLLM's message when K is not a multiple of the block.
+template <class Scheme>
+  requires is_low_precision<Scheme>
+lp_linear_layer<Scheme> quantize_linear(const fp8::input_view& w, const float* bias, const forward_options& options = {}) {
+  lp_linear_layer<Scheme> l;
+  detail::check_lp_linear_k(schemes::formula_of(detail::weight_formula<Scheme>::id), w.cols);
+  l.out_features = w.rows;
+  l.in_features = w.cols;
+  l.weight = detail::quantize_matrix<detail::weight_formula<Scheme>>(w, options.threads);
+  if (bias) l.bias.assign(bias, bias + w.rows);
+  return l;
+}
+
+/// out[M, out_features] (bf16 bits) = x[M, in_features] W^T + bias, the weight-only GEMM of Scheme.
+template <class Scheme>
+void linear_forward(const lp_linear_layer<Scheme>& layer, const fp8::input_view& x, std::uint16_t* out, const forward_options& options = {}) {
+  if (x.cols != layer.in_features)
+    throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) + " features per row, the layer takes " +
+                                std::to_string(layer.in_features));
+  const auto xf = detail::widen_all(x);
+  std::vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
+  detail::lp_matmul<Scheme>(schemes::lp_layers_of(Scheme::id).linear, xf.data(), x.rows, layer.weight,
+                            layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options);
+  detail::store_bf16(y, out);
+}
+
+/// Quantizes experts (w13 viewed as [E * 2I, H], w2 as [E * H, I]) with Scheme's weight formula, each
+/// expert matrix on its own (NVFP4: w13's gate and up rows share one global scale, §6.2), zero-padded
+/// first where the scheme pads; throws std::invalid_argument with vLLM's message for sizes it refuses.
+template <class Scheme>
+  requires is_low_precision<Scheme>
+lp_moe_layer<Scheme> quantize_moe(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
+                                  const forward_options& options = {}) {
+  constexpr auto& c = schemes::lp_layers_of(Scheme::id);
+  const auto s = detail::check_moe_shape(w13, w2, experts);
+  detail::check_lp_moe_sizes(c, s.hidden, s.inter);
+  lp_moe_layer<Scheme> m;
+  m.experts = experts;
+  m.hidden = s.hidden;
+  m.intermediate = s.inter;
+  const std::int64_t pad = c.moe_pads ? c.moe_multiple : 1;
+  const std::int64_t hp = (s.hidden + pad - 1) / pad * pad, ip = (s.inter + pad - 1) / pad * pad;
+  m.hidden_padded = hp;
+  m.intermediate_padded = ip;
+  std::vector<float> pad13, pad2;
+  if (pad > 1) {
+    pad13.resize(static_cast<std::size_t>(2 * ip * hp));
+    pad2.resize(static_cast<std::size_t>(hp * ip));
+  }
+  using formula = detail::weight_formula<Scheme>;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    fp8::input_view x13 = w13.rows_from(e * 2 * s.inter, 2 * s.inter), x2 = w2.rows_from(e * s.hidden, s.hidden);
+    if (pad > 1) {  // §4.1: zero padding, gate rows at 0 and up rows at Ip
+      reference::moe_pad_expert(w13, w2, e, s.inter, s.hidden, pad13.data(), pad2.data(), pad);
+      x13 = {pad13.data(), fp8::element::f32, 2 * ip, hp};
+      x2 = {pad2.data(), fp8::element::f32, hp, ip};
+    }
+    m.w13.push_back(detail::quantize_matrix<formula>(x13, options.threads));
+    m.w2.push_back(detail::quantize_matrix<formula>(x2, options.threads));
+  }
+  return m;
+}
+
+/// out[T, H] (bf16 bits): for each token, the sum over its experts (in top-k order) of weight *
+/// w2(silu(gate) * up), each projection the weight-only GEMM of Scheme after its MoE activation
+/// treatment. Throws std::invalid_argument for an expert id out of range.
+template <class Scheme>
+void moe_forward(const lp_moe_layer<Scheme>& layer, const fp8::input_view& x, const routing& route, std::uint16_t* out,
+                 const forward_options& options = {}) {
+  const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
+  constexpr auto treatment = schemes::lp_layers_of(Scheme::id).moe;
+  std::vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
+  detail::run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true, options.threads,
+                  [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
+                    forward_options inner = options;
+                    inner.threads = threads;
+                    const auto& w = which == 13 ? layer.w13[static_cast<std::size_t>(e)] : layer.w2[static_cast<std::size_t>(e)];
+                    detail::lp_matmul<Scheme>(treatment, in, rows, w, nullptr, o, inner);
+                  },
+                  sum.data());
+  detail::store_bf16(sum, out);
+}
+
+}  // namespace qpolicy::cpu

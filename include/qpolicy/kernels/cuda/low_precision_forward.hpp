@@ -1,0 +1,125 @@
+#pragma once
+// Forward passes of the low-precision schemes on the GPU, the same steps as
+// kernels/cpu/low_precision_forward.hpp: each projection treats its activations as the scheme's layer
+// contract says (none; MXFP4 quantize-dequantize; NVFP4 per-token codes with the token scale applied
+// to the sum) with the CUDA quantizers, then runs the weight-only GEMM (weight_only_gemm.hpp) over the
+// weights quantized once on the CPU (bit-identical on both backends). A MoE layer runs every expert
+// of a projection in one launch, around the MoE steps shared with the FP8 passes (detail::moe_pipeline).
+//   auto d = cuda::upload(cpu::quantize_moe<qp::mxfp4>(w13, w2, experts));
+//   cuda::moe_forward(ctx, d, x, tokens, route, out);
+// Plain header: host templates over the kernels' host functions.
+#include <cstdint>
+#include <vector>
+
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/forward.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
+
+namespace qpolicy::cuda {
+
+/// One matrix (or one per expert, side by side) of a low-precision scheme on the device.
+struct device_lp_matrices {
+  std::int64_t rows = 0, cols = 0, code_step = 0, scale_step = 0;
+  device_memory codes, block_scales, row_scales, tensor_scales;
+};
+
+/// A linear layer of a low-precision scheme on the device.
+template <class Scheme>
+struct device_lp_linear {
+  std::int64_t out_features = 0, in_features = 0;
+  device_lp_matrices weight;
+  device_memory bias;  // bf16 [out], or empty
+};
+
+/// A MoE layer of a low-precision scheme on the device: each projection's experts side by side.
+template <class Scheme>
+struct device_lp_moe : moe_dims {
+  device_lp_matrices w13, w2;
+};
+
+namespace detail {
+
+/// The matrices on the device, expert after expert.
+device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>& matrices);
+
+/// Activations after a treatment, on the device: the bf16 GEMM operands [rows, k] (x itself when there
+/// is no treatment, else ctx.treated) and the per-row outer scales (ctx.token_scales), or null.
+struct device_treated {
+  const std::uint16_t* values;
+  const float* row_scale;
+};
+device_treated treat_activations(forward_context& ctx, schemes::activation_treatment t, const std::uint16_t* x, std::int64_t rows,
+                                 std::int64_t k);
+
+/// The weight-only problem of matrices `m` over treated activations into `out`.
+inline lp::weight_only::problem lp_problem(const device_lp_matrices& m, const device_treated& a, std::uint16_t* out,
+                                           const std::uint16_t* bias) {
+  return {a.values,
+          m.codes.as<std::uint8_t>(),
+          m.block_scales.get() ? m.block_scales.as<std::uint8_t>() : nullptr,
+          m.row_scales.get() ? m.row_scales.as<float>() : nullptr,
+          m.tensor_scales.get() ? m.tensor_scales.as<float>() : nullptr,
+          a.row_scale,
+          m.code_step,
+          m.scale_step,
+          out,
+          m.rows,
+          m.cols,
+          bias};
+}
+
+}  // namespace detail
+
+/// The layers on the device.
+template <class Scheme>
+device_lp_linear<Scheme> upload(const cpu::lp_linear_layer<Scheme>& l) {
+  device_lp_linear<Scheme> d;
+  d.out_features = l.out_features;
+  d.in_features = l.in_features;
+  d.weight = detail::upload_matrices({l.weight});
+  if (!l.bias.empty()) {
+    std::vector<std::uint16_t> b(l.bias.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = fp8::to_bf16(l.bias[i]);
+    d.bias = to_device(b.data(), b.size() * sizeof(std::uint16_t));
+  }
+  return d;
+}
+template <class Scheme>
+device_lp_moe<Scheme> upload(const cpu::lp_moe_layer<Scheme>& m) {
+  device_lp_moe<Scheme> d;
+  static_cast<moe_dims&>(d) = {m.experts, m.hidden, m.intermediate, m.hidden_padded, m.intermediate_padded};
+  d.w13 = detail::upload_matrices(m.w13);
+  d.w2 = detail::upload_matrices(m.w2);
+  return d;
+}
+
+/// out[rows, out_features] = the layer applied to x[rows, in_features] (both bf16, device).
+template <class Scheme>
+void linear_forward(forward_context& ctx, const device_lp_linear<Scheme>& layer, const std::uint16_t* x, std::int64_t rows,
+                    std::uint16_t* out) {
+  if (rows == 0) return;
+  const auto a = detail::treat_activations(ctx, schemes::lp_layers_of(Scheme::id).linear, x, rows, layer.in_features);
+  const std::int64_t offsets[] = {0, rows};
+  weight_only_gemm<cpu::detail::weight_formula<Scheme>>(
+      detail::lp_problem(layer.weight, a, out, layer.bias.get() ? layer.bias.template as<std::uint16_t>() : nullptr), offsets, 1,
+      ctx.launch);
+}
+
+/// out[T, H] (bf16, device) for x[T, H] (bf16, device) routed by `route` (host arrays); every
+/// expert of a projection in one launch. Throws std::invalid_argument for an expert id out of range.
+template <class Scheme>
+void moe_forward(forward_context& ctx, const device_lp_moe<Scheme>& layer, const std::uint16_t* x, std::int64_t tokens,
+                 const cpu::routing& route, std::uint16_t* out) {
+  constexpr auto treatment = schemes::lp_layers_of(Scheme::id).moe;
+  detail::moe_pipeline(ctx, layer, x, tokens, route, out,
+                       [&](const std::uint16_t* in, std::int64_t k, int which, std::int64_t, std::uint16_t* result,
+                           const detail::moe_rows& rows) {
+                         const auto a = detail::treat_activations(ctx, treatment, in, rows.slots, k);
+                         weight_only_gemm_tiles<cpu::detail::weight_formula<Scheme>>(
+                             detail::lp_problem(which == 13 ? layer.w13 : layer.w2, a, result, nullptr), rows.tiles, rows.tile_count,
+                             ctx.launch);
+                       });
+}
+
+}  // namespace qpolicy::cuda
