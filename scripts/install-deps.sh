@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages qpolicy builds with, only those missing (quiet when all are there).
 set -euo pipefail
-packages=(g++ meson ninja-build pkg-config cmake libboost1.81-dev libboost-json1.81-dev libfmt-dev catch2 time)
+packages=(g++ meson ninja-build pkg-config cmake python3-dev python3-venv libboost1.81-dev libboost-json1.81-dev libfmt-dev catch2 time)
 missing=()
 missing_py=()
 for p in "${packages[@]}"; do

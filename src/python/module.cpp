@@ -1,0 +1,154 @@
+// qpolicy's Python extension (_qpolicy), a thin nanobind layer over the C++ library: the runtime front
+// end (resolve, plan) as JSON text plus the errors as (loc, message) pairs, and one formula on one
+// tensor. python/qpolicy/__init__.py turns these into dicts, a Plan and ConfigError; nothing is
+// computed here that the library does not compute for the CLI, so the results are the CLI's.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "qpolicy/io/io_error.hpp"
+#include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
+#include "qpolicy/version.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using errors = std::vector<std::pair<std::string, std::string>>;
+
+/// Runs fn; a configuration error becomes its (loc, message) list, as the CLI prints them.
+template <class Fn>
+errors catching(Fn&& fn) {
+  try {
+    fn();
+  } catch (const qpolicy::config_errors& e) {
+    errors out;
+    for (const auto& d : e.all()) out.emplace_back(d.loc, d.message);
+    return out;
+  } catch (const qpolicy::config_error& e) {
+    return {{e.loc(), e.message()}};
+  }
+  return {};
+}
+
+qpolicy::config_request request_of(std::optional<std::string> quantization, std::optional<std::string> config_text, bool legacy) {
+  qpolicy::config_request r;
+  if (quantization) r.quantization = *quantization;
+  if (config_text) r.config_text = *config_text;
+  r.dialect = qpolicy::json_dialect::strict;
+  r.legacy = legacy;
+  return r;
+}
+
+/// resolve: (the resolved config as `qpolicy resolve` prints it, warnings, errors).
+std::tuple<std::string, std::vector<std::string>, errors> resolve(std::optional<std::string> quantization,
+                                                                 std::optional<std::string> config_text, bool legacy) {
+  std::string json;
+  std::vector<std::string> warnings;
+  auto e = catching([&] {
+    const auto r = qpolicy::resolve(request_of(std::move(quantization), std::move(config_text), legacy));
+    json = qpolicy::resolved_to_json(r.config);
+    warnings = r.warnings;
+  });
+  return {json, warnings, e};
+}
+
+/// plan: (the plan as `qpolicy plan --format json` prints it, or "" when resolving or reading the
+/// model failed, the table text, errors of the configuration or the model).
+std::tuple<std::string, std::string, errors> plan(std::optional<std::string> quantization, std::optional<std::string> config_text,
+                                                  bool legacy, const std::string& model_text, bool check_shapes, int tp) {
+  std::string json, table;
+  auto e = catching([&] {
+    const auto r = qpolicy::resolve(request_of(std::move(quantization), std::move(config_text), legacy));
+    const auto model = qpolicy::parse_model(model_text, qpolicy::json_dialect::strict);
+    qpolicy::plan_options o;
+    o.check_shapes = check_shapes;
+    o.tp = tp;
+    const auto p = qpolicy::make_plan(r.config, model, o);
+    json = qpolicy::plan_to_json(p, model, r.warnings);
+    table = qpolicy::plan_to_table(p, model, r.warnings);
+  });
+  return {json, table, e};
+}
+
+/// An owned byte buffer as a NumPy array of `dtype` and `shape` (the buffer moves into the array).
+nb::object numpy_array(std::vector<std::uint8_t>&& bytes, qpolicy::dtype type, const std::vector<std::int64_t>& shape) {
+  auto* owned = new std::vector<std::uint8_t>(std::move(bytes));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
+  std::vector<std::size_t> dims(shape.begin(), shape.end());
+  nb::dlpack::dtype dt;
+  switch (type) {
+    case qpolicy::dtype::i8: dt = nb::dtype<std::int8_t>(); break;
+    case qpolicy::dtype::f32: dt = nb::dtype<float>(); break;
+    default: dt = nb::dtype<std::uint8_t>(); break;  // e4m3fn codes, E8M0 and e4m3 scales, packed e2m1: bytes
+  }
+  return nb::cast(nb::ndarray<nb::numpy>(owned->data(), dims.size(), dims.data(), owner, nullptr, dt));
+}
+
+/// quantize_tensor: [(suffix, dtype name, array)] for formula `key` on a 2-D array `x` of `element`
+/// ("bf16", "f16" or "f32"; bf16 may come as uint16 bits).
+std::vector<std::tuple<std::string, std::string, nb::object>> quantize_tensor(
+    nb::ndarray<nb::ro, nb::c_contig> x, const std::string& element, const std::string& key, bool ue8m0,
+    const std::string& scale_layout, unsigned threads) {
+  const auto formula = qpolicy::find_tensor_formula(key);
+  if (!formula) throw nb::value_error(("unknown key '" + key + "'; expected one of " + qpolicy::quantize_tensor_keys()).c_str());
+  if (x.ndim() != 2) throw nb::value_error(("quantize_tensor takes a 2-D tensor, got " + std::to_string(x.ndim()) + " dimensions").c_str());
+  if (x.device_type() != nb::device::cpu::value)
+    throw nb::value_error(QPOLICY_WITH_CUDA ? "quantize_tensor takes CPU arrays in this release; copy the tensor to the host (x.cpu())"
+                                            : "this qpolicy was built without CUDA: quantize_tensor takes CPU arrays (x.cpu())");
+  const auto type = element == "bf16" ? qpolicy::fp8::element::bf16 : element == "f16" ? qpolicy::fp8::element::f16 : qpolicy::fp8::element::f32;
+  qpolicy::tensor_quant_options o;
+  o.ue8m0 = ue8m0;
+  o.threads = threads;
+  if (scale_layout == "col") o.layout = qpolicy::fp8::scale_layout::column_major;
+  else if (scale_layout == "col-tma") o.layout = qpolicy::fp8::scale_layout::column_major_tma;
+  else if (scale_layout == "swizzled") o.swizzled = true;
+  else if (scale_layout != "row")
+    throw nb::value_error(("unknown scale_layout '" + scale_layout + "'; expected 'row', 'col', 'col-tma' or 'swizzled'").c_str());
+  const qpolicy::fp8::input_view view{x.data(), type, static_cast<std::int64_t>(x.shape(0)), static_cast<std::int64_t>(x.shape(1))};
+  std::vector<qpolicy::stored_part> parts;
+  std::optional<qpolicy::config_error> failed;
+  {
+    nb::gil_scoped_release release;  // the kernels run on their own threads; Python goes on meanwhile
+    try {
+      parts = qpolicy::quantize_tensor_parts(*formula, view, o);
+    } catch (const qpolicy::config_error& e) {
+      failed = e;
+    }
+  }
+  if (failed) throw nb::value_error(failed->diag().text().c_str());
+  std::vector<std::tuple<std::string, std::string, nb::object>> out;
+  for (auto& p : parts) {
+    const std::string name = p.type == qpolicy::dtype::f8e4m3fn ? "float8_e4m3fn" : p.type == qpolicy::dtype::i8 ? "int8"
+                             : p.type == qpolicy::dtype::f32 ? "float32" : "uint8";
+    out.emplace_back(p.suffix, name, numpy_array(std::move(p.bytes), p.type, p.shape));
+  }
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_qpolicy, m) {
+  m.doc() = "qpolicy's C++ library; use the qpolicy package, not this module";
+  m.attr("__version__") = QPOLICY_VERSION_STRING;
+  m.attr("with_cuda") = static_cast<bool>(QPOLICY_WITH_CUDA);
+  m.def("resolve", &resolve, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a);
+  m.def("plan", &plan, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "model_text"_a, "check_shapes"_a, "tp"_a);
+  m.def("quantize_tensor", &quantize_tensor, "x"_a, "element"_a, "key"_a, "ue8m0"_a, "scale_layout"_a, "threads"_a);
+  m.def("keys", &qpolicy::quantize_tensor_keys);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The python suite (issue 16): builds the wheel from the source tree (pip wheel: meson-python and
+# nanobind from PyPI in pip's isolated build environment; CPU kernels only, which keeps the build to
+# about 3 minutes on two cores), checks that the source tree gained no build products, installs it in a
+# fresh venv with numpy and ml_dtypes, runs tests/python/check_package.py against the CLI, and checks
+# that pip uninstall leaves nothing. When .venv-hf exists (scripts/setup-witness-hf.sh), the wheel is
+# installed there too and the torch checks run.
+# Usage: run.sh SOURCE_DIR QPOLICY_EXE. Skipped (77) without python3's venv module or PyPI.
+set -euo pipefail
+src=$(cd "$1" && pwd) exe=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/qpolicy-python-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/venv" 2>/dev/null || { echo "python: skipped: python3 -m venv fails (apt-get install python3-venv)"; exit 77; }
+py="$work/venv/bin/python"
+"$py" -m pip install -q --upgrade pip >/dev/null 2>&1 || { echo "python: skipped: PyPI is not reachable"; exit 77; }
+before=$(cd "$src" && git status --porcelain --ignored 2>/dev/null | sort || true)
+start=$(date +%s)
+"$py" -m pip wheel -q --no-deps -w "$work/wheel" "$src" -Csetup-args=-Dcuda=disabled > "$work/wheel.log" 2>&1 ||
+  { tail -40 "$work/wheel.log"; exit 1; }
+echo "python: built $(basename "$work"/wheel/*.whl) in $(( $(date +%s) - start )) s"
+after=$(cd "$src" && git status --porcelain --ignored 2>/dev/null | sort || true)
+if [ "$before" != "$after" ]; then
+  echo "FAIL: building the wheel changed the source tree:"; diff <(echo "$before") <(echo "$after") || true; exit 1
+fi
+echo "ok: building the wheel left the source tree as it was"
+"$py" -m pip install -q "$work"/wheel/*.whl numpy ml_dtypes > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+(cd "$work" && QPOLICY_EXE="$exe" QPOLICY_SHARED="$src/../shared" "$py" "$src/tests/python/check_package.py")
+if [ -x "$src/.venv-hf/bin/python" ]; then
+  "$src/.venv-hf/bin/python" -m pip install -q --force-reinstall --no-deps "$work"/wheel/*.whl > /dev/null
+  (cd "$work" && QPOLICY_EXE="$exe" QPOLICY_SHARED="$src/../shared" QPOLICY_TORCH_ONLY=1 "$src/.venv-hf/bin/python" "$src/tests/python/check_package.py")
+  "$src/.venv-hf/bin/python" -m pip uninstall -q -y qpolicy
+else
+  echo "python: the torch checks are skipped: .venv-hf is missing (bash scripts/setup-witness-hf.sh makes it)"
+fi
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+"$py" -m pip uninstall -q -y qpolicy
+left=$(find "$site" -maxdepth 1 -iname 'qpolicy*')
+[ -z "$left" ] || { echo "FAIL: pip uninstall left $left"; exit 1; }
+echo "ok: pip uninstall removed the package ($site holds no qpolicy*)"
