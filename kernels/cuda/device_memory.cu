@@ -41,5 +41,14 @@ void to_host(const device_memory& from, void* host, std::size_t bytes) {
   if (bytes) check(cudaMemcpy(host, from.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to the host)", {});
 }
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", {}); }
+void fill_zero(const device_memory& m) {
+  if (m.size()) check(cudaMemset(m.get(), 0, m.size()), "cudaMemset", {});
+}
+int use_device(int id) {
+  int previous = 0;
+  check(cudaGetDevice(&previous), "cudaGetDevice", {});
+  if (id != previous) check(cudaSetDevice(id), "cudaSetDevice", {});
+  return previous;
+}
 
 }  // namespace qpolicy::cuda

@@ -18,5 +18,7 @@ void device_memory::reserve(std::size_t) { no_cuda(); }
 device_memory to_device(const void*, std::size_t) { no_cuda(); }
 void to_host(const device_memory&, void*, std::size_t) { no_cuda(); }
 void synchronize() { no_cuda(); }
+void fill_zero(const device_memory&) { no_cuda(); }
+int use_device(int) { no_cuda(); }
 
 }  // namespace qpolicy::cuda

@@ -240,6 +240,24 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cp
 
 
 template <class Key>
+void quantize_device_tensor(const input_view& x, const cpu::reference::block_options& blocks,
+                            const cpu::reference::group_options& groups, std::uint8_t* c, float* s, const launch_options& o) {
+  if constexpr (!schemes::has_tensor_kernel(Key::id)) {
+    throw std::invalid_argument("no CUDA kernel for quant key " + key_name(Key::id) + "; there are kernels for " +
+                                schemes::tensor_kernel_keys());
+  } else {
+    device_memory scratch(sizeof(std::uint32_t));
+    using kernel = schemes::kernel_of_key<weight_kernel, activation_kernel, Key>;
+    // The kernels' signatures differ by what their formula needs: block or group options, an amax scratch.
+    if constexpr (requires { kernel::run(x, blocks, c, s, o); }) kernel::run(x, blocks, c, s, o);
+    else if constexpr (requires { kernel::run(x, groups, c, s, o); }) kernel::run(x, groups, c, s, o);
+    else if constexpr (requires { kernel::run(x, c, s, scratch.as<std::uint32_t>(), o); }) kernel::run(x, c, s, scratch.as<std::uint32_t>(), o);
+    else kernel::run(x, c, s, o);
+    check(cudaStreamSynchronize(stream_of(o)), "cudaStreamSynchronize (quantize)", o);  // scratch lives until here
+  }
+}
+
+template <class Key>
 void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                           std::size_t scale_count, const launch_options& o) {
@@ -249,17 +267,9 @@ void quantize_host_tensor(const input_view& host, const cpu::reference::block_op
   } else {
     const std::size_t n = static_cast<std::size_t>(host.size());
     const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
-    device_memory in(in_bytes), codes(n), sc(scale_count * sizeof(float)), scratch(sizeof(std::uint32_t));
+    device_memory in(in_bytes), codes(n), sc(scale_count * sizeof(float));
     check(cudaMemcpy(in.get(), host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
-    const input_view x{in.get(), host.type, host.rows, host.cols};
-    using kernel = schemes::kernel_of_key<weight_kernel, activation_kernel, Key>;
-    auto* c = codes.as<std::uint8_t>();
-    auto* s = sc.as<float>();
-    // The kernels' signatures differ by what their formula needs: block or group options, an amax scratch.
-    if constexpr (requires { kernel::run(x, blocks, c, s, o); }) kernel::run(x, blocks, c, s, o);
-    else if constexpr (requires { kernel::run(x, groups, c, s, o); }) kernel::run(x, groups, c, s, o);
-    else if constexpr (requires { kernel::run(x, c, s, scratch.as<std::uint32_t>(), o); }) kernel::run(x, c, s, scratch.as<std::uint32_t>(), o);
-    else kernel::run(x, c, s, o);
+    quantize_device_tensor<Key>({in.get(), host.type, host.rows, host.cols}, blocks, groups, codes.as<std::uint8_t>(), sc.as<float>(), o);
     check(cudaMemcpy(q, codes.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
     check(cudaMemcpy(scales, sc.get(), scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
   }

@@ -40,6 +40,12 @@ void quantize_host_tensor(const fp8::input_view&, const cpu::reference::block_op
   not_built(o);
 }
 
+template <class Key>
+void quantize_device_tensor(const fp8::input_view&, const cpu::reference::block_options&, const cpu::reference::group_options&,
+                            std::uint8_t*, float*, const launch_options& o) {
+  not_built(o);
+}
+
 // Instantiated for every key, as quant.cu does.
 extern const auto quantize_host_tensor_entries = detail::every_key_entry(std::make_index_sequence<key_count>{});
 

@@ -198,10 +198,10 @@ def _as_2d(tensor: Any) -> Tuple[Any, str]:
     if module.startswith("torch"):
         import torch
 
-        if tensor.device.type != "cpu":
-            if not WITH_CUDA:
-                raise ValueError(f"this qpolicy was built without CUDA: quantize_tensor takes CPU tensors, got one on {tensor.device}")
-            raise ValueError(f"quantize_tensor takes CPU tensors in this release, got one on {tensor.device} (use tensor.cpu())")
+        if tensor.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"quantize_tensor takes CPU and CUDA tensors, got one on {tensor.device}")
+        if tensor.device.type == "cuda" and not WITH_CUDA:
+            raise ValueError(f"this qpolicy was built without CUDA: quantize_tensor takes CPU tensors, got one on {tensor.device}")
         kinds = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
         if tensor.dtype not in kinds:
             raise TypeError(f"quantize_tensor takes bfloat16, float16 or float32 tensors, got {tensor.dtype}")
@@ -238,12 +238,15 @@ def quantize_tensor(tensor: Any, key: str, *, ue8m0: bool = False, scale_layout:
     Returns:
         The tensors ``quantize-tensor`` writes, by name: ``"codes"`` (e4m3fn codes and packed e2m1 as
         uint8 bytes, INT8 as int8), ``"scale"`` (float32, or E8M0 / e4m3 bytes as uint8), and the
-        second scales (``"scale_2"``, ``"scale_per_token"``), as NumPy arrays. The GIL is released
-        while the kernel runs.
+        second scales (``"scale_2"``, ``"scale_per_token"``): NumPy arrays for CPU input, torch tensors
+        on the input's device for a CUDA tensor (quantized in place through DLPack, on the default
+        stream, finished on return; a library built with CUDA). The GIL is released while the kernel
+        runs.
 
     Raises:
         ValueError: an unknown key, a shape the formula cannot take (vLLM's message), a tensor that is
-            not 2-D or not on the CPU.
+            not 2-D, or a CUDA tensor for a library built without CUDA.
+        RuntimeError: a failed CUDA call.
         TypeError: an element type the kernels do not take.
     """
     x, element = _as_2d(tensor)

@@ -57,26 +57,47 @@ quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const ten
   return out;
 }
 
-void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
+namespace {
+
+/// What an FP8 key's kernel writes for x: its code count and scale shape, after the checks that refuse
+/// a key without a kernel or a shape its formula cannot take (before any work).
+struct fp8_outputs {
+  std::int64_t codes = 0;
+  std::vector<std::int64_t> scale_shape;
+  block_options blocks;
+  group_options groups;
+};
+fp8_outputs checked_fp8_outputs(key_id key, const fp8::input_view& x, const tensor_quant_options& o) {
   const std::int64_t m = x.rows, k = x.cols;
   const std::string where = tensor_where(o);
-  const auto elements = checked_elements(x, where);
-  out.codes.resize(static_cast<std::size_t>(elements));
-  const cpu::cpu_options cpu{o.threads};
-
-  // Shapes first: a formula that cannot take the shape is an error before any work.
+  fp8_outputs r;
+  r.codes = checked_elements(x, where);
   if (!schemes::has_tensor_kernel(key)) no_kernel(key, o.name);
   const auto group = key_of(key).scale.group;
   const bool groups = !key_of(key).scale.is_static && group.row == 1 && group.col > 0;  // 1xG activation groups
   if (groups && k % group.col != 0)
     throw config_error("", "1x" + std::to_string(group.col) + " groups need K to be a multiple of " +
                                std::to_string(group.col) + ", got K = " + std::to_string(k) + where);
-  out.scale_shape = tensor_scale_shape(key, m, k);
-  if (groups && o.layout == fp8::scale_layout::column_major) out.scale_shape = {k / group.col, m};
-  if (groups && o.layout == fp8::scale_layout::column_major_tma) out.scale_shape = {k / group.col, checked::ceil_div(m, 4) * 4};
+  r.scale_shape = tensor_scale_shape(key, m, k);
+  if (groups && o.layout == fp8::scale_layout::column_major) r.scale_shape = {k / group.col, m};
+  if (groups && o.layout == fp8::scale_layout::column_major_tma) r.scale_shape = {k / group.col, checked::ceil_div(m, 4) * 4};
+  r.blocks = block_options{o.ue8m0, false};
+  r.groups = group_options{group.col > 0 ? group.col : 128, o.ue8m0, o.layout};
+  return r;
+}
+
+}  // namespace
+
+void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
+  const std::string where = tensor_where(o);
+  const cpu::cpu_options cpu{o.threads};
+  // Shapes first: a formula that cannot take the shape is an error before any work.
+  const auto shapes = checked_fp8_outputs(key, x, o);
+  out.codes.resize(static_cast<std::size_t>(shapes.codes));
+  out.scale_shape = shapes.scale_shape;
   out.scales.resize(static_cast<std::size_t>(checked::elements(out.scale_shape).value_or(0)));
-  const block_options bo{o.ue8m0, false};
-  const group_options go{group.col > 0 ? group.col : 128, o.ue8m0, o.layout};
+  const block_options& bo = shapes.blocks;
+  const group_options& go = shapes.groups;
 
   with_key(key, [&]<class Key>(Key) {
     if constexpr (schemes::has_tensor_kernel(Key::id)) {
@@ -113,7 +134,11 @@ std::string formula_name(const tensor_formula& f) {
   return std::string(schemes::formula_of(std::get<schemes::lp_formula>(f)).name);
 }
 
-std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
+namespace {
+
+/// What low-precision formula `id` stores for x (types and shapes, bytes sized but not written), after
+/// the checks that refuse what it cannot take (before any work).
+std::vector<stored_part> checked_lp_parts(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
   const auto& f = schemes::formula_of(id);
   const std::int64_t m = x.rows, k = x.cols;
   const std::string where = tensor_where(o);
@@ -155,6 +180,16 @@ std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp
     parts.push_back({std::move(suffix), dtype::f32, second_shape,
                      std::vector<std::uint8_t>(static_cast<std::size_t>(f.second == schemes::second_scale::per_tensor ? 4 : m * 4))});
   }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
+  const auto& f = schemes::formula_of(id);
+  const std::int64_t m = x.rows;
+  auto parts = checked_lp_parts(id, x, o);
+  const dtype scale_type = parts[1].type;
   // Float outputs go through aligned float buffers (a byte vector promises no float alignment).
   std::vector<float> row_scales(static_cast<std::size_t>(m)), tensor_scale(1);
   lp::outputs out{parts[0].bytes.data(), scale_type == dtype::f32 ? nullptr : parts[1].bytes.data(), row_scales.data(),
@@ -183,6 +218,49 @@ std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp
   std::memcpy(scale_bytes.data(), r.scales.data(), scale_bytes.size());
   parts.push_back({".scale", dtype::f32, std::move(r.scale_shape), std::move(scale_bytes)});
   return parts;
+}
+
+}  // namespace qpolicy
+
+namespace qpolicy {
+
+std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const fp8::input_view& x, const tensor_quant_options& o) {
+  std::vector<device_part> out;
+  const cuda::launch_options launch{nullptr, o.name};
+  if (const auto* id = std::get_if<schemes::lp_formula>(&f)) {
+    const auto& formula = schemes::formula_of(*id);
+    for (auto& p : checked_lp_parts(*id, x, o)) out.push_back({p.suffix, p.type, p.shape, cuda::device_memory(p.bytes.size())});
+    // The kernel writes float32 scales and per-token second scales as its row scales, a per-tensor
+    // second scale as its tensor scale; the others go to spare memory it may write.
+    cuda::device_memory scratch(sizeof(std::uint32_t)), spare_rows, spare_tensor;
+    float* row_scales = out[1].type == dtype::f32 ? out[1].memory.as<float>() : nullptr;
+    float* tensor_scale = nullptr;
+    if (formula.second == schemes::second_scale::per_token) row_scales = out[2].memory.as<float>();
+    if (formula.second == schemes::second_scale::per_tensor) tensor_scale = out[2].memory.as<float>();
+    if (!row_scales) row_scales = (spare_rows = cuda::device_memory(static_cast<std::size_t>(x.rows) * sizeof(float))).as<float>();
+    if (!tensor_scale) tensor_scale = (spare_tensor = cuda::device_memory(sizeof(float))).as<float>();
+    if (o.swizzled) cuda::fill_zero(out[1].memory);  // the 128x4 layout's padding stays 0
+    const lp::outputs device_out{out[0].memory.as<std::uint8_t>(), out[1].type == dtype::f32 ? nullptr : out[1].memory.as<std::uint8_t>(),
+                                 row_scales, tensor_scale, o.swizzled};
+    with_formula(*id, [&]<class Formula>(Formula) {
+      cuda::lp_kernel<Formula>::run(x, device_out, scratch.as<std::uint32_t>(), launch, o.amax);
+    });
+    cuda::synchronize();  // the spare and scratch memory live until the kernels are done
+    return out;
+  }
+  const auto key = std::get<key_id>(f);
+  if (o.swizzled)
+    throw config_error("", "--scale-layout swizzled is the 128x4 layout of the low-precision keys' block scales (" +
+                               schemes::formula_names(true) + "); " + key_name(key) + " stores float32 scales");
+  if (o.amax) throw config_error("", "a given amax is a CPU option of fp8_per_tensor_static" + tensor_where(o));
+  const auto shapes = checked_fp8_outputs(key, x, o);
+  out.push_back({"", dtype::f8e4m3fn, {x.rows, x.cols}, cuda::device_memory(static_cast<std::size_t>(shapes.codes))});
+  const auto scale_count = checked::elements(shapes.scale_shape).value_or(0);
+  out.push_back({".scale", dtype::f32, shapes.scale_shape, cuda::device_memory(static_cast<std::size_t>(scale_count) * sizeof(float))});
+  with_key(key, [&]<class Key>(Key) {
+    cuda::quantize_device_tensor<Key>(x, shapes.blocks, shapes.groups, out[0].memory.as<std::uint8_t>(), out[1].memory.as<float>(), launch);
+  });
+  return out;
 }
 
 }  // namespace qpolicy

@@ -86,31 +86,73 @@ std::tuple<std::string, std::string, errors> plan(std::optional<std::string> qua
   return {json, table, e};
 }
 
+nb::dlpack::dtype dlpack_of(qpolicy::dtype t);
+
 /// An owned byte buffer as a NumPy array of `dtype` and `shape` (the buffer moves into the array).
 nb::object numpy_array(std::vector<std::uint8_t>&& bytes, qpolicy::dtype type, const std::vector<std::int64_t>& shape) {
   auto* owned = new std::vector<std::uint8_t>(std::move(bytes));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
   std::vector<std::size_t> dims(shape.begin(), shape.end());
-  nb::dlpack::dtype dt;
-  switch (type) {
-    case qpolicy::dtype::i8: dt = nb::dtype<std::int8_t>(); break;
-    case qpolicy::dtype::f32: dt = nb::dtype<float>(); break;
-    default: dt = nb::dtype<std::uint8_t>(); break;  // e4m3fn codes, E8M0 and e4m3 scales, packed e2m1: bytes
+  // e4m3fn codes, E8M0 and e4m3 scales and packed e2m1 are bytes.
+  return nb::cast(nb::ndarray<nb::numpy>(owned->data(), dims.size(), dims.data(), owner, nullptr, dlpack_of(type)));
+}
+
+using named_arrays = std::vector<std::tuple<std::string, std::string, nb::object>>;
+
+std::string dtype_name(qpolicy::dtype t) {
+  return t == qpolicy::dtype::f8e4m3fn ? "float8_e4m3fn" : t == qpolicy::dtype::i8 ? "int8" : t == qpolicy::dtype::f32 ? "float32" : "uint8";
+}
+nb::dlpack::dtype dlpack_of(qpolicy::dtype t) {
+  return t == qpolicy::dtype::i8 ? nb::dtype<std::int8_t>() : t == qpolicy::dtype::f32 ? nb::dtype<float>() : nb::dtype<std::uint8_t>();
+}
+
+/// A CUDA tensor quantized where it is (DLPack in, torch tensors on the same device out, no copy to the
+/// host); the kernels run on the default stream and are finished when this returns.
+named_arrays quantize_on_device(const qpolicy::tensor_formula& formula, const qpolicy::fp8::input_view& x,
+                                const qpolicy::tensor_quant_options& o, int device) {
+  std::vector<qpolicy::device_part> parts;
+  std::optional<std::string> failed;
+  bool config = false;
+  {
+    nb::gil_scoped_release release;
+    try {
+      const int previous = qpolicy::cuda::use_device(device);
+      parts = qpolicy::quantize_tensor_parts_on_device(formula, x, o);
+      qpolicy::cuda::use_device(previous);
+    } catch (const qpolicy::config_error& e) {
+      failed = e.diag().text();
+      config = true;
+    } catch (const qpolicy::cuda::cuda_error& e) {
+      failed = e.what();
+    }
   }
-  return nb::cast(nb::ndarray<nb::numpy>(owned->data(), dims.size(), dims.data(), owner, nullptr, dt));
+  if (failed && config) throw nb::value_error(failed->c_str());
+  if (failed) throw std::runtime_error(*failed);
+  named_arrays out;
+  for (auto& p : parts) {
+    auto* owned = new qpolicy::cuda::device_memory(std::move(p.memory));
+    nb::capsule owner(owned, [](void* q) noexcept { delete static_cast<qpolicy::cuda::device_memory*>(q); });
+    std::vector<std::size_t> dims(p.shape.begin(), p.shape.end());
+    out.emplace_back(p.suffix, dtype_name(p.type),
+                     nb::cast(nb::ndarray<nb::pytorch>(owned->get(), dims.size(), dims.data(), owner, nullptr, dlpack_of(p.type),
+                                                       nb::device::cuda::value, device)));
+  }
+  return out;
 }
 
 /// quantize_tensor: [(suffix, dtype name, array)] for formula `key` on a 2-D array `x` of `element`
 /// ("bf16", "f16" or "f32"; bf16 may come as uint16 bits).
-std::vector<std::tuple<std::string, std::string, nb::object>> quantize_tensor(
+named_arrays quantize_tensor(
     nb::ndarray<nb::ro, nb::c_contig> x, const std::string& element, const std::string& key, bool ue8m0,
     const std::string& scale_layout, unsigned threads) {
   const auto formula = qpolicy::find_tensor_formula(key);
   if (!formula) throw nb::value_error(("unknown key '" + key + "'; expected one of " + qpolicy::quantize_tensor_keys()).c_str());
   if (x.ndim() != 2) throw nb::value_error(("quantize_tensor takes a 2-D tensor, got " + std::to_string(x.ndim()) + " dimensions").c_str());
-  if (x.device_type() != nb::device::cpu::value)
-    throw nb::value_error(QPOLICY_WITH_CUDA ? "quantize_tensor takes CPU arrays in this release; copy the tensor to the host (x.cpu())"
-                                            : "this qpolicy was built without CUDA: quantize_tensor takes CPU arrays (x.cpu())");
+  const bool on_device = x.device_type() == nb::device::cuda::value;
+  if (!on_device && x.device_type() != nb::device::cpu::value)
+    throw nb::value_error("quantize_tensor takes CPU arrays and CUDA tensors");
+  if (on_device && !QPOLICY_WITH_CUDA)
+    throw nb::value_error("this qpolicy was built without CUDA: quantize_tensor takes CPU arrays (x.cpu())");
   const auto type = element == "bf16" ? qpolicy::fp8::element::bf16 : element == "f16" ? qpolicy::fp8::element::f16 : qpolicy::fp8::element::f32;
   qpolicy::tensor_quant_options o;
   o.ue8m0 = ue8m0;
@@ -121,6 +163,7 @@ std::vector<std::tuple<std::string, std::string, nb::object>> quantize_tensor(
   else if (scale_layout != "row")
     throw nb::value_error(("unknown scale_layout '" + scale_layout + "'; expected 'row', 'col', 'col-tma' or 'swizzled'").c_str());
   const qpolicy::fp8::input_view view{x.data(), type, static_cast<std::int64_t>(x.shape(0)), static_cast<std::int64_t>(x.shape(1))};
+  if (on_device) return quantize_on_device(*formula, view, o, x.device_id());
   std::vector<qpolicy::stored_part> parts;
   std::optional<qpolicy::config_error> failed;
   {
@@ -132,12 +175,8 @@ std::vector<std::tuple<std::string, std::string, nb::object>> quantize_tensor(
     }
   }
   if (failed) throw nb::value_error(failed->diag().text().c_str());
-  std::vector<std::tuple<std::string, std::string, nb::object>> out;
-  for (auto& p : parts) {
-    const std::string name = p.type == qpolicy::dtype::f8e4m3fn ? "float8_e4m3fn" : p.type == qpolicy::dtype::i8 ? "int8"
-                             : p.type == qpolicy::dtype::f32 ? "float32" : "uint8";
-    out.emplace_back(p.suffix, name, numpy_array(std::move(p.bytes), p.type, p.shape));
-  }
+  named_arrays out;
+  for (auto& p : parts) out.emplace_back(p.suffix, dtype_name(p.type), numpy_array(std::move(p.bytes), p.type, p.shape));
   return out;
 }
 

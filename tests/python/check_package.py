@@ -190,6 +190,37 @@ def torch_input(values, kind):
     return t, t.numpy(), "F32"
 
 
+def check_cuda_tensors():
+    """CUDA tensors are quantized on their device with the CPU kernels' bytes (a GPU and a CUDA build)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("python: the CUDA tensor checks are skipped: no CUDA device")
+        return
+    x = (torch.randn(130, 256) * 0.05).to(torch.bfloat16)
+    if not qpolicy.WITH_CUDA:
+        try:
+            qpolicy.quantize_tensor(x.cuda(), "fp8_per_token")
+            fail("a build without CUDA took a CUDA tensor")
+        except ValueError as e:
+            if "built without CUDA" not in str(e):
+                fail(f"a CUDA tensor in a build without CUDA: {e}")
+        print("ok: a build without CUDA refuses CUDA tensors with a message")
+        return
+    compared = 0
+    for key in KEYS:
+        try:
+            want = qpolicy.quantize_tensor(x, key)
+        except ValueError:
+            continue
+        got = qpolicy.quantize_tensor(x.cuda(), key)
+        for name, array in want.items():
+            if not got[name].is_cuda or got[name].cpu().numpy().tobytes() != array.tobytes():
+                fail(f"CUDA tensor, {key}: {name} differs from the CPU kernels' bytes")
+        compared += 1
+    print(f"ok: CUDA tensors: {compared} keys and formulas quantize on the device, byte-equal to the CPU kernels")
+
+
 def check_errors():
     try:
         qpolicy.resolve("online", {"linear": "bogus", "moe": {"weight": "nope"}})
@@ -261,6 +292,7 @@ def main():
 
             print(f"python: torch {torch.__version__}")
             check_quantize_tensor(root, torch_input, "torch tensors")
+            check_cuda_tensors()
             return
         check_config_cases(root)
         check_quantize_tensor(root, numpy_input, "NumPy and ml_dtypes arrays")

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "qpolicy/kernels/cuda/device_memory.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -81,6 +82,21 @@ std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std:
 /// is not aligned for its element type is copied into `scratch` first: kernels load aligned elements.
 fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
                               std::vector<std::uint32_t>& scratch);
+
+/// One output of a formula in device memory: its name suffix, element type and shape.
+struct device_part {
+  std::string suffix;
+  dtype type = dtype::u8;
+  std::vector<std::int64_t> shape;
+  cuda::device_memory memory;
+};
+
+/// quantize_tensor_parts on the current CUDA device, in place: x's data is device memory and the
+/// outputs are new device memory (what a DLPack caller hands over and takes back, with no copy to the
+/// host). The same refusals first (config_error); cuda::cuda_error for a failed CUDA call or a build
+/// without CUDA. Runs on the default stream and waits for the kernels before returning.
+std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const fp8::input_view& x,
+                                                         const tensor_quant_options& options);
 
 /// Quantizes `x` with the formula of `key` (a weight for static keys, an activation for dynamic ones).
 /// Throws config_error for a key without a kernel, a shape the formula cannot take or an empty or

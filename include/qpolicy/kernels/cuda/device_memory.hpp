@@ -32,6 +32,11 @@ device_memory to_device(const void* host, std::size_t bytes);
 void to_host(const device_memory& from, void* host, std::size_t bytes);
 /// Waits for the device's work so far.
 void synchronize();
+/// Sets every byte of `m` to 0.
+void fill_zero(const device_memory& m);
+/// Makes device `id` this thread's current device (where device memory goes and kernels run), and
+/// returns the one that was current.
+int use_device(int id);
 
 /// `count` elements of T in device memory, filled from and read back to host vectors.
 template <class T>

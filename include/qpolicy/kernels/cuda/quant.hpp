@@ -85,12 +85,22 @@ void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::blo
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                           std::size_t scale_count, const launch_options& = {});
 
+/// The kernel of quant key tag `Key` on device memory: x, q ([rows, cols] codes) and scales (the key's
+/// scale grid) are device pointers; runs on the default stream and waits for it. Instantiated and
+/// refused like quantize_host_tensor.
+template <class Key>
+void quantize_device_tensor(const fp8::input_view& x, const cpu::reference::block_options& blocks,
+                            const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
+                            const launch_options& = {});
+
 namespace detail {
-/// quantize_host_tensor of every key of the key table: the backends define an array of these, which
-/// instantiates the template for every key without a list of keys to keep up to date.
+/// quantize_host_tensor and quantize_device_tensor of every key of the key table: the backends define
+/// an array of these, which instantiates the templates for every key without a list of keys to keep up
+/// to date.
 template <std::size_t... I>
 constexpr auto every_key_entry(std::index_sequence<I...>) {
-  return std::array{&quantize_host_tensor<key_tag<static_cast<key_id>(I)>>...};
+  return std::array{std::pair{&quantize_host_tensor<key_tag<static_cast<key_id>(I)>>,
+                              &quantize_device_tensor<key_tag<static_cast<key_id>(I)>>}...};
 }
 }  // namespace detail
 
