@@ -120,10 +120,12 @@ long stale_temporary_pid(std::string_view name) {
 }
 
 // Large outputs are written back as they grow: each window's write-back starts when it is full, and
-// the window before it is waited for and dropped from the page cache. Dirty and cached output pages
-// stay within two windows however large the file, the disk works while the kernels do, and the final
-// fsync has little left to do.
+// the window `windows_in_flight` before it is waited for and dropped from the page cache. Dirty and
+// cached output pages stay within that many windows (page cache, not the process's memory) however
+// large the file, the disk works while the kernels do (with several windows queued, so a disk with a
+// long round trip stays busy), and the final fsync has little left to do.
 constexpr std::uint64_t write_back_window = 32ull << 20;
+constexpr std::uint64_t windows_in_flight = 4;
 
 void staged_file::write_back() {
   if (!write_back_ || size_ - started_ < write_back_window) return;
@@ -132,14 +134,14 @@ void staged_file::write_back() {
     write_back_ = false;  // not supported here (EINVAL, ESPIPE): fsync at commit does it all
     return;
   }
-  if (started_ - settled_ >= write_back_window) {
-    const auto flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-    if (::sync_file_range(fd_, static_cast<off_t>(settled_), static_cast<off_t>(started_ - settled_), flags) != 0)
-      throw io_error("cannot write", target_, errno);
-    ::posix_fadvise(fd_, static_cast<off_t>(settled_), static_cast<off_t>(started_ - settled_), POSIX_FADV_DONTNEED);
-    settled_ = started_;
-  }
   started_ = size_;
+  while (started_ - settled_ >= windows_in_flight * write_back_window) {
+    const auto flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    if (::sync_file_range(fd_, static_cast<off_t>(settled_), static_cast<off_t>(write_back_window), flags) != 0)
+      throw io_error("cannot write", target_, errno);
+    ::posix_fadvise(fd_, static_cast<off_t>(settled_), static_cast<off_t>(write_back_window), POSIX_FADV_DONTNEED);
+    settled_ += write_back_window;
+  }
 }
 
 void staged_file::write(std::span<const std::byte> bytes) {
