@@ -73,6 +73,9 @@ fp8_outputs checked_fp8_outputs(key_id key, const fp8::input_view& x, const tens
   fp8_outputs r;
   r.codes = checked_elements(x, where);
   if (!schemes::has_tensor_kernel(key)) no_kernel(key, o.name);
+  if (o.swizzled)
+    throw config_error("", "--scale-layout swizzled is the 128x4 layout of the low-precision keys' block scales (" +
+                               schemes::formula_names(true) + "); " + key_name(key) + " stores float32 scales");
   const auto group = key_of(key).scale.group;
   const bool groups = !key_of(key).scale.is_static && group.row == 1 && group.col > 0;  // 1xG activation groups
   if (groups && k % group.col != 0)
@@ -208,9 +211,6 @@ std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp
 std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp8::input_view& x, const tensor_quant_options& o) {
   if (const auto* lp = std::get_if<schemes::lp_formula>(&f)) return quantize_low_precision(*lp, x, o);
   const auto key = std::get<key_id>(f);
-  if (o.swizzled)
-    throw config_error("", "--scale-layout swizzled is the 128x4 layout of the low-precision keys' block scales (" +
-                               schemes::formula_names(true) + "); " + key_name(key) + " stores float32 scales");
   auto r = quantize_tensor(key, x, o);
   std::vector<stored_part> parts;
   parts.push_back({"", dtype::f8e4m3fn, {x.rows, x.cols}, std::move(r.codes)});
@@ -249,9 +249,6 @@ std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f
     return out;
   }
   const auto key = std::get<key_id>(f);
-  if (o.swizzled)
-    throw config_error("", "--scale-layout swizzled is the 128x4 layout of the low-precision keys' block scales (" +
-                               schemes::formula_names(true) + "); " + key_name(key) + " stores float32 scales");
   if (o.amax) throw config_error("", "a given amax is a CPU option of fp8_per_tensor_static" + tensor_where(o));
   const auto shapes = checked_fp8_outputs(key, x, o);
   out.push_back({"", dtype::f8e4m3fn, {x.rows, x.cols}, cuda::device_memory(static_cast<std::size_t>(shapes.codes))});

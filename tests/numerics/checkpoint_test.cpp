@@ -217,27 +217,25 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
     w.finish();
     refused({"-q", "fp8_per_block", "-o", out, path}, out, "quantize takes 2-D BF16, F16 or F32 weights");
   }
-  // A fused shard that per-block cannot take.
-  {
+  // The synthetic checkpoint with one tensor reshaped.
+  const auto reshaped = [](const std::string& name, std::int64_t rows, std::int64_t cols) {
     auto ts = synthetic();
     for (auto& t : ts)
-      if (t.name == "model.layers.0.self_attn.k_proj.weight") {
-        t.shape = {100, 256};
-        t.bf16.resize(100 * 256);
+      if (t.name == name) {
+        t.shape = {rows, cols};
+        t.bf16.resize(static_cast<std::size_t>(rows * cols));
       }
-    const auto path = write_checkpoint(ts, "odd.safetensors");
+    return ts;
+  };
+  // A fused shard that per-block cannot take.
+  {
+    const auto path = write_checkpoint(reshaped("model.layers.0.self_attn.k_proj.weight", 100, 256), "odd.safetensors");
     refused({"-q", "fp8_per_block", "-o", out, path}, out,
             "fp8_per_block needs every shard of model.layers.0.self_attn.qkv_proj to have a multiple of 128 rows, got [256, 100, 128]");
   }
   // A width a low-precision formula's blocks do not tile (the online MXFP4 MoE path would pad it).
   {
-    auto ts = synthetic();
-    for (auto& t : ts)
-      if (t.name == "model.layers.1.mlp.experts.2.down_proj.weight") {
-        t.shape = {256, 100};
-        t.bf16.resize(256 * 100);
-      }
-    const auto path = write_checkpoint(ts, "odd-experts.safetensors");
+    const auto path = write_checkpoint(reshaped("model.layers.1.mlp.experts.2.down_proj.weight", 256, 100), "odd-experts.safetensors");
     refused({"-q", "online", "-c", R"({"moe": "mxfp4"})", "-o", out, path}, out,
             "MXFP4 requires input_size_per_partition (100) to be divisible by 32. (tensor "
             "'model.layers.1.mlp.experts.2.down_proj.weight' of layer model.layers.1.mlp.experts); vLLM's online path pads "
@@ -268,6 +266,7 @@ TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[nume
       {{"quantize-tensor", "--key", "fp8_per_token", "--threads", "0", in, "-o", out}, 1, "--threads must be an integer from 1 to 4096, got '0'"},
       {{"quantize-tensor", "--key", "fp8_per_token", in}, 1, "quantize-tensor needs -o OUTPUT.safetensors"},
       {{"quantize-tensor", "--key", "fp8_per_token", in, in, "-o", out}, 1, "takes one input file"},
+      {{"--version", "quantize"}, 1, "--version takes nothing else, got 'quantize'"},
       {{"quantize", "-q", "fp8_per_block", in}, 1, "quantize needs -o"},
       {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an input"},
       {{"quantize", "-q", "fp8_per_block", "--threads", "x", "-o", out, in}, 1, "--threads must be an integer from 1 to 4096, got 'x'"},
