@@ -9,7 +9,7 @@
 3. The errors: ConfigError's loc, message and errors; TypeError and ValueError for inputs the kernels
    do not take, with the library's messages.
 4. The README's "Using qpolicy from Python" snippet runs and prints what its "# " comment lines say.
-With QPOLICY_TORCH_ONLY=1 (the .venv-hf run): torch bfloat16, float16 and float32 tensors give the bytes
+With QPOLICY_TORCH_ONLY=1 (the venv that has torch): torch bfloat16, float16 and float32 tensors give the bytes
 the CLI gives. Prints one line per check; exits 1 at the first failure.
 """
 import json
