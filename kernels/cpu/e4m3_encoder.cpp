@@ -1,0 +1,134 @@
+#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
+
+#include "qpolicy/numerics/numerics.hpp"
+#include <cstdlib>
+#include <string_view>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QP_F16C_ENCODER 1
+#endif
+
+namespace qpolicy::cpu::detail {
+
+namespace {
+
+/// The scalar formula of `rule` (the tail of a run and any 16 lanes holding a NaN).
+template <e4m3_rule Rule>
+std::uint8_t scalar_code(float y) {
+  using namespace fp8;
+  if constexpr (Rule == e4m3_rule::clamp_s_sat) return sat(clamp_s(y));
+  else if constexpr (Rule == e4m3_rule::clamp_t_tcvt) return tcvt(clamp_t(y));
+  else if constexpr (Rule == e4m3_rule::clamp_g_sat) return sat(clamp_g(y));
+  else return tcvt(y);
+}
+
+template <bool Multiply>
+float scaled(float x, float s) {
+  return Multiply ? x * s : x / s;
+}
+
+#ifdef QP_F16C_ENCODER
+#define QP_F16C __attribute__((target("avx,f16c")))
+
+// Eight codes (in 16-bit lanes) of NaN-free y under every rule: saturating round-to-nearest-even.
+// |y| is capped at 448 (all of (448, 464] rounds to 448 and the rest saturates there anyway). With E
+// the binade of a = |y| (at least 2^-6, e4m3's smallest normal), a + 2^(E+20) lies in the binade of
+// c = 2^(E+20), whose ulp 2^(E-3) is e4m3's step at a: the addition rounds a to e4m3 (ties to even)
+// and subtracting c again is exact. That value times 2^-8 is a float16 exactly (e4m3 spans 2^-9 to
+// 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
+// field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
+QP_F16C inline __m128i codes_of(__m256 y) {
+  const __m256 sign_bit = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256 exponent = _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000));
+  const __m256 sign = _mm256_and_ps(y, sign_bit);
+  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_bit, y), _mm256_set1_ps(448.0f));
+  const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, exponent), _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(0x1p20f));
+  const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, c), c);
+  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(_mm256_mul_ps(rounded, _mm256_set1_ps(0x1p-8f)), sign), _MM_FROUND_TO_NEAREST_INT);
+  // The magnitude's 7 bits, and the sign from bit 15 to bit 7.
+  return _mm_or_si128(_mm_and_si128(_mm_srli_epi16(half, 7), _mm_set1_epi16(0x7F)),
+                      _mm_and_si128(_mm_srli_epi16(half, 8), _mm_set1_epi16(0x80)));
+}
+
+template <bool Bf16>
+QP_F16C inline __m256 load8(const void* in, std::int64_t i) {
+  if constexpr (Bf16) {
+    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(in) + i));
+    const __m128i zero = _mm_setzero_si128();
+    const __m256i wide = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, w)), _mm_unpackhi_epi16(zero, w), 1);
+    return _mm256_castsi256_ps(wide);  // a bf16 is the top half of its float
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(in) + i);
+  }
+}
+
+template <bool Bf16>
+float element(const void* in, std::int64_t i) {
+  return Bf16 ? fp8::from_bf16(static_cast<const std::uint16_t*>(in)[i]) : static_cast<const float*>(in)[i];
+}
+
+template <bool Bf16, bool Multiply, e4m3_rule Rule>
+QP_F16C void run(const void* in, std::int64_t n, float s, std::uint8_t* out) {
+  const __m256 factor = _mm256_set1_ps(s);
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
+    const __m256 y0 = Multiply ? _mm256_mul_ps(x0, factor) : _mm256_div_ps(x0, factor);
+    const __m256 y1 = Multiply ? _mm256_mul_ps(x1, factor) : _mm256_div_ps(x1, factor);
+    const __m256 nan = _mm256_or_ps(_mm256_cmp_ps(y0, y0, _CMP_UNORD_Q), _mm256_cmp_ps(y1, y1, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(nan) != 0) {  // rare: the rules differ only on NaN
+      for (std::int64_t k = i; k < i + 16; ++k) out[k] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, k), s));
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(codes_of(y0), codes_of(y1)));
+  }
+  for (; i < n; ++i) out[i] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, i), s));
+}
+
+// The runtime choice of formula becomes a specialization here, once per call (a row or a range).
+template <bool Bf16>
+void dispatch(const void* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
+  switch (rule) {
+    case e4m3_rule::clamp_s_sat:
+      return multiply ? run<Bf16, true, e4m3_rule::clamp_s_sat>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_s_sat>(in, n, s, out);
+    case e4m3_rule::clamp_t_tcvt:
+      return multiply ? run<Bf16, true, e4m3_rule::clamp_t_tcvt>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_t_tcvt>(in, n, s, out);
+    case e4m3_rule::clamp_g_sat:
+      return multiply ? run<Bf16, true, e4m3_rule::clamp_g_sat>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_g_sat>(in, n, s, out);
+    case e4m3_rule::tcvt:
+      return multiply ? run<Bf16, true, e4m3_rule::tcvt>(in, n, s, out) : run<Bf16, false, e4m3_rule::tcvt>(in, n, s, out);
+  }
+}
+#endif
+
+}  // namespace
+
+bool has_f16c_encoder() {
+#ifdef QP_F16C_ENCODER
+  // QPOLICY_CPU_ENCODER=portable keeps the cloned loops, so that tests check them on this machine too.
+  static const bool present = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c") &&
+                              std::string_view(std::getenv("QPOLICY_CPU_ENCODER") ? std::getenv("QPOLICY_CPU_ENCODER") : "") != "portable";
+  return present;
+#else
+  return false;
+#endif
+}
+
+void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
+#ifdef QP_F16C_ENCODER
+  dispatch<true>(in, n, s, multiply, rule, out);
+#else
+  (void)in, (void)n, (void)s, (void)multiply, (void)rule, (void)out;
+#endif
+}
+
+void f16c_codes_f32(const float* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
+#ifdef QP_F16C_ENCODER
+  dispatch<false>(in, n, s, multiply, rule, out);
+#else
+  (void)in, (void)n, (void)s, (void)multiply, (void)rule, (void)out;
+#endif
+}
+
+}  // namespace qpolicy::cpu::detail
