@@ -3,12 +3,12 @@
 #include "checkpoint_stages.hpp"
 
 #include "checkpoint_format.hpp"
+#include "chunk_io.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
-#include <future>
 #include <map>
 #include <set>
 #include <span>
@@ -45,85 +45,6 @@ void check_finite(const tensor_ref& t) {
     throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
                                " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
 }
-
-/// Input bytes a row chunk holds (a streamed tensor's working set): large enough that per-chunk costs
-/// vanish, small enough that two of them and their codes stay far below the memory bound.
-constexpr std::int64_t chunk_bytes = 16 << 20;
-
-/// Reads a tensor's bytes a chunk at a time with pread into two buffers in turn, the next chunk on a
-/// helper thread while the caller works on the current one: reading overlaps computing, and the
-/// resident size is the two buffers whatever the tensor's size. A chunk holds whole granules (rows,
-/// or 128-row block slabs).
-class chunk_reader {
- public:
-  /// `buffers`: the two read buffers, kept by the caller from tensor to tensor (allocated once).
-  chunk_reader(const tensor_ref& t, std::size_t granule, std::vector<std::uint32_t> (&buffers)[2])
-      : file_(*t.file), data_(t.file->data(*t.info)), buffers_(buffers) {
-    const std::size_t per = std::max<std::size_t>(1, static_cast<std::size_t>(chunk_bytes) / granule) * granule;
-    size_ = std::min(per, data_.size());
-    for (auto& b : buffers_)
-      if (b.size() < (size_ + 3) / 4) b.resize((size_ + 3) / 4);  // 4-byte words: aligned for every element type
-    start(0);
-  }
-  ~chunk_reader() {
-    if (pending_.valid()) pending_.wait();
-  }
-  /// The next chunk's bytes (valid until the call after next), empty at the end.
-  std::span<const std::byte> next() {
-    if (!pending_.valid()) return {};
-    pending_.get();
-    const std::size_t at = reading_at_, n = std::min(size_, data_.size() - at);
-    const auto* bytes = reinterpret_cast<const std::byte*>(buffers_[current_].data());
-    current_ ^= 1;
-    start(at + n);
-    return {bytes, n};
-  }
-
- private:
-  void start(std::size_t at) {
-    reading_at_ = at;
-    if (at >= data_.size()) return;
-    const auto range = data_.subspan(at, std::min(size_, data_.size() - at));
-    auto* into = reinterpret_cast<std::byte*>(buffers_[current_].data());
-    pending_ = std::async(std::launch::async, [this, range, into] { file_.read(range, into); });
-  }
-  const st::file& file_;
-  std::span<const std::byte> data_;
-  std::size_t size_ = 0, reading_at_ = 0;
-  std::vector<std::uint32_t> (&buffers_)[2];
-  int current_ = 0;
-  std::future<void> pending_;
-};
-
-/// Writes the codes of one chunk on a helper thread while the caller quantizes the next into the
-/// other of two buffers (reused: a stream of chunks allocates twice); writes stay in order, one at a
-/// time. finish() waits and rethrows a failed write's error.
-class chunk_writer {
- public:
-  /// `buffers`: the two code buffers, kept by the caller from tensor to tensor (allocated once).
-  chunk_writer(st::writer& out, quantized_tensor (&buffers)[2]) : out_(out), buffers_(buffers) {}
-  ~chunk_writer() {
-    if (pending_.valid()) pending_.wait();
-  }
-  /// The buffer to quantize the next chunk into (free: its last write is done).
-  quantized_tensor& buffer() { return buffers_[current_]; }
-  /// Writes the buffer's codes; the next buffer() is the other one.
-  void write_codes() {
-    finish();
-    const auto& codes = buffers_[current_].codes;
-    pending_ = std::async(std::launch::async, [this, &codes] { out_.write(std::as_bytes(std::span(codes))); });
-    current_ ^= 1;
-  }
-  void finish() {
-    if (pending_.valid()) pending_.get();
-  }
-
- private:
-  st::writer& out_;
-  quantized_tensor (&buffers_)[2];
-  int current_ = 0;
-  std::future<void> pending_;
-};
 
 /// The tensor a planned layer needs: present, 2-D floating point, not empty.
 const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std::string& tensor) {
@@ -339,6 +260,8 @@ tensor_streamer::tensor_streamer(const checkpoint& ck, const conversion& c, cons
 void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out) {
   for (std::size_t i = begin; i < end; ++i) {
     const auto& t = ck_.order[i];
+    // The next tensor's first chunk is read while this one is worked on (most tensors are one chunk).
+    read_buffers_.set_next(i + 1 < end ? &ck_.order[i + 1] : nullptr);
     const auto it = c_.units.members.find(t.info->name);
     sum_.bytes_in += t.info->end - t.info->begin;
     ++sum_.tensors;

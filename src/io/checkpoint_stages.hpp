@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint_files.hpp"
+#include "chunk_io.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/io/safetensors.hpp"
@@ -98,8 +99,8 @@ class tensor_streamer {
   std::set<std::string> layer_names_;
   std::map<std::string, quantized_member> ready_;  // CUDA per-tensor: quantized, not yet written
   std::map<int, float> joint_amax_;
-  // The streaming buffers, allocated once: two read chunks, two chunks' codes and scales.
-  std::vector<std::uint32_t> read_buffers_[2];
+  // The streaming buffers, allocated once: the read chunks, two chunks' codes and scales.
+  read_buffers read_buffers_;
   quantized_tensor code_buffers_[2];
   std::size_t done_ = 0;
   std::uint64_t bytes_total_ = 0;
