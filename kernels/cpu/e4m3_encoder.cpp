@@ -38,17 +38,26 @@ float scaled(float x, float s) {
 // and subtracting c again is exact. That value times 2^-8 is a float16 exactly (e4m3 spans 2^-9 to
 // 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
 // field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
-QP_F16C inline __m128i codes_of(__m256 y) {
-  const __m256 sign_bit = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
-  const __m256 exponent = _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000));
-  const __m256 sign = _mm256_and_ps(y, sign_bit);
-  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_bit, y), _mm256_set1_ps(448.0f));
-  const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, exponent), _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(0x1p20f));
+/// The encoder's constants, made once per call (GCC otherwise broadcasts them again in the loop).
+struct encoder_constants {
+  __m256 sign_bit, exponent, max_e4m3, min_normal, to_c, to_half;
+  __m128i low7, bit7;
+};
+
+QP_F16C inline encoder_constants make_constants() {
+  return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
+          _mm256_set1_ps(448.0f), _mm256_set1_ps(0x1p-6f), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
+          _mm_set1_epi16(0x7F), _mm_set1_epi16(0x80)};
+}
+
+QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
+  const __m256 sign = _mm256_and_ps(y, k.sign_bit);
+  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(k.sign_bit, y), k.max_e4m3);
+  const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, k.exponent), k.min_normal), k.to_c);
   const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, c), c);
-  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(_mm256_mul_ps(rounded, _mm256_set1_ps(0x1p-8f)), sign), _MM_FROUND_TO_NEAREST_INT);
+  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(_mm256_mul_ps(rounded, k.to_half), sign), _MM_FROUND_TO_NEAREST_INT);
   // The magnitude's 7 bits, and the sign from bit 15 to bit 7.
-  return _mm_or_si128(_mm_and_si128(_mm_srli_epi16(half, 7), _mm_set1_epi16(0x7F)),
-                      _mm_and_si128(_mm_srli_epi16(half, 8), _mm_set1_epi16(0x80)));
+  return _mm_or_si128(_mm_and_si128(_mm_srli_epi16(half, 7), k.low7), _mm_and_si128(_mm_srli_epi16(half, 8), k.bit7));
 }
 
 template <bool Bf16>
@@ -71,6 +80,7 @@ float element(const void* in, std::int64_t i) {
 template <bool Bf16, bool Multiply, e4m3_rule Rule>
 QP_F16C void run(const void* in, std::int64_t n, float s, std::uint8_t* out) {
   const __m256 factor = _mm256_set1_ps(s);
+  const encoder_constants k = make_constants();
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
@@ -81,7 +91,7 @@ QP_F16C void run(const void* in, std::int64_t n, float s, std::uint8_t* out) {
       for (std::int64_t k = i; k < i + 16; ++k) out[k] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, k), s));
       continue;
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(codes_of(y0), codes_of(y1)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(codes_of(y0, k), codes_of(y1, k)));
   }
   for (; i < n; ++i) out[i] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, i), s));
 }
