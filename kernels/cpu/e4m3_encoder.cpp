@@ -31,33 +31,36 @@ float scaled(float x, float s) {
 #ifdef QP_F16C_ENCODER
 #define QP_F16C __attribute__((target("avx,f16c")))
 
-// Eight codes (in 16-bit lanes) of NaN-free y under every rule: saturating round-to-nearest-even.
+/// The encoder's constants, made once per call.
+struct encoder_constants {
+  __m256 sign_bit, exponent, max_e4m3, min_normal, to_c, to_half;
+  __m128i negative_offset;  // 384: 256 + 128
+};
+
+QP_F16C inline encoder_constants make_constants() {
+  return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
+          _mm256_set1_ps(448.0f), _mm256_set1_ps(0x1p-6f), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
+          _mm_set1_epi16(384)};
+}
+
+// Eight codes of y (16-bit lanes, each the code as a signed byte) under every rule: saturating
+// round-to-nearest-even; a NaN lane's code is wrong here, and the caller sets it again.
 // |y| is capped at 448 (all of (448, 464] rounds to 448 and the rest saturates there anyway). With E
 // the binade of a = |y| (at least 2^-6, e4m3's smallest normal), a + 2^(E+20) lies in the binade of
 // c = 2^(E+20), whose ulp 2^(E-3) is e4m3's step at a: the addition rounds a to e4m3 (ties to even)
 // and subtracting c again is exact. That value times 2^-8 is a float16 exactly (e4m3 spans 2^-9 to
 // 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
 // field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
-/// The encoder's constants, made once per call (GCC otherwise broadcasts them again in the loop).
-struct encoder_constants {
-  __m256 sign_bit, exponent, max_e4m3, min_normal, to_c, to_half;
-  __m128i low7, bit7;
-};
-
-QP_F16C inline encoder_constants make_constants() {
-  return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
-          _mm256_set1_ps(448.0f), _mm256_set1_ps(0x1p-6f), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
-          _mm_set1_epi16(0x7F), _mm_set1_epi16(0x80)};
-}
-
 QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
   const __m256 sign = _mm256_and_ps(y, k.sign_bit);
   const __m256 a = _mm256_min_ps(_mm256_andnot_ps(k.sign_bit, y), k.max_e4m3);
   const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, k.exponent), k.min_normal), k.to_c);
   const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, c), c);
   const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(_mm256_mul_ps(rounded, k.to_half), sign), _MM_FROUND_TO_NEAREST_INT);
-  // The magnitude's 7 bits, and the sign from bit 15 to bit 7.
-  return _mm_or_si128(_mm_and_si128(_mm_srli_epi16(half, 7), k.low7), _mm_and_si128(_mm_srli_epi16(half, 8), k.bit7));
+  // half >> 7 is the code's magnitude, plus 256 when negative; less 384 there, it is the code as a
+  // signed byte (code - 128), which the caller's signed saturating pack keeps.
+  const __m128i negative = _mm_srai_epi16(half, 15);
+  return _mm_sub_epi16(_mm_srli_epi16(half, 7), _mm_and_si128(negative, k.negative_offset));
 }
 
 template <bool Bf16>
@@ -81,18 +84,21 @@ template <bool Bf16, bool Multiply, e4m3_rule Rule>
 QP_F16C void run(const void* in, std::int64_t n, float s, std::uint8_t* out) {
   const __m256 factor = _mm256_set1_ps(s);
   const encoder_constants k = make_constants();
+  __m256 any_nan = _mm256_setzero_ps();
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
     const __m256 y0 = Multiply ? _mm256_mul_ps(x0, factor) : _mm256_div_ps(x0, factor);
     const __m256 y1 = Multiply ? _mm256_mul_ps(x1, factor) : _mm256_div_ps(x1, factor);
-    const __m256 nan = _mm256_or_ps(_mm256_cmp_ps(y0, y0, _CMP_UNORD_Q), _mm256_cmp_ps(y1, y1, _CMP_UNORD_Q));
-    if (_mm256_movemask_ps(nan) != 0) {  // rare: the rules differ only on NaN
-      for (std::int64_t k = i; k < i + 16; ++k) out[k] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, k), s));
-      continue;
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(codes_of(y0, k), codes_of(y1, k)));
+    any_nan = _mm256_or_ps(any_nan, _mm256_cmp_ps(y0, y1, _CMP_UNORD_Q));  // a lane where either is NaN
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(codes_of(y0, k), codes_of(y1, k)));
   }
+  // NaN is rare and the rules differ only there: its codes are set again, by the scalar formula.
+  if (_mm256_movemask_ps(any_nan) != 0)
+    for (std::int64_t j = 0; j < i; ++j) {
+      const float y = scaled<Multiply>(element<Bf16>(in, j), s);
+      if (y != y) out[j] = scalar_code<Rule>(y);
+    }
   for (; i < n; ++i) out[i] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, i), s));
 }
 
