@@ -5,6 +5,7 @@
 #include <string_view>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define QP_F16C_ENCODER 1
 #endif
@@ -122,9 +123,14 @@ void dispatch(const void* in, std::int64_t n, float s, bool multiply, e4m3_rule 
 
 bool has_f16c_encoder() {
 #ifdef QP_F16C_ENCODER
+  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
   // QPOLICY_CPU_ENCODER=portable keeps the cloned loops, so that tests check them on this machine too.
-  static const bool present = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c") &&
-                              std::string_view(std::getenv("QPOLICY_CPU_ENCODER") ? std::getenv("QPOLICY_CPU_ENCODER") : "") != "portable";
+  static const bool present = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
+    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+    return f16c && __builtin_cpu_supports("avx") && std::string_view(choice ? choice : "") != "portable";
+  }();
   return present;
 #else
   return false;
