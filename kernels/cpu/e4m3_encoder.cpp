@@ -1,6 +1,8 @@
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
 #include "qpolicy/numerics/numerics.hpp"
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -14,33 +16,31 @@ namespace qpolicy::cpu::detail {
 
 namespace {
 
-/// The scalar formula of `rule` (the tail of a run and any 16 lanes holding a NaN).
-template <e4m3_rule Rule>
-std::uint8_t scalar_code(float y) {
-  using namespace fp8;
-  if constexpr (Rule == e4m3_rule::clamp_s_sat) return sat(clamp_s(y));
-  else if constexpr (Rule == e4m3_rule::clamp_t_tcvt) return tcvt(clamp_t(y));
-  else if constexpr (Rule == e4m3_rule::clamp_g_sat) return sat(clamp_g(y));
-  else return tcvt(y);
-}
-
 template <bool Multiply>
 float scaled(float x, float s) {
   return Multiply ? x * s : x / s;
 }
 
+template <bool Bf16>
+float element(const void* in, std::int64_t i) {
+  return Bf16 ? fp8::from_bf16(static_cast<const std::uint16_t*>(in)[i]) : static_cast<const float*>(in)[i];
+}
+
 #ifdef QP_F16C_ENCODER
 #define QP_F16C __attribute__((target("avx,f16c")))
 
-/// The encoder's constants, made once per call.
+/// The encoder's constants, made once per call. `Folded`: the scale already carries F16C's 2^-8
+/// (see codes_of), so the bounds are 2^-8 times e4m3's.
 struct encoder_constants {
   __m256 sign_bit, exponent, max_e4m3, min_normal, to_c, to_half;
   __m128i negative_offset;  // 384: 256 + 128
 };
 
+template <bool Folded>
 QP_F16C inline encoder_constants make_constants() {
+  const float fold = Folded ? 0x1p-8f : 1.0f;
   return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
-          _mm256_set1_ps(448.0f), _mm256_set1_ps(0x1p-6f), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
+          _mm256_set1_ps(448.0f * fold), _mm256_set1_ps(0x1p-6f * fold), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
           _mm_set1_epi16(384)};
 }
 
@@ -52,12 +52,16 @@ QP_F16C inline encoder_constants make_constants() {
 // and subtracting c again is exact. That value times 2^-8 is a float16 exactly (e4m3 spans 2^-9 to
 // 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
 // field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
+// Folded: y already is 2^-8 times the formula's y (the scale carries the factor, exactly: see
+// fold_scales), and the same steps run on bounds 2^-8 times as large, without the multiply.
+template <bool Folded>
 QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
   const __m256 sign = _mm256_and_ps(y, k.sign_bit);
   const __m256 a = _mm256_min_ps(_mm256_andnot_ps(k.sign_bit, y), k.max_e4m3);
   const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, k.exponent), k.min_normal), k.to_c);
   const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, c), c);
-  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(_mm256_mul_ps(rounded, k.to_half), sign), _MM_FROUND_TO_NEAREST_INT);
+  const __m256 half_value = Folded ? rounded : _mm256_mul_ps(rounded, k.to_half);
+  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(half_value, sign), _MM_FROUND_TO_NEAREST_INT);
   // half >> 7 is the code's magnitude, plus 256 when negative; less 384 there, it is the code as a
   // signed byte (code - 128), which the caller's signed saturating pack keeps.
   const __m128i negative = _mm_srai_epi16(half, 15);
@@ -76,80 +80,129 @@ QP_F16C inline __m256 load8(const void* in, std::int64_t i) {
   }
 }
 
-template <bool Bf16>
-float element(const void* in, std::int64_t i) {
-  return Bf16 ? fp8::from_bf16(static_cast<const std::uint16_t*>(in)[i]) : static_cast<const float*>(in)[i];
+/// The scalar codes of in[first, last) with scale s; only the NaN lanes when `only_nan`.
+template <bool Bf16, bool Multiply, e4m3_rule Rule>
+void scalar_codes(const void* in, std::int64_t first, std::int64_t last, float s, bool only_nan, std::uint8_t* out) {
+  for (std::int64_t i = first; i < last; ++i) {
+    const float y = scaled<Multiply>(element<Bf16>(in, i), s);
+    if (!only_nan || y != y) out[i] = rule_code<Rule>(y);
+  }
 }
 
-template <bool Bf16, bool Multiply, e4m3_rule Rule>
-QP_F16C void run(const void* in, std::int64_t n, float s, std::uint8_t* out) {
-  const __m256 factor = _mm256_set1_ps(s);
-  const encoder_constants k = make_constants();
+/// The vector loop's factor for scale s (s or its reciprocal, as the formula has it) with F16C's
+/// 2^-8 folded in: s * 2^-8 when multiplying, s * 2^8 when dividing. Exact unless that underflows or
+/// overflows, which the round trip shows (then the call keeps the multiply: `false`). Scaling by a
+/// power of two commutes with rounding wherever the result is normal, and y below 2^-118 or above
+/// 2^120 gives the same code either way (0 with its sign, or saturation).
+template <bool Multiply>
+bool fold_scale(float s, float& folded) {
+  folded = Multiply ? s * 0x1p-8f : s * 0x1p8f;
+  return (Multiply ? folded * 0x1p8f : folded * 0x1p-8f) == s;
+}
+
+/// Encodes in[0, n) in segments of `width` with scales s[]; `Folded` as fold_scale decided for all
+/// of them. Full groups of 16 go through the vector path (prefetching `ahead` at the same offsets),
+/// a segment's tail through the scalar formula, and lanes that met a NaN are set again at the end.
+template <bool Bf16, bool Multiply, bool Folded, e4m3_rule Rule>
+QP_F16C void run(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
+  constexpr std::int64_t bytes = Bf16 ? 2 : 4;
+  const encoder_constants k = make_constants<Folded>();
   __m256 any_nan = _mm256_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
-    const __m256 y0 = Multiply ? _mm256_mul_ps(x0, factor) : _mm256_div_ps(x0, factor);
-    const __m256 y1 = Multiply ? _mm256_mul_ps(x1, factor) : _mm256_div_ps(x1, factor);
-    any_nan = _mm256_or_ps(any_nan, _mm256_cmp_ps(y0, y1, _CMP_UNORD_Q));  // a lane where either is NaN
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(codes_of(y0, k), codes_of(y1, k)));
+  for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j) {
+    const std::int64_t end = std::min(n, c0 + width);
+    float f = s[j];
+    if constexpr (Folded) fold_scale<Multiply>(s[j], f);
+    const __m256 factor = _mm256_set1_ps(f);
+    std::int64_t i = c0;
+    for (; i + 16 <= end; i += 16) {
+      _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
+      const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
+      const __m256 y0 = Multiply ? _mm256_mul_ps(x0, factor) : _mm256_div_ps(x0, factor);
+      const __m256 y1 = Multiply ? _mm256_mul_ps(x1, factor) : _mm256_div_ps(x1, factor);
+      any_nan = _mm256_or_ps(any_nan, _mm256_cmp_ps(y0, y1, _CMP_UNORD_Q));  // a lane where either is NaN
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(codes_of<Folded>(y0, k), codes_of<Folded>(y1, k)));
+    }
+    scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);
   }
   // NaN is rare and the rules differ only there: its codes are set again, by the scalar formula.
   if (_mm256_movemask_ps(any_nan) != 0)
-    for (std::int64_t j = 0; j < i; ++j) {
-      const float y = scaled<Multiply>(element<Bf16>(in, j), s);
-      if (y != y) out[j] = scalar_code<Rule>(y);
-    }
-  for (; i < n; ++i) out[i] = scalar_code<Rule>(scaled<Multiply>(element<Bf16>(in, i), s));
+    for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
+      scalar_codes<Bf16, Multiply, Rule>(in, c0, std::min(n, c0 + width), s[j], true, out);
 }
 
-// The runtime choice of formula becomes a specialization here, once per call (a row or a range).
+/// Whether every segment's scale folds F16C's 2^-8 exactly (fold_scale).
+template <bool Multiply>
+bool all_fold(std::int64_t n, std::int64_t width, const float* s) {
+  float unused;
+  for (std::int64_t j = 0; j * width < n; ++j)
+    if (!fold_scale<Multiply>(s[j], unused)) return false;
+  return true;
+}
+
 template <bool Bf16>
-void dispatch(const void* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
-  switch (rule) {
-    case e4m3_rule::clamp_s_sat:
-      return multiply ? run<Bf16, true, e4m3_rule::clamp_s_sat>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_s_sat>(in, n, s, out);
-    case e4m3_rule::clamp_t_tcvt:
-      return multiply ? run<Bf16, true, e4m3_rule::clamp_t_tcvt>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_t_tcvt>(in, n, s, out);
-    case e4m3_rule::clamp_g_sat:
-      return multiply ? run<Bf16, true, e4m3_rule::clamp_g_sat>(in, n, s, out) : run<Bf16, false, e4m3_rule::clamp_g_sat>(in, n, s, out);
-    case e4m3_rule::tcvt:
-      return multiply ? run<Bf16, true, e4m3_rule::tcvt>(in, n, s, out) : run<Bf16, false, e4m3_rule::tcvt>(in, n, s, out);
-  }
+void dispatch(const void* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+              const void* next) {
+  if (n <= 0) return;
+  width = width > 0 ? width : n;
+  // Without a next run, the lines a little past this one (sequential reads keep going).
+  const char* ahead = next ? static_cast<const char*>(next) : static_cast<const char*>(in) + 1024;
+  // The runtime choice of formula becomes a specialization here, once per call (a row or a range).
+  visit_formula(f, [&](auto rule, auto multiply) {
+    if (all_fold<multiply()>(n, width, s)) run<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
+    else run<Bf16, multiply(), false, rule()>(in, n, width, s, out, ahead);
+  });
 }
 #endif
 
+/// Whether QPOLICY_CPU_ENCODER asks for the cloned loops (so that tests check them on this machine
+/// too). A value this library does not read is named on stderr once and read as `auto`: this runs
+/// inside worker threads, where an exception cannot go.
+bool portable_requested() {
+  if (const char* unknown = unknown_cpu_encoder_setting())
+    std::fprintf(stderr, "warning: QPOLICY_CPU_ENCODER is '%s', neither 'auto' nor 'portable'; using 'auto'\n", unknown);
+  const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+  return choice && std::string_view(choice) == "portable";
+}
+
 }  // namespace
+
+const char* unknown_cpu_encoder_setting() {
+  const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+  const std::string_view value = choice ? choice : "";
+  return value.empty() || value == "auto" || value == "portable" ? nullptr : choice;
+}
 
 bool has_f16c_encoder() {
 #ifdef QP_F16C_ENCODER
   // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-  // QPOLICY_CPU_ENCODER=portable keeps the cloned loops, so that tests check them on this machine too.
   static const bool present = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
-    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-    return f16c && __builtin_cpu_supports("avx") && std::string_view(choice ? choice : "") != "portable";
+    const bool portable = portable_requested();
+    return f16c && __builtin_cpu_supports("avx") && !portable;
   }();
   return present;
 #else
-  return false;
+  static const bool read = (portable_requested(), false);
+  return read;
 #endif
 }
 
-void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
+void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
+                     std::uint8_t* out, const void* next) {
 #ifdef QP_F16C_ENCODER
-  dispatch<true>(in, n, s, multiply, rule, out);
+  dispatch<true>(in, n, width, s, f, out, next);
 #else
-  (void)in, (void)n, (void)s, (void)multiply, (void)rule, (void)out;
+  (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;
 #endif
 }
 
-void f16c_codes_f32(const float* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out) {
+void f16c_codes_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+                    const void* next) {
 #ifdef QP_F16C_ENCODER
-  dispatch<false>(in, n, s, multiply, rule, out);
+  dispatch<false>(in, n, width, s, f, out, next);
 #else
-  (void)in, (void)n, (void)s, (void)multiply, (void)rule, (void)out;
+  (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;
 #endif
 }
 

@@ -7,12 +7,16 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace qpolicy::cpu {
 
 using namespace fp8;
+using detail::e4m3_formula;
 using detail::e4m3_rule;
+using detail::rule_code;
+using detail::visit_formula;
 using detail::f16c_codes_bf16;
 using detail::f16c_codes_f32;
 using detail::has_f16c_encoder;
@@ -98,24 +102,45 @@ namespace {
 using detail::amax_range;
 using detail::widen;
 
-// The element loops, on restrict pointers with a local count so that GCC vectorizes them (the file is
-// built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched). Each
-// is cloned for AVX2 and AVX-512 with the baseline kept, and the loader picks one per machine
-// (GCC target_clones, an ifunc): wider vectors, the same IEEE operations, the same bits.
-QP_CLONES void codes_times_portable(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] * inv));
+// The portable code loops, on restrict pointers with a local count so that GCC vectorizes them (the
+// file is built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched),
+// cloned per instruction set (parallel.hpp). Machines with F16C take the encoder instead.
+template <class T, bool Multiply, e4m3_rule Rule>
+QP_CLONES void portable_codes(const T* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = std::is_same_v<T, float> ? in[i] : from_bf16(in[i]);
+    out[i] = rule_code<Rule>(Multiply ? x * s : x / s);
+  }
 }
-QP_CLONES void codes_over_sat_portable(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(in[i] / s));
+
+// The formulas of the FP8 keys' code loops (numerics.hpp's names).
+constexpr e4m3_formula times_sat{e4m3_rule::clamp_s_sat, true};        // per-tensor: x * (1/s), clampS, sat
+constexpr e4m3_formula over_sat{e4m3_rule::clamp_s_sat, false};        // per-token: x / s, clampS, sat
+constexpr e4m3_formula over_torch{e4m3_rule::clamp_t_tcvt, false};     // per-channel: x / s, clampT, tcvt
+constexpr e4m3_formula over_group{e4m3_rule::clamp_g_sat, false};      // 1xG groups: x / y, clampG (no NaN left)
+constexpr e4m3_formula times_unclamped{e4m3_rule::tcvt, true};         // 128x128 blocks: x * (1/s), tcvt
+
+/// The codes of n floats or bf16 words in segments of `width`, segment j with scale s[j], under f:
+/// the F16C encoder where the machine has it (the same codes, about three times the speed where AVX2
+/// is missing), else the cloned loops. `next`: the run the caller reads next, fetched meanwhile.
+template <class T>
+void codes(const T* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+           const void* next = nullptr) {
+  if (has_f16c_encoder()) {
+    if constexpr (std::is_same_v<T, float>) f16c_codes_f32(in, n, width, s, f, out, next);
+    else f16c_codes_bf16(in, n, width, s, f, out, next);
+    return;
+  }
+  visit_formula(f, [&](auto rule, auto multiply) {
+    for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
+      portable_codes<T, multiply(), rule()>(in + c0, std::min(width, n - c0), s[j], out + c0);
+  });
 }
-QP_CLONES void codes_over_torch_portable(const float* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(in[i] / s));
-}
-QP_CLONES void codes_over_group_portable(const float* __restrict in, std::int64_t n, float y, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_g(in[i] / y));  // = tcvt: clampG leaves no NaN or overflow
-}
-QP_CLONES void codes_times_unclamped_portable(const float* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(in[i] * inv);
+
+/// One run with one scale.
+template <class T>
+void codes(const T* in, std::int64_t n, float s, e4m3_formula f, std::uint8_t* out, const void* next = nullptr) {
+  codes(in, n, n, &s, f, out, next);
 }
 
 // The amax of bf16 values on their bits, without widening: a magnitude's 15 bits order like its
@@ -146,57 +171,8 @@ QP_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::i
 }
 
 
-// bf16 inputs (what checkpoints hold) skip the float row buffer: the amax from the bits, the codes
-// from each element widened in the same loop (widening is exact, so the operations and bits are the
-// float path's). A NaN in the range sends the caller to the float path, which picks it.
-QP_CLONES void codes_times_bf16_portable(const std::uint16_t* __restrict in, std::int64_t n, float inv, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(from_bf16(in[i]) * inv));
-}
-QP_CLONES void codes_over_sat_bf16_portable(const std::uint16_t* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = sat(clamp_s(from_bf16(in[i]) / s));
-}
-QP_CLONES void codes_over_torch_bf16_portable(const std::uint16_t* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = tcvt(clamp_t(from_bf16(in[i]) / s));
-}
-
-// The code loops: the F16C encoder where the machine has it (e4m3_encoder.hpp: the same codes, about
-// three times the speed where AVX2 is missing), else the cloned loops above.
-void codes_times(const float* in, std::int64_t n, float inv, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_f32(in, n, inv, true, e4m3_rule::clamp_s_sat, out);
-  codes_times_portable(in, n, inv, out);
-}
-void codes_over_sat(const float* in, std::int64_t n, float s, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_f32(in, n, s, false, e4m3_rule::clamp_s_sat, out);
-  codes_over_sat_portable(in, n, s, out);
-}
-void codes_over_torch(const float* in, std::int64_t n, float s, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_f32(in, n, s, false, e4m3_rule::clamp_t_tcvt, out);
-  codes_over_torch_portable(in, n, s, out);
-}
-void codes_over_group(const float* in, std::int64_t n, float s, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_f32(in, n, s, false, e4m3_rule::clamp_g_sat, out);
-  codes_over_group_portable(in, n, s, out);
-}
-void codes_times_unclamped(const float* in, std::int64_t n, float inv, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_f32(in, n, inv, true, e4m3_rule::tcvt, out);
-  codes_times_unclamped_portable(in, n, inv, out);
-}
-void codes_times_bf16(const std::uint16_t* in, std::int64_t n, float inv, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_bf16(in, n, inv, true, e4m3_rule::clamp_s_sat, out);
-  codes_times_bf16_portable(in, n, inv, out);
-}
-void codes_over_sat_bf16(const std::uint16_t* in, std::int64_t n, float s, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_bf16(in, n, s, false, e4m3_rule::clamp_s_sat, out);
-  codes_over_sat_bf16_portable(in, n, s, out);
-}
-void codes_over_torch_bf16(const std::uint16_t* in, std::int64_t n, float s, std::uint8_t* out) {
-  if (has_f16c_encoder()) return f16c_codes_bf16(in, n, s, false, e4m3_rule::clamp_t_tcvt, out);
-  codes_over_torch_bf16_portable(in, n, s, out);
-}
-
 // A row's segments (`width` wide: 128x128 blocks' columns, 1xG groups) at once, one call per row, not
-// per segment: the amax bits of each segment into acc[j] (with any NaN reported), and the codes of
-// each segment with its inverse scale, or divided by its scale (groups).
+// per segment: the amax bits of each segment into acc[j] (with any NaN reported).
 QP_CLONES void segment_amax_bits(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
                                  std::uint16_t* __restrict acc, bool* nan) {
   std::uint16_t any = 0;
@@ -212,36 +188,6 @@ QP_CLONES void segment_amax_bits(const std::uint16_t* __restrict row, std::int64
   }
   *nan = *nan || any != 0;
 }
-QP_CLONES void segment_codes_unclamped_portable(const std::uint16_t* __restrict row, std::int64_t n, const float* __restrict inv,
-                                       std::uint8_t* __restrict out) {
-  for (std::int64_t j = 0; j * 128 < n; ++j) {
-    const std::int64_t c0 = j * 128, nc = std::min<std::int64_t>(128, n - c0);
-    const float v = inv[j];
-    for (std::int64_t i = 0; i < nc; ++i) out[c0 + i] = tcvt(from_bf16(row[c0 + i]) * v);
-  }
-}
-QP_CLONES void segment_codes_over_group_portable(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
-                                        const float* __restrict y, std::uint8_t* __restrict out) {
-  for (std::int64_t j = 0; j * width < n; ++j) {
-    const float v = y[j];
-    const std::uint16_t* __restrict in = row + j * width;
-    std::uint8_t* __restrict to = out + j * width;
-    // clampG leaves no NaN and nothing past 448, where tcvt and sat differ: sat, which GCC vectorizes.
-    for (std::int64_t i = 0; i < width; ++i) to[i] = sat(clamp_g(from_bf16(in[i]) / v));
-  }
-}
-
-void segment_codes_unclamped(const std::uint16_t* row, std::int64_t n, const float* inv, std::uint8_t* out) {
-  if (!has_f16c_encoder()) return segment_codes_unclamped_portable(row, n, inv, out);
-  for (std::int64_t j = 0; j * 128 < n; ++j)
-    f16c_codes_bf16(row + j * 128, std::min<std::int64_t>(128, n - j * 128), inv[j], true, e4m3_rule::tcvt, out + j * 128);
-}
-void segment_codes_over_group(const std::uint16_t* row, std::int64_t n, std::int64_t width, const float* y, std::uint8_t* out) {
-  if (!has_f16c_encoder()) return segment_codes_over_group_portable(row, n, width, y, out);
-  for (std::int64_t j = 0; j * width < n; ++j)
-    f16c_codes_bf16(row + j * width, width, y[j], false, e4m3_rule::clamp_g_sat, out + j * width);
-}
-
 /// x's elements as bf16 words when it is bf16 and aligned for them, else nullptr (the float path).
 const std::uint16_t* bf16_words(const input_view& x) {
   return x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 ? static_cast<const std::uint16_t*>(x.data)
@@ -261,13 +207,20 @@ void scale_rows_reciprocal(const input_view& x, float inv, std::uint8_t* q, cons
   const std::uint16_t* words = bf16_words(x);
   parallel_ranges(x.rows, o, [&](std::int64_t first, std::int64_t last) {
     if (words) {
-      codes_times_bf16(words + first * x.cols, (last - first) * x.cols, inv, q + first * x.cols);
+      // The amax pass has just read this range (the same split) front to back, so its tail is still
+      // in the cache: the codes go back to front in blocks, each fetching the block before it.
+      constexpr std::int64_t block = 1 << 15;  // elements: 64 KiB of bf16
+      const std::int64_t begin = first * x.cols;
+      for (std::int64_t end = last * x.cols; end > begin; end -= block) {
+        const std::int64_t start = std::max(begin, end - block);
+        codes(words + start, end - start, inv, times_sat, q + start, start > begin ? words + std::max(begin, start - block) : nullptr);
+      }
       return;
     }
     std::vector<float> row(static_cast<std::size_t>(x.cols));
     for (std::int64_t r = first; r < last; ++r) {
       widen(x, r * x.cols, x.cols, row.data());
-      codes_times(row.data(), x.cols, inv, q + r * x.cols);
+      codes(row.data(), x.cols, inv, times_sat, q + r * x.cols);
     }
   });
 }
@@ -334,14 +287,14 @@ void row_scaled(const input_view& x, std::uint8_t* q, float* scales, const cpu_o
       float a = 0.0f;
       if (words && amax_bf16(words + r * x.cols, x.cols, &a)) {
         scales[r] = scale_of(a);
-        if (Weight) codes_over_torch_bf16(words + r * x.cols, x.cols, scales[r], out);
-        else codes_over_sat_bf16(words + r * x.cols, x.cols, scales[r], out);
+        // The next row's amax pass then reads from the cache what this pass fetched meanwhile.
+        const std::uint16_t* next = r + 1 < last ? words + (r + 1) * x.cols : nullptr;
+        codes(words + r * x.cols, x.cols, scales[r], Weight ? over_torch : over_sat, out, next);
         continue;
       }
       widen(x, r * x.cols, x.cols, row.data());
       scales[r] = scale_of(amax_range(row.data(), x.cols, Weight));
-      if (Weight) codes_over_torch(row.data(), x.cols, scales[r], out);
-      else codes_over_sat(row.data(), x.cols, scales[r], out);
+      codes(row.data(), x.cols, scales[r], Weight ? over_torch : over_sat, out);
     }
   });
 }
@@ -368,7 +321,7 @@ void block_by_floats(const input_view& w, const reference::block_options& opt, s
   float sf = opt.compiled_variant ? a * float_of(inv_448_bits) : a / max_e4m3;
   if (opt.ue8m0) sf = ue8m0(sf);
   const float inv = 1.0f / sf;
-  for (std::int64_t r = 0; r < nr; ++r) codes_times_unclamped(buffer + r * 128, nc, inv, q + (r0 + r) * w.cols + c0);
+  for (std::int64_t r = 0; r < nr; ++r) codes(buffer + r * 128, nc, inv, times_unclamped, q + (r0 + r) * w.cols + c0);
   scales[bi * col_blocks + bj] = sf;
 }
 
@@ -383,6 +336,8 @@ void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::blo
   const std::int64_t row_blocks = (w.rows + 127) / 128, col_blocks = (w.cols + 127) / 128;
   const std::int64_t col_items = (col_blocks + blocks_per_item - 1) / blocks_per_item;
   const std::uint16_t* words = bf16_words(w);
+  // Where an item's rows start: the row and column of its top-left element.
+  const auto origin = [&](std::int64_t item) { return (item / col_items) * 128 * w.cols + (item % col_items) * blocks_per_item * 128; };
   parallel_ranges(row_blocks * col_items, o, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> buffer(static_cast<std::size_t>(128 * 128));
     for (std::int64_t item = first; item < last; ++item) {
@@ -405,7 +360,10 @@ void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::blo
         inv[j] = 1.0f / sf;
         scales[bi * col_blocks + j0 + j] = sf;
       }
-      for (std::int64_t r = 0; r < nr; ++r) segment_codes_unclamped(words + (r0 + r) * w.cols + c0, nc, inv, q + (r0 + r) * w.cols + c0);
+      // Each row's codes fetch the same row of the next item, whose amax pass then reads the cache.
+      const std::uint16_t* next = item + 1 < last ? words + origin(item + 1) : nullptr;
+      for (std::int64_t r = 0; r < nr; ++r)
+        codes(words + (r0 + r) * w.cols + c0, nc, 128, inv, times_unclamped, q + (r0 + r) * w.cols + c0, next ? next + r * w.cols : nullptr);
     }
   });
 }
@@ -478,7 +436,8 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const re
           y[static_cast<std::size_t>(g)] = yg;
           scales[scale_offset(opt.layout, x.rows, groups, m, g)] = yg;
         }
-        segment_codes_over_group(words + m * x.cols, x.cols, opt.group_size, y.data(), q + m * x.cols);
+        codes(words + m * x.cols, x.cols, opt.group_size, y.data(), over_group, q + m * x.cols,
+              m + 1 < last ? words + (m + 1) * x.cols : nullptr);
         continue;
       }
       widen(x, m * x.cols, x.cols, row.data());
@@ -487,7 +446,7 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const re
         const float a = max_num(group_eps(), amax_range(in, opt.group_size, false));
         float y = a / max_e4m3;
         if (opt.ue8m0) y = ue8m0(max_num(abs_f32(y), group_eps()));
-        codes_over_group(in, opt.group_size, y, q + m * x.cols + g * opt.group_size);
+        codes(in, opt.group_size, y, over_group, q + m * x.cols + g * opt.group_size);
         scales[scale_offset(opt.layout, x.rows, groups, m, g)] = y;
       }
     }

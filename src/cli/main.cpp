@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/io_error.hpp"
@@ -38,11 +40,29 @@ void print_warnings(const std::vector<std::string>& warnings) {
 /// "1.23 GB" or "45.6 MB".
 std::string size_text(double bytes) { return bytes >= 1e9 ? fmt::format("{:.2f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6); }
 
+/// QPOLICY_PROGRESS_INTERVAL's seconds: a finite number, 0 or more, and nothing after it (empty is unset).
+std::optional<double> progress_interval(const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || v < 0) return std::nullopt;
+  return v;
+}
+
+/// The first environment setting this command or the library would misread, as an error sentence;
+/// checked before any work, so that a typo is never a silent default.
+std::optional<std::string> environment_problem() {
+  if (const char* v = cpu::detail::unknown_cpu_encoder_setting())
+    return fmt::format("QPOLICY_CPU_ENCODER is '{}'; expected 'auto' or 'portable'", v);
+  if (const char* v = std::getenv("QPOLICY_PROGRESS_INTERVAL"); v && *v && !progress_interval(v))
+    return fmt::format("QPOLICY_PROGRESS_INTERVAL is '{}'; expected a number of seconds, 0 or more", v);
+  return std::nullopt;
+}
+
 /// Progress of a conversion on stderr: a bar with throughput and ETA redrawn on a terminal; otherwise
 /// a plain line every QPOLICY_PROGRESS_INTERVAL seconds (default 10), for logs.
 std::function<void(std::uint64_t, std::uint64_t, std::size_t, std::size_t)> progress_reporter(bool terminal) {
   const char* env = std::getenv("QPOLICY_PROGRESS_INTERVAL");
-  const double interval = env ? std::atof(env) : terminal ? 0.2 : 10.0;
+  const double interval = env && *env ? progress_interval(env).value_or(0.0) : terminal ? 0.2 : 10.0;
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   return [=](std::uint64_t bytes, std::uint64_t total, std::size_t done, std::size_t tensors) mutable {
@@ -167,6 +187,10 @@ int run(const cli::options& o) {
 
 int main(int argc, char** argv) {
   install_signal_cleanup();
+  if (const auto problem = environment_problem()) {
+    fmt::print(stderr, "error: {}\n", *problem);
+    return 1;
+  }
   try {
     return run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const config_errors& e) {

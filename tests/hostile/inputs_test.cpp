@@ -109,7 +109,7 @@ TEST_CASE("an index must agree with its shards; duplicate keys are warned about"
 }
 
 TEST_CASE("help on every command; repeated flags and --tp alone are usage errors", "[hostile][cli]") {
-  for (const std::vector<std::string> args : {std::vector<std::string>{"-h"}, {"--help"}, {"resolve", "-h"}, {"plan", "--help"},
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"-h"}, {"--help"}, {"resolve", "-h"}, {"plan", "--help"},
                                               {"quantize", "-h"}, {"quantize-tensor", "--help"}}) {
     INFO(Catch::Detail::stringify(args));
     const auto r = run_qpolicy(args);
@@ -137,6 +137,41 @@ TEST_CASE("help on every command; repeated flags and --tp alone are usage errors
     const auto r = run_qpolicy(c.args);
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::StartsWith(c.message));
+  }
+}
+
+TEST_CASE("environment settings that would be misread are refused before any work", "[hostile][cli]") {
+  temp_dir d("hostile-env");
+  write_file(d / "in.safetensors", small_checkpoint());
+  const auto before = list(d.path());
+  struct setting {
+    std::string assignment, message;
+  };
+  const std::vector<setting> cases{
+      {"QPOLICY_CPU_ENCODER=fast", "error: QPOLICY_CPU_ENCODER is 'fast'; expected 'auto' or 'portable'"},
+      {"QPOLICY_CPU_ENCODER=Portable", "error: QPOLICY_CPU_ENCODER is 'Portable'; expected 'auto' or 'portable'"},
+      {"QPOLICY_PROGRESS_INTERVAL=5s", "error: QPOLICY_PROGRESS_INTERVAL is '5s'; expected a number of seconds, 0 or more"},
+      {"QPOLICY_PROGRESS_INTERVAL=-1", "error: QPOLICY_PROGRESS_INTERVAL is '-1'; expected a number of seconds, 0 or more"},
+      {"QPOLICY_PROGRESS_INTERVAL=nan", "error: QPOLICY_PROGRESS_INTERVAL is 'nan'; expected a number of seconds, 0 or more"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.assignment);
+    const auto r = qpolicy::test::run_process(
+        {"/usr/bin/env", c.assignment, exe(), "quantize", "-q", "fp8_per_tensor", "-o", d / "out.safetensors", d / "in.safetensors"}, 60);
+    check_refused(r, 1, c.message, d.path(), before);
+    CHECK_THAT(r.err, Catch::StartsWith(c.message));
+  }
+  // The values it reads: the run completes, the same bytes either way.
+  std::string first;
+  for (const std::string assignment : {"QPOLICY_CPU_ENCODER=portable", "QPOLICY_CPU_ENCODER=auto", "QPOLICY_CPU_ENCODER=",
+                                       "QPOLICY_PROGRESS_INTERVAL=0.5"}) {
+    INFO(assignment);
+    const auto r = qpolicy::test::run_process(
+        {"/usr/bin/env", assignment, exe(), "quantize", "-q", "fp8_per_channel", "-o", d / "out.safetensors", d / "in.safetensors"}, 60);
+    CHECK(r.status == 0);
+    const auto bytes = read_file(d / "out.safetensors");
+    if (first.empty()) first = bytes;
+    CHECK(bytes == first);
   }
 }
 

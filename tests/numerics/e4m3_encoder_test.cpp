@@ -3,6 +3,7 @@
 // reach each e4m3 region, NaN in any lane under each rule's NaN code, and every tail length.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -37,7 +38,7 @@ float float_of_bits(std::uint32_t b) {
 /// Mismatches of f16c_codes_f32 over x, with the first one described in `first`.
 std::int64_t f32_mismatches(const std::vector<float>& x, float s, bool multiply, e4m3_rule rule, std::string& first) {
   std::vector<std::uint8_t> got(x.size());
-  qpolicy::cpu::detail::f16c_codes_f32(x.data(), static_cast<std::int64_t>(x.size()), s, multiply, rule, got.data());
+  qpolicy::cpu::detail::f16c_codes_f32(x.data(), static_cast<std::int64_t>(x.size()), 0, &s, {rule, multiply}, got.data());
   std::int64_t bad = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::uint8_t want = want_code(rule, multiply ? x[i] * s : x[i] / s);
@@ -94,8 +95,11 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
     WARN("skipped: this machine lacks AVX or F16C (or QPOLICY_CPU_ENCODER=portable)");
     return;
   }
-  // Scales that put typical weights in each e4m3 region: subnormal codes, the 448 edge, overflow.
-  const float scales[] = {1.0f, 0.0003f, 1.0f / 448.0f, 0x1p-20f, 3.0e5f, 1e-30f, 7.0f, 0x1p-126f};
+  // Scales that put typical weights in each e4m3 region: subnormal codes, the 448 edge, overflow. The
+  // last two cannot carry F16C's 2^-8 exactly (2^-8 times the first is below the smallest subnormal;
+  // 2^8 times the second overflows), so the loop keeps its multiply for them, and that path is
+  // checked on every bf16 too.
+  const float scales[] = {1.0f, 0.0003f, 1.0f / 448.0f, 0x1p-20f, 3.0e5f, 1e-30f, 7.0f, 0x1p-126f, 0x1.8p-145f, 0x1p121f};
   std::vector<std::uint16_t> words(65536);
   std::vector<float> widened(65536);
   for (std::uint32_t b = 0; b < 65536; ++b) {
@@ -107,7 +111,7 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
     for (const float s : scales)
       for (const bool multiply : {false, true}) {
         // Every bf16 pattern, NaN included, in runs of 16 that mix NaN with numbers.
-        qpolicy::cpu::detail::f16c_codes_bf16(words.data(), 65536, s, multiply, rule, got.data());
+        qpolicy::cpu::detail::f16c_codes_bf16(words.data(), 65536, 0, &s, {rule, multiply}, got.data());
         std::int64_t bad = 0;
         for (std::uint32_t b = 0; b < 65536; ++b)
           bad += got[b] != want_code(rule, multiply ? widened[b] * s : widened[b] / s);
@@ -133,7 +137,8 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
   for (std::int64_t n = 0; n <= 40; ++n)
     for (std::int64_t at = 0; at < 3; ++at) {
       std::fill(out.begin(), out.end(), std::uint8_t{0xAA});
-      qpolicy::cpu::detail::f16c_codes_bf16(words.data() + 0x3F00 + at, n, 0.01f, false, e4m3_rule::clamp_t_tcvt, out.data() + at);
+      const float s = 0.01f;
+      qpolicy::cpu::detail::f16c_codes_bf16(words.data() + 0x3F00 + at, n, 0, &s, {e4m3_rule::clamp_t_tcvt, false}, out.data() + at);
       bool ok = true;
       for (std::int64_t i = 0; i < 64; ++i) {
         const bool inside = i >= at && i < at + n;
@@ -143,4 +148,37 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
       INFO("length " << n << " at offset " << at);
       CHECK(ok);
     }
+}
+
+TEST_CASE("F16C e4m3 encoder: a row in segments, each with its scale", "[numerics][encoder]") {
+  if (!qpolicy::cpu::detail::has_f16c_encoder()) {
+    WARN("skipped: this machine lacks AVX or F16C (or QPOLICY_CPU_ENCODER=portable)");
+    return;
+  }
+  // Every bf16 pattern as one row; segment widths with and without tails; scales drawn per segment,
+  // sometimes one that cannot fold F16C's 2^-8 (the whole call then keeps the multiply); and a `next`
+  // run to prefetch, which must change nothing.
+  std::vector<std::uint16_t> words(65536);
+  for (std::uint32_t b = 0; b < 65536; ++b) words[b] = static_cast<std::uint16_t>(b * 40503u);  // every pattern, shuffled
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> exponent(-40.0f, 40.0f);
+  for (const std::int64_t width : {std::int64_t{128}, std::int64_t{100}, std::int64_t{48}, std::int64_t{7}})
+    for (const bool with_odd_scale : {false, true})
+      for (const auto rule : all_rules)
+        for (const bool multiply : {false, true}) {
+          const std::int64_t segments = (65536 + width - 1) / width;
+          std::vector<float> s(static_cast<std::size_t>(segments));
+          for (auto& v : s) v = std::exp2(exponent(rng)) * (1.0f + static_cast<float>(rng() % 1000) / 1000.0f);
+          if (with_odd_scale) s[static_cast<std::size_t>(segments / 2)] = multiply ? 0x1.8p-145f : 0x1p121f;
+          std::vector<std::uint8_t> got(65536);
+          qpolicy::cpu::detail::f16c_codes_bf16(words.data(), 65536, width, s.data(), {rule, multiply}, got.data(), words.data() + 1);
+          std::int64_t bad = 0;
+          for (std::size_t i = 0; i < words.size(); ++i) {
+            const float x = float_of_bits(std::uint32_t{words[i]} << 16), sj = s[i / static_cast<std::size_t>(width)];
+            bad += got[i] != want_code(rule, multiply ? x * sj : x / sj);
+          }
+          INFO("width " << width << ", rule " << static_cast<int>(rule) << (multiply ? " (times)" : " (over)")
+                        << (with_odd_scale ? ", one scale that does not fold" : ""));
+          CHECK(bad == 0);
+        }
 }

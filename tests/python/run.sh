@@ -10,6 +10,10 @@
 # Usage: run.sh SOURCE_DIR QPOLICY_EXE. Skipped (77) without python3's venv module or PyPI.
 set -euo pipefail
 src=$(cd "$1" && pwd) exe=$2
+case "${QPOLICY_PYTHON_TORCH:-1}" in
+  0 | 1) ;;
+  *) echo "python: QPOLICY_PYTHON_TORCH is '$QPOLICY_PYTHON_TORCH'; expected 0 (leave torch out) or 1 (the default)" >&2; exit 1 ;;
+esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/qpolicy-python-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv" 2>/dev/null || { echo "python: skipped: python3 -m venv fails (apt-get install python3-venv)"; exit 77; }

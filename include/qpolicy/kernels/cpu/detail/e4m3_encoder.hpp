@@ -4,6 +4,9 @@
 // arithmetic of numerics.hpp's encode(), which machines without AVX2 run 4 lanes at a time. Bit for
 // bit the scalar formulas' codes (tests/numerics/e4m3_encoder_test.cpp checks every float).
 #include <cstdint>
+#include <type_traits>
+
+#include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -16,13 +19,53 @@ enum class e4m3_rule : std::uint8_t {
   tcvt,          // tcvt(y): NaN -> 0x7F with its sign
 };
 
+/// A code loop's formula: the rule, and whether y is x * s (a reciprocal scale) or x / s.
+struct e4m3_formula {
+  e4m3_rule rule;
+  bool multiply;
+};
+
+/// The scalar formula of a rule: the code of y.
+template <e4m3_rule Rule>
+std::uint8_t rule_code(float y) {
+  if constexpr (Rule == e4m3_rule::clamp_s_sat) return fp8::sat(fp8::clamp_s(y));
+  else if constexpr (Rule == e4m3_rule::clamp_t_tcvt) return fp8::tcvt(fp8::clamp_t(y));
+  else if constexpr (Rule == e4m3_rule::clamp_g_sat) return fp8::sat(fp8::clamp_g(y));
+  else return fp8::tcvt(y);
+}
+
+/// fn(rule, multiply) with f's rule and multiply as std::integral_constant values: the one place where
+/// a runtime formula becomes template arguments (the encoder's loops and the portable ones).
+template <class Fn>
+void visit_formula(e4m3_formula f, Fn&& fn) {
+  const auto with_rule = [&](auto rule) {
+    if (f.multiply) fn(rule, std::true_type{});
+    else fn(rule, std::false_type{});
+  };
+  switch (f.rule) {
+    case e4m3_rule::clamp_s_sat: return with_rule(std::integral_constant<e4m3_rule, e4m3_rule::clamp_s_sat>{});
+    case e4m3_rule::clamp_t_tcvt: return with_rule(std::integral_constant<e4m3_rule, e4m3_rule::clamp_t_tcvt>{});
+    case e4m3_rule::clamp_g_sat: return with_rule(std::integral_constant<e4m3_rule, e4m3_rule::clamp_g_sat>{});
+    case e4m3_rule::tcvt: return with_rule(std::integral_constant<e4m3_rule, e4m3_rule::tcvt>{});
+  }
+}
+
 /// Whether the code loops use this encoder: the machine has AVX and F16C, and QPOLICY_CPU_ENCODER is
-/// not `portable` (read once).
+/// not `portable` (read once; another value that is not `auto` gets a warning on stderr).
 bool has_f16c_encoder();
 
-/// out[i] = rule(x[i] / s), or rule(x[i] * s) when `multiply`, for bf16 words or floats. Only where
-/// has_f16c_encoder().
-void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out);
-void f16c_codes_f32(const float* in, std::int64_t n, float s, bool multiply, e4m3_rule rule, std::uint8_t* out);
+/// QPOLICY_CPU_ENCODER's value when it is one this library does not read (anything but unset, empty,
+/// `auto` or `portable`), else nullptr: the command line refuses such a value before any work.
+const char* unknown_cpu_encoder_setting();
+
+/// One run of n elements in segments of `width` (the last may be shorter), segment j with scale s[j]:
+/// out[i] = rule(x[i] / s[i / width]), or times it. For bf16 words or floats; only where
+/// has_f16c_encoder(). `next`, when not null, is what the caller reads after this run (n elements of
+/// the same type from there): it is fetched into the cache while this run is encoded, so that a
+/// caller's next amax pass finds it there.
+void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
+                     std::uint8_t* out, const void* next = nullptr);
+void f16c_codes_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+                    const void* next = nullptr);
 
 }  // namespace qpolicy::cpu::detail
