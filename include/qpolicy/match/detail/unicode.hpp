@@ -75,11 +75,11 @@ constexpr int other_cases(char32_t c, bool ascii, char32_t out[3]) {
     if (c >= 'A' && c <= 'Z') { out[0] = c + 32; return 1; }
     return 0;
   }
-  const auto* entry = find_sorted(case_classes, c, [](const case_class& e) { return e.c; });
-  if (!entry) return 0;
+  const std::size_t at = first_not_below(case_class_count, [&](std::size_t i) { return case_classes[4 * i] < c; });
+  if (at == case_class_count || case_classes[4 * at] != c) return 0;
   int n = 0;
-  for (char32_t o : entry->others)
-    if (o) out[n++] = o;
+  for (std::size_t k = 1; k < 4; ++k)
+    if (const char32_t o = case_classes[4 * at + k]) out[n++] = o;
   return n;
 }
 
@@ -114,13 +114,13 @@ constexpr bool standardise(std::u32string_view name, std::string& out) {
 }
 
 constexpr const known_property* find_property(std::string_view standard) {
-  return find_sorted(known_properties, standard, [](const known_property& p) { return p.name; });
+  return find_sorted(known_properties, standard, [](const known_property& p) { return std::string_view(p.name); });
 }
 
 /// The value of property `id` named `standard`, or nullptr.
 constexpr const known_value* find_value(std::uint32_t id, std::string_view standard) {
   return find_sorted(known_values, std::pair{id, standard},
-                     [](const known_value& v) { return std::pair{v.id, v.name}; });
+                     [](const known_value& v) { return std::pair{v.id, std::string_view(v.name)}; });
 }
 
 /// A resolved property: its key and sign, or why it could not be resolved.
