@@ -2,7 +2,6 @@
 // vLLM's pattern forms (spec §4.1): "re:" regex anchored at the start, exact name, and (current schema
 // only) Python fnmatchcase globs. A list of patterns compiles into one program; a pattern that is not
 // a valid regex keeps its error, raised only when the pattern is tried, as vLLM does.
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -197,8 +196,9 @@ constexpr void run_backtracking(const compiled_patterns& compiled, const std::ve
   out.over_budget.clear();
   for (const auto& bp : compiled.backtracking) {
     // Without the literal every match holds there is no match, and no steps to count.
-    if (!bp.required.empty() && std::search(name.begin(), name.end(), bp.required.begin(), bp.required.end()) == name.end())
-      continue;
+    // (A string_view search: <algorithm> for std::search alone costs every includer 0.1 s of g++.)
+    const std::u32string_view text(name.data(), name.size()), literal(bp.required.data(), bp.required.size());
+    if (!literal.empty() && text.find(literal) == std::u32string_view::npos) continue;
     const auto answer = run_backtrack(bp.code, name);
     if (answer.over_budget) out.over_budget.push_back(bp.owner);
     else if (answer.matched) out.bits[bp.owner >> 6] |= std::uint64_t{1} << (bp.owner & 63);
