@@ -85,6 +85,31 @@ TEST_CASE("shard names replace every occurrence of the fused name, as str.replac
         "Found different quantization schemes for the shards of qkv_proj. vLLM requires all to use the same scheme.");
 }
 
+TEST_CASE("fused_entry is the entry whose fused name is the layer name's last dotted component", "[unit][plan]") {
+  // Its definition, as vLLM's _is_fused_layer reads it: the part after the last '.', compared whole.
+  const model_desc m{"m", {{"qkv_proj", {"q_proj"}}, {"", {"e"}}, {"a.b", {"c"}}, {"up", {"u"}}}, {}};
+  const auto reference = [&](std::string_view name) -> const packed_mapping* {
+    const auto dot = name.rfind('.');
+    const auto proj = dot == std::string_view::npos ? name : name.substr(dot + 1);
+    for (const auto& p : m.packed)
+      if (p.fused == proj) return &p;
+    return nullptr;
+  };
+  std::vector<std::string> names{"", ".", "qkv_proj", "x.qkv_proj", "xqkv_proj", "x.xqkv_proj", "qkv_proj.x", "a.b", "x.a.b",
+                                 "b", "x.b", "up", ".up", "a.up", "aup", "up.", "x..up", "qkv_proj.qkv_proj"};
+  std::mt19937 rng(7);
+  const std::string alphabet = "abpu.";
+  for (int i = 0; i < 20000; ++i) {
+    std::string n;
+    for (int k = static_cast<int>(rng() % 8); k > 0; --k) n += alphabet[rng() % alphabet.size()];
+    names.push_back(n);
+  }
+  for (const auto& n : names) {
+    INFO(n);
+    REQUIRE(m.fused_entry(n) == reference(n));
+  }
+}
+
 TEST_CASE("summary groups: one line per suffix, rule, pattern and key, whatever the layer order", "[unit][plan]") {
   std::string layers;
   for (int i = 0; i < 12; ++i)

@@ -39,11 +39,14 @@ struct model_desc {
   constexpr bool operator==(const model_desc&) const = default;
 
   /// The mapping entry for a layer name's last dotted component, if it is fused.
+  /// Compared from the end: the name ends in the fused name, after a '.' or at its start (a planner
+  /// asks this of every layer, and the byte before the fused name rejects almost all of them).
   constexpr const packed_mapping* fused_entry(std::string_view layer_name) const {
-    const auto dot = layer_name.rfind('.');
-    const auto proj = dot == std::string_view::npos ? layer_name : layer_name.substr(dot + 1);
-    for (const auto& p : packed)
-      if (p.fused == proj) return &p;
+    for (const auto& p : packed) {
+      const std::size_t n = p.fused.size(), size = layer_name.size();
+      if (n > size || (n < size && layer_name[size - n - 1] != '.')) continue;
+      if (layer_name.ends_with(p.fused) && p.fused.find('.') == std::string::npos) return &p;
+    }
     return nullptr;
   }
 };

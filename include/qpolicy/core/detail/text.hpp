@@ -187,14 +187,19 @@ constexpr void find_all_into(std::vector<std::size_t>& at, std::string_view s, s
 constexpr void replace_at_into(std::string& out, std::string_view s, const std::vector<std::size_t>& at,
                                std::size_t from_size, std::string_view to) {
   out.resize(s.size() - at.size() * from_size + at.size() * to.size());
+  // char_traits::copy: a loop during constant evaluation, memcpy at run time (a plan builds a name
+  // per shard of every fused layer).
+  using traits = std::char_traits<char>;
   char* o = out.data();
   std::size_t i = 0;
   for (const auto j : at) {
-    for (; i < j; ++i) *o++ = s[i];
-    for (const char c : to) *o++ = c;
+    traits::copy(o, s.data() + i, j - i);
+    o += j - i;
+    traits::copy(o, to.data(), to.size());
+    o += to.size();
     i = j + from_size;
   }
-  for (; i < s.size(); ++i) *o++ = s[i];
+  traits::copy(o, s.data() + i, s.size() - i);
 }
 
 /// Python str.replace(old, new) into `out` (reusing its storage).
