@@ -1,9 +1,9 @@
 #pragma once
 // What the CPU fast kernels share: element loops cloned per instruction set, and work split over
-// threads (one contiguous range of work items per thread, no pool: kernels run for milliseconds or
-// more, so a thread start is noise).
+// threads (one contiguous range of work items per thread) on a process-wide pool of workers.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -27,13 +27,28 @@ inline unsigned thread_count(unsigned threads, std::int64_t work_items) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, work_items)));
 }
 
-/// Runs fn(first, last) over [0, items) split into one contiguous range per thread.
+/// Runs part(t) for t in [0, n) on the process's worker pool and returns when all are done
+/// (rethrowing the first exception); false, with nothing run, when the pool cannot take the job
+/// (another caller holds it, it has fewer workers, or this is a forked child).
+/// Defined in kernels/cpu/worker_pool.cpp.
+bool run_on_workers(unsigned n, const std::function<void(unsigned)>& part);
+
+/// Runs fn(first, last) over [0, items) split into one contiguous range per thread: on the worker
+/// pool, or on threads started for the call when the pool is taken.
 template <class Fn>
 void parallel_ranges(std::int64_t items, unsigned threads, Fn&& fn) {
   const unsigned n = thread_count(threads, items);
   if (n <= 1) {
     fn(std::int64_t{0}, items);
     return;
+  }
+  {
+    const std::int64_t chunk = (items + n - 1) / n;
+    const auto part = [&](unsigned t) {
+      const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
+      if (first < last) fn(first, last);
+    };
+    if (run_on_workers(n, part)) return;
   }
   std::vector<std::thread> pool;
   pool.reserve(n - 1);
