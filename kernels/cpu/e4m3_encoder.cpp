@@ -53,7 +53,7 @@ QP_F16C inline encoder_constants make_constants() {
 // 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
 // field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
 // Folded: y already is 2^-8 times the formula's y (the scale carries the factor, exactly: see
-// fold_scales), and the same steps run on bounds 2^-8 times as large, without the multiply.
+// fold_scale), and the same steps run on bounds 2^-8 times as large, without the multiply.
 template <bool Folded>
 QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
   const __m256 sign = _mm256_and_ps(y, k.sign_bit);

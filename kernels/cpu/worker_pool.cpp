@@ -8,7 +8,6 @@
 
 #include <condition_variable>
 #include <exception>
-#include <memory>
 #include <mutex>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
@@ -39,14 +38,14 @@ class worker_pool {
     std::vector<int> allowed = allowed_cpus();
     for (unsigned w = 0; w < cpus; ++w) {
       const int cpu = allowed.size() > 1 ? allowed[w % allowed.size()] : -1;
-      workers_.emplace_back([this, w, cpu] { work(w, cpu); });
-      workers_.back().detach();  // lives as long as the process; never joined at exit
+      std::thread([this, w, cpu] { work(w, cpu); }).detach();  // lives as long as the process
     }
+    workers_ = cpus;
   }
 
   bool run(unsigned n, const std::function<void(unsigned)>& part) {
     // A forked child has no workers; a part that itself runs a parallel kernel takes threads of its own.
-    if (getpid() != owner_ || n > workers_.size() || in_job) return false;
+    if (getpid() != owner_ || n > workers_ || in_job) return false;
     std::unique_lock taken(busy_, std::try_to_lock);
     if (!taken) return false;  // another caller has the pool
     const job_scope scope;
@@ -71,7 +70,7 @@ class worker_pool {
 
  private:
   const pid_t owner_;
-  std::vector<std::thread> workers_;
+  unsigned workers_ = 0;
   std::mutex busy_;   // held by the caller whose job the workers run
   std::mutex mutex_;  // guards the job below
   std::condition_variable wake_, done_;

@@ -42,22 +42,16 @@ void parallel_ranges(std::int64_t items, unsigned threads, Fn&& fn) {
     fn(std::int64_t{0}, items);
     return;
   }
-  {
-    const std::int64_t chunk = (items + n - 1) / n;
-    const auto part = [&](unsigned t) {
-      const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
-      if (first < last) fn(first, last);
-    };
-    if (run_on_workers(n, part)) return;
-  }
+  const std::int64_t chunk = (items + n - 1) / n;
+  const auto part = [&](unsigned t) {
+    const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
+    if (first < last) fn(first, last);
+  };
+  if (run_on_workers(n, part)) return;
   std::vector<std::thread> pool;
   pool.reserve(n - 1);
-  const std::int64_t chunk = (items + n - 1) / n;
-  for (unsigned t = 1; t < n; ++t) {
-    const std::int64_t first = std::min(items, chunk * t), last = std::min(items, first + chunk);
-    pool.emplace_back([&fn, first, last] { fn(first, last); });
-  }
-  fn(std::int64_t{0}, std::min(items, chunk));
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back([&part, t] { part(t); });
+  part(0);
   for (auto& th : pool) th.join();
 }
 
