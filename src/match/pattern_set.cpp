@@ -149,8 +149,8 @@ void pattern_set::match(std::string_view name, pattern_hits& out) {
     if (out.bits.size() != 1) out.bits.assign(1, 0);
     out.bits[0] = w & ~known;
   } else {
-    const auto& done = dfa_.finish(row / static_cast<std::int32_t>(stride_));
-    out.bits.assign(done.begin(), done.end());
+    const std::uint64_t* done = dfa_.finish(row / static_cast<std::int32_t>(stride_));
+    out.bits.assign(done, done + dfa_.answer_words());
   }
   dfa_.add_backtracking(name, out);
 }

@@ -162,6 +162,25 @@ struct model_def {
     out.append(d.name.substr(at + 3));
     return out;
   }
+  /// Writes layer `layer`'s name into `out`, reusing its storage (the compile-time planner's loop).
+  constexpr void name_into(std::string& out, std::size_t layer) const {
+    const auto& d = def_of(layer);
+    const auto at = d.index_at();
+    if (at == std::string_view::npos || layers[layer].index < 0) {
+      out.assign(d.name);
+      return;
+    }
+    char digits[12]{};
+    std::size_t n = 0;
+    for (auto v = layers[layer].index; n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+    out.resize(d.name.size() - 3 + n);
+    char* p = out.data();
+    const char* name = d.name.data();
+    std::size_t k = 0;
+    for (std::size_t j = 0; j < at; ++j) p[k++] = name[j];
+    while (n > 0) p[k++] = digits[--n];
+    for (std::size_t j = at + 3, e = d.name.size(); j < e; ++j) p[k++] = name[j];
+  }
   /// Whether layer `layer` is called `name` (no allocation: usable in many static_asserts).
   constexpr bool is_named(std::size_t layer, std::string_view name) const {
     const auto& d = def_of(layer);

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "qpolicy/core/detail/buffer.hpp"
 #include "qpolicy/match/detail/dfa.hpp"
 #include "qpolicy/plan/detail/planner.hpp"
 #include "qpolicy/typed/model_def.hpp"
@@ -201,19 +202,29 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   const std::size_t width = probes.size();
   const std::size_t columns = width + 1;          // the states, then the index's digit count (or 0)
   std::vector<std::int32_t> classes;              // columns per class, flat
-  std::vector<std::int32_t> reached(columns, 0);  // the current index's states and digit count
-  std::vector<std::int32_t> head_reached(width, 0);  // the states after all its digits but the last
-  std::int64_t head_of_reached = -1;                 // ... for this index / 10
-  std::vector<std::vector<std::int32_t>> decision_of(m.defs.size());  // per record: class -> layer, -1
+  buffer<std::int32_t> reached(columns);          // the current index's states and digit count
+  buffer<std::int32_t> head_reached(width + 1);   // the states after all its digits but the last
+  std::int64_t head_of_reached = -1;              // ... for this index / 10
+  // Per record and class: the layer decided for them, plus one (0: none yet). Flat, `stride` classes
+  // per record, regrown when a class past the stride appears.
+  const std::size_t records = m.defs.size();
+  std::size_t stride = 8;
+  buffer<std::int32_t> decided_as(records * stride);
+  buffer<std::uint8_t> groupable(records + 1);
+  for (std::size_t d = 0; d < records; ++d) groupable.data()[d] = splits[d].groupable;
+  const layer_ref* refs = m.layers.data();
+  layer_plan* plans = out.layers.data();
+  const probe* pr = probes.data();
+  layer_desc desc;  // the layer being decided, its storage reused
   std::int64_t current_index = -1;
   std::int32_t current_class = -1;
   for (std::size_t i = 0; i < Model::size(); ++i) {
-    const layer_ref ref = m.layers[i];
-    const bool groupable = splits[ref.def].groupable;
-    if (groupable && ref.index != current_index) {
+    const std::size_t def = refs[i].def;
+    const std::int64_t index = refs[i].index;
+    const bool grouped = groupable.data()[def] != 0;
+    if (grouped && index != current_index) {
       // Indices ascend in runs of ten that share all digits but the last: walk those once per run.
-      const probe* pr = probes.data();
-      const std::int64_t head = ref.index / 10;
+      const std::int64_t head = index / 10;
       std::int32_t* h = head_reached.data();
       if (head != head_of_reached) {
         char digits[12]{};
@@ -226,16 +237,17 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
         }
         head_of_reached = head;
       }
-      const char last = static_cast<char>('0' + ref.index % 10);
+      const char last = static_cast<char>('0' + index % 10);
       std::int32_t* r = reached.data();
       for (std::size_t p = 0; p < width; ++p) r[p] = matchers[pr[p].matcher]->step(h[p], last);
       std::int32_t digit_count = 1;
-      for (auto v = ref.index; v >= 10; v /= 10) ++digit_count;
+      for (auto v = index; v >= 10; v /= 10) ++digit_count;
       r[width] = backtracking ? digit_count : 0;
       const std::size_t known = classes.size() / columns;
+      const std::int32_t* rows = classes.data();
       current_class = -1;
       for (std::size_t c = 0; c < known && current_class < 0; ++c) {
-        const std::int32_t* row = classes.data() + c * columns;
+        const std::int32_t* row = rows + c * columns;
         bool same = true;
         for (std::size_t p = 0; p < columns && same; ++p) same = row[p] == r[p];
         if (same) current_class = static_cast<std::int32_t>(c);
@@ -243,22 +255,32 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
       if (current_class < 0) {
         current_class = static_cast<std::int32_t>(known);
         for (std::size_t p = 0; p < columns; ++p) classes.push_back(r[p]);
+        if (known == stride) {  // one class more than the table holds: twice the classes per record
+          buffer<std::int32_t> wider(records * 2 * stride);
+          for (std::size_t d = 0; d < records; ++d)
+            for (std::size_t c = 0; c < stride; ++c) wider.data()[d * 2 * stride + c] = decided_as.data()[d * stride + c];
+          decided_as = std::move(wider);
+          stride *= 2;
+        }
       }
-      current_index = ref.index;
+      current_index = index;
     }
-    if (groupable) {
-      auto& of = decision_of[ref.def];
-      if (of.size() <= static_cast<std::size_t>(current_class)) of.resize(static_cast<std::size_t>(current_class) + 1, -1);
-      const std::int32_t earlier = of.data()[current_class];
-      if (earlier >= 0) {
-        out.layers[i] = out.layers[static_cast<std::size_t>(earlier)];
+    if (grouped) {
+      std::int32_t& earlier = decided_as.data()[def * stride + static_cast<std::size_t>(current_class)];
+      if (earlier > 0) {
+        plans[i] = plans[earlier - 1];
         continue;
       }
-      of.data()[current_class] = static_cast<std::int32_t>(i);
+      earlier = static_cast<std::int32_t>(i) + 1;
     }
     ++out.decided;
-    out.layers[i] = session.decide(describe_layer(m, i, layer_detail::for_planning));
-    if (out.layers[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(out.layers[i].error)]);
+    const layer_def& d = m.defs[def];
+    m.name_into(desc.name, i);
+    desc.class_name.assign(d.class_name);
+    desc.kind = d.kind;
+    desc.quantizable = d.quantizable;
+    plans[i] = session.decide(desc);
+    if (plans[i].failed()) return fail(session.out.errors[static_cast<std::size_t>(plans[i].error)]);
   }
   return out;
 }

@@ -30,6 +30,14 @@ class buffer {
   }
   constexpr ~buffer() { delete[] data_; }
 
+  /// Grows to `n` elements, keeping the first size() and zero-filling the rest.
+  constexpr void resize(std::size_t n) {
+    if (n <= size_) return;
+    buffer more(n);
+    for (std::size_t i = 0; i < size_; ++i) more.data_[i] = data_[i];
+    *this = std::move(more);
+  }
+
   constexpr T* data() { return data_; }
   constexpr const T* data() const { return data_; }
   constexpr std::size_t size() const { return size_; }
@@ -38,6 +46,30 @@ class buffer {
 
  private:
   T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// A buffer that grows at its end, doubling its storage: zero-filled entries appended in runs.
+template <class T>
+class growable {
+ public:
+  constexpr std::size_t size() const { return size_; }
+  constexpr T* data() { return storage_.data(); }
+  constexpr const T* data() const { return storage_.data(); }
+  /// Appends `n` zeros.
+  constexpr void grow_by(std::size_t n) {
+    if (size_ + n > storage_.size()) storage_.resize(2 * (size_ + n));
+    size_ += n;
+  }
+  /// Drops the entries from `n` on (they read as zeros when appended again).
+  constexpr void shrink_to(std::size_t n) {
+    T* d = storage_.data();
+    for (std::size_t i = n; i < size_; ++i) d[i] = T{};
+    size_ = n;
+  }
+
+ private:
+  buffer<T> storage_;
   std::size_t size_ = 0;
 };
 

@@ -1,9 +1,12 @@
 #pragma once
 // A constexpr lazy DFA over ASCII names, built from the same program and the same epsilon closure as
 // the NFA simulation (nfa.hpp): each state is the set of NFA threads waiting before a character plus
-// the patterns already decided. Constant evaluation is slow (about a microsecond per step under GCC
-// 12), so the compile-time planner walks names on this table, one lookup per character, and may
-// resume from any state it kept. Names with non-ASCII characters or '\n' run on the NFA.
+// the patterns already decided. Constant evaluation is slow (GCC 12 spends 300-700 instructions per
+// expression node it evaluates), so the compile-time planner walks names on this table, one lookup
+// per character, and may resume from any state it kept. A new edge costs a few hundred nodes: the
+// epsilon closure of each pc is walked once (when no assertion lies on it), a state's closure once
+// per state, and each edge only tests its consuming pcs against the character. Names with non-ASCII
+// characters or '\n' run on the NFA.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -23,33 +26,41 @@ class dfa_pattern_set {
       : compiled_(std::move(compiled)),
         words_((compiled_.size() + 63) / 64),
         core_words_((compiled_.prog.insts.size() + 64) / 64),
+        ident_words_(core_words_ + words_),
+        ident_(initial_states * ident_words_),
+        hash_(initial_states),
+        flags_(initial_states),
+        expansion_(2 * initial_states),
+        end_(initial_states),
+        index_(2 * initial_states),
+        edge_key_(4 * initial_states),
+        edge_to_(4 * initial_states),
+        pc_closure_(compiled_.prog.insts.size() + 1),
+        next_(ident_words_),
         closure_(compiled_.prog) {
-    states_.reserve(256);  // growth would move every state (each a handful of vectors)
-    index_.assign(64, -1);
     scratch_.matched.assign(compiled_.size(), false);
-    next_bits_ = buffer<std::uint64_t>(core_words_);
-    next_done_ = buffer<std::uint64_t>(words_);
     const auto& starts = compiled_.prog.starts;
-    for (std::size_t k = 0, n = starts.size(); k < n; ++k) set_bit(next_bits_.data(), starts[k]);
-    intern_next(true, false);
+    for (std::size_t k = 0, n = starts.size(); k < n; ++k) set_bit(next_.data(), starts[k]);
+    intern_next(flag_start);
   }
 
   constexpr std::size_t size() const { return compiled_.size(); }
   constexpr bool any_error() const { return compiled_.any_error; }
   constexpr const maybe<regex_error>& error(std::size_t k) const { return compiled_.errors[k]; }
-  constexpr std::size_t states() const { return states_.size(); }
+  constexpr std::size_t states() const { return count_; }
+  /// 64-bit words in the answers finish() returns.
+  constexpr std::size_t answer_words() const { return words_; }
 
   /// The state after `c` from `from` (ASCII other than '\n' only).
   constexpr std::int32_t step(std::int32_t from, char c) {
-    // Raw pointers and index loops: iterators and range-for cost several times more per element
-    // during constant evaluation.
-    const state* s = states_.data() + from;
-    if (s->dead) return from;
-    const auto* e = s->edges.data();
-    for (std::size_t k = 0, n = s->edges.size(); k < n; ++k)
-      if (e[k].c == c) return e[k].to;
+    if (flags_.data()[from] & flag_dead) return from;
+    const std::int32_t key = from * 128 + static_cast<std::int32_t>(static_cast<unsigned char>(c) & 127) + 1;
+    const std::size_t mask = edge_key_.size() - 1;
+    const std::int32_t* keys = edge_key_.data();
+    for (std::size_t slot = edge_slot(key, mask); keys[slot] > 0; slot = (slot + 1) & mask)
+      if (keys[slot] == key) return edge_to_.data()[slot];
     const auto to = build_step(from, c);
-    states_[static_cast<std::size_t>(from)].edges.push_back({c, to});
+    add_edge(key, to);
     return to;
   }
   /// The state after walking `text` from `from`.
@@ -58,22 +69,31 @@ class dfa_pattern_set {
     for (std::size_t i = 0, n = text.size(); i < n; ++i) from = step(from, p[i]);
     return from;
   }
-  /// The patterns matched when the name ends in state `at`.
-  constexpr const std::vector<std::uint64_t>& finish(std::int32_t at) {
-    state& s = states_[static_cast<std::size_t>(at)];
-    if (!s.has_end) {
-      position_context ctx;
-      ctx.at_begin = s.is_start;
-      ctx.at_end = true;
-      ctx.has_prev = !s.is_start;
-      ctx.prev = s.prev_word ? U'a' : U' ';
-      load_done(s.done);
-      consuming_.clear();
-      closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
-      s.end_done = to_bits(scratch_.matched);
-      s.has_end = true;
-    }
-    return s.end_done;
+  /// The patterns matched when the name ends in state `at`: answer_words() words of bits.
+  constexpr const std::uint64_t* finish(std::int32_t at) {
+    if (const std::int32_t known = end_.data()[at]) return ends_.data() + static_cast<std::size_t>(known - 1) * words_;
+    const std::uint8_t f = flags_.data()[at];
+    position_context ctx;
+    ctx.at_begin = (f & flag_start) != 0;
+    ctx.at_end = true;
+    ctx.has_prev = !ctx.at_begin;
+    ctx.prev = (f & flag_prev_word) ? U'a' : U' ';
+    const std::uint64_t* core = core_of(at);
+    load_done(core + core_words_);
+    dynamic_.clear();
+    for (std::size_t w = 0; w < core_words_; ++w)
+      for (std::uint64_t b = core[w]; b; b &= b - 1)
+        dynamic_.push_back(static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b))));
+    consuming_.clear();
+    closure_.run(compiled_.prog, dynamic_, ctx, consuming_, scratch_);
+    const std::size_t slot = ends_.size();
+    ends_.grow_by(words_);
+    std::uint64_t* out = ends_.data() + slot;
+    const std::uint8_t* matched = scratch_.matched.data();
+    for (std::size_t k = 0, n = compiled_.size(); k < n; ++k)
+      if (matched[k]) set_bit(out, static_cast<std::uint32_t>(k));
+    end_.data()[at] = static_cast<std::int32_t>(slot / (words_ ? words_ : 1)) + 1;
+    return out;
   }
 
   /// Whether the DFA can walk `name` (ASCII without '\n').
@@ -132,104 +152,203 @@ class dfa_pattern_set {
       at = step(at, p[i]);
       states[i + 1] = at;
     }
-    out.bits = finish(at);
+    const std::uint64_t* answers = finish(at);
+    out.bits.assign(answers, answers + words_);
     add_backtracking(name, out);
   }
 
+
  private:
-  struct state {
-    // buffers, not vectors: cheaper to make during constant evaluation
-    buffer<std::uint32_t> core;       // pcs waiting for their epsilon closure, ascending
-    buffer<std::uint64_t> core_bits;  // the same set as bits: the state's identity
-    buffer<std::uint64_t> done;       // patterns already matched
-    bool is_start = false, prev_word = false, dead = false;
-    bool has_end = false;
-    // Sparse edges, not a 128-wide row: every element a vector initializes costs hundreds of steps
-    // during constant evaluation, and a state uses few characters.
-    struct edge {
-      char c;
-      std::int32_t to;
-    };
-    std::vector<edge> edges;
-    std::vector<std::uint64_t> end_done;
-    std::uint64_t hash = 0;  // of the identity: core_bits, done, is_start, prev_word
-  };
+  // States live in flat arrays indexed by state id, not in objects with vectors of their own: during
+  // constant evaluation every container made or grown costs hundreds of steps, and a plan makes a
+  // few hundred states. A state's identity is its core (the pcs waiting for their epsilon closure)
+  // and the patterns already decided, as bits, plus two flags; what it does next is computed once
+  // per state (its expansion), not once per edge, from epsilon closures computed once per pc.
+  static constexpr std::uint8_t flag_start = 1, flag_prev_word = 2, flag_dead = 4;
+  // Room for this many states before the arrays double: each element made costs steps during
+  // constant evaluation, and a plan's patterns usually need a few dozen states.
+  static constexpr std::size_t initial_states = 64;
 
   compiled_patterns compiled_;
-  std::size_t words_ = 0, core_words_ = 0;
-  std::vector<state> states_;
-  // Open addressing over states_ by hash (-1: empty), at most half full: a step to a state that
-  // exists already costs one probe or two, and allocates nothing.
-  std::vector<std::int32_t> index_;
-  buffer<std::uint64_t> next_bits_, next_done_;  // the state being looked up
+  std::size_t words_ = 0, core_words_ = 0, ident_words_ = 0;  // pattern bits, pc bits, both
+  std::size_t count_ = 0;                // states
+  buffer<std::uint64_t> ident_;          // per state: core bits, then done bits
+  buffer<std::uint64_t> hash_;           // per state: hash of the identity
+  buffer<std::uint8_t> flags_;           // per state: flag_*
+  buffer<std::int32_t> expansion_;       // per state and next-character class: slot + 1 in expansions_
+  buffer<std::int32_t> end_;             // per state: slot + 1 in ends_ (the answers at a name's end)
+  growable<std::uint64_t> expansions_;   // per slot: consuming pcs not yet decided, then done bits
+  growable<std::uint64_t> ends_;         // per slot: words_ bits
+  // Open addressing (0: empty), at most half full: states by identity hash, edges by state and byte.
+  buffer<std::int32_t> index_;
+  buffer<std::int32_t> edge_key_, edge_to_;  // key: state * 128 + character + 1
+  std::size_t edges_ = 0;
+  // Per pc: 0 not known yet, 1 an assertion lies on its closure (computed per state), else slot + 2.
+  buffer<std::int32_t> pc_closure_;
+  growable<std::uint64_t> pc_closures_;  // per slot: consuming pcs, then matched patterns
+  buffer<std::uint64_t> next_;           // the identity being looked up
   closure_builder closure_;
   run_result scratch_;
-  std::vector<std::uint32_t> consuming_;
+  std::vector<std::uint32_t> consuming_, dynamic_;
   std::vector<char> last_name_;                  // the previous name match() walked
   std::vector<std::int32_t> last_states_{start_state};  // its state before each character
 
   static constexpr void set_bit(std::uint64_t* bits, std::uint32_t k) { bits[k >> 6] |= std::uint64_t{1} << (k & 63); }
+  static constexpr bool test_bit(const std::uint64_t* bits, std::uint32_t k) { return (bits[k >> 6] >> (k & 63)) & 1; }
+  constexpr const std::uint64_t* core_of(std::int32_t s) const { return ident_.data() + static_cast<std::size_t>(s) * ident_words_; }
 
-  constexpr std::uint64_t hash_next(bool is_start, bool prev_word) const {
-    std::uint64_t h = (is_start ? 0x9e3779b97f4a7c15ull : 0) ^ (prev_word ? 0x632be59bd9b4e019ull : 0);
-    const std::uint64_t* b = next_bits_.data();
-    for (std::size_t w = 0; w < core_words_; ++w) h = (h ^ b[w]) * 0x100000001b3ull;
-    const std::uint64_t* d = next_done_.data();
-    for (std::size_t w = 0; w < words_; ++w) h = (h ^ d[w]) * 0x100000001b3ull;
+  constexpr std::uint64_t hash_next(std::uint8_t flags) const {
+    std::uint64_t h = ((flags & flag_start) ? 0x9e3779b97f4a7c15ull : 0) ^ ((flags & flag_prev_word) ? 0x632be59bd9b4e019ull : 0);
+    const std::uint64_t* b = next_.data();
+    for (std::size_t w = 0; w < ident_words_; ++w) h = (h ^ b[w]) * 0x100000001b3ull;
     return h ^ (h >> 29);
   }
-  constexpr bool is_next(const state& s, std::uint64_t hash, bool is_start, bool prev_word) const {
-    if (s.hash != hash || s.is_start != is_start || s.prev_word != prev_word) return false;
-    const std::uint64_t *a = s.core_bits.data(), *b = next_bits_.data();
-    for (std::size_t w = 0; w < core_words_; ++w)
+  constexpr bool is_next(std::int32_t s, std::uint64_t hash, std::uint8_t flags) const {
+    if (hash_.data()[s] != hash || (flags_.data()[s] & (flag_start | flag_prev_word)) != flags) return false;
+    const std::uint64_t *a = core_of(s), *b = next_.data();
+    for (std::size_t w = 0; w < ident_words_; ++w)
       if (a[w] != b[w]) return false;
-    const std::uint64_t *c = s.done.data(), *d = next_done_.data();
-    for (std::size_t w = 0; w < words_; ++w)
-      if (c[w] != d[w]) return false;
     return true;
   }
 
-  // The state whose identity is next_bits_ / next_done_, made when new. Sets of pcs go through a
-  // bitset: sorted, deduplicated and comparable in a few word operations (sorting during constant
-  // evaluation costs far more); the pc list is made once per state.
-  constexpr std::int32_t intern_next(bool is_start, bool prev_word) {
-    const std::uint64_t h = hash_next(is_start, prev_word);
+  // The state whose identity is next_, made when new.
+  constexpr std::int32_t intern_next(std::uint8_t flags) {
+    const std::uint64_t h = hash_next(flags);
     std::size_t mask = index_.size() - 1, slot = static_cast<std::size_t>(h) & mask;
-    for (std::int32_t* index = index_.data(); index[slot] >= 0; slot = (slot + 1) & mask)
-      if (is_next(states_.data()[index[slot]], h, is_start, prev_word)) return index[slot];
-    state s;
-    s.core_bits = next_bits_;
-    s.done = next_done_;
-    s.edges.reserve(4);  // most states have a few edges: no regrowth
-    s.hash = h;
-    s.is_start = is_start;
-    s.prev_word = prev_word;
-    std::size_t count = 0;
-    const std::uint64_t* bits = next_bits_.data();
-    for (std::size_t w = 0; w < core_words_; ++w) count += static_cast<std::size_t>(__builtin_popcountll(bits[w]));
-    s.core = buffer<std::uint32_t>(count);
-    std::uint32_t* core = s.core.data();
-    std::size_t k = 0;
-    for (std::size_t w = 0; w < core_words_; ++w)
-      for (std::uint64_t b = bits[w]; b; b &= b - 1)
-        core[k++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
-    s.dead = count == 0;  // nothing left to decide: every character stays here
-    const auto id = static_cast<std::int32_t>(states_.size());
-    states_.push_back(std::move(s));
-    index_[slot] = id;
-    if (2 * states_.size() > index_.size()) rebuild_index();
+    std::int32_t* index = index_.data();
+    for (; index[slot] > 0; slot = (slot + 1) & mask)
+      if (is_next(index[slot] - 1, h, flags)) return index[slot] - 1;
+    const auto id = static_cast<std::int32_t>(count_);
+    if (count_ == flags_.size()) grow_states();
+    const std::uint64_t* b = next_.data();
+    std::uint64_t* ident = ident_.data() + count_ * ident_words_;
+    bool dead = true;
+    for (std::size_t w = 0; w < ident_words_; ++w) ident[w] = b[w];
+    for (std::size_t w = 0; w < core_words_; ++w) dead = dead && b[w] == 0;
+    hash_.data()[count_] = h;
+    // Nothing left to decide: every character stays here.
+    flags_.data()[count_] = static_cast<std::uint8_t>(flags | (dead ? flag_dead : 0));
+    ++count_;
+    index_.data()[slot] = id + 1;
+    if (2 * count_ > index_.size()) rehash_states();
     return id;
   }
 
-  constexpr void rebuild_index() {
-    index_.assign(2 * index_.size(), -1);
+  constexpr void grow_states() {
+    const std::size_t n = 2 * flags_.size();
+    ident_.resize(n * ident_words_);
+    hash_.resize(n);
+    flags_.resize(n);
+    expansion_.resize(2 * n);
+    end_.resize(n);
+  }
+  constexpr void rehash_states() {
+    index_ = buffer<std::int32_t>(2 * index_.size());
     const std::size_t mask = index_.size() - 1;
     std::int32_t* index = index_.data();
-    for (std::size_t i = 0, n = states_.size(); i < n; ++i) {
-      std::size_t slot = static_cast<std::size_t>(states_.data()[i].hash) & mask;
-      while (index[slot] >= 0) slot = (slot + 1) & mask;
-      index[slot] = static_cast<std::int32_t>(i);
+    const std::uint64_t* hash = hash_.data();
+    for (std::size_t i = 0; i < count_; ++i) {
+      std::size_t slot = static_cast<std::size_t>(hash[i]) & mask;
+      while (index[slot] > 0) slot = (slot + 1) & mask;
+      index[slot] = static_cast<std::int32_t>(i) + 1;
     }
+  }
+
+  static constexpr std::size_t edge_slot(std::int32_t key, std::size_t mask) {
+    return static_cast<std::size_t>(static_cast<std::uint32_t>(key) * 2654435761u >> 8) & mask;
+  }
+  constexpr void add_edge(std::int32_t key, std::int32_t to) {
+    if (2 * (edges_ + 1) > edge_key_.size()) {
+      buffer<std::int32_t> keys(2 * edge_key_.size()), tos(2 * edge_key_.size());
+      const std::size_t mask = keys.size() - 1;
+      const std::int32_t *old_keys = edge_key_.data(), *old_tos = edge_to_.data();
+      for (std::size_t i = 0, n = edge_key_.size(); i < n; ++i)
+        if (old_keys[i] > 0) {
+          std::size_t slot = edge_slot(old_keys[i], mask);
+          while (keys.data()[slot] > 0) slot = (slot + 1) & mask;
+          keys.data()[slot] = old_keys[i];
+          tos.data()[slot] = old_tos[i];
+        }
+      edge_key_ = std::move(keys);
+      edge_to_ = std::move(tos);
+    }
+    const std::size_t mask = edge_key_.size() - 1;
+    std::size_t slot = edge_slot(key, mask);
+    std::int32_t* keys = edge_key_.data();
+    while (keys[slot] > 0) slot = (slot + 1) & mask;
+    keys[slot] = key;
+    edge_to_.data()[slot] = to;
+    ++edges_;
+  }
+
+  // The epsilon closure of one pc when no assertion lies on it (then it is the same from every state):
+  // the consuming pcs it reaches and the patterns it matches. Returns the pc's entry of pc_closure_.
+  constexpr std::int32_t pc_closure(std::uint32_t from) {
+    std::int32_t known = pc_closure_.data()[from];
+    if (known) return known;
+    const std::size_t at = pc_closures_.size();
+    pc_closures_.grow_by(ident_words_);
+    std::uint64_t* bits = pc_closures_.data() + at;
+    if (!closure_.run_plain(compiled_.prog, from, bits, bits + core_words_)) {  // an assertion lies on it
+      pc_closures_.shrink_to(at);
+      pc_closure_.data()[from] = 1;
+      return 1;
+    }
+    known = static_cast<std::int32_t>(at / ident_words_) + 2;
+    pc_closure_.data()[from] = known;
+    return known;
+  }
+
+  // Where state `s` goes before a character of class `word` (a word character, when the program
+  // tests word edges): the consuming pcs of its closure whose patterns are not decided, and the
+  // patterns decided. Returns its offset in expansions_.
+  constexpr std::size_t expansion(std::int32_t s, bool word) {
+    const std::size_t key = static_cast<std::size_t>(s) * 2 + (word ? 1 : 0);
+    if (const std::int32_t known = expansion_.data()[key]) return static_cast<std::size_t>(known - 1) * ident_words_;
+    const std::size_t at = expansions_.size();
+    expansions_.grow_by(ident_words_);
+    std::uint64_t* out = expansions_.data() + at;
+    std::uint64_t* done = out + core_words_;
+    const std::uint64_t* core = core_of(s);
+    for (std::size_t w = 0; w < words_; ++w) done[w] = core[core_words_ + w];
+    dynamic_.clear();
+    for (std::size_t w = 0; w < core_words_; ++w)
+      for (std::uint64_t b = core[w]; b; b &= b - 1) {
+        const auto pc = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
+        const std::int32_t k = pc_closure(pc);
+        if (k == 1) {
+          dynamic_.push_back(pc);
+          continue;
+        }
+        const std::uint64_t* c = pc_closures_.data() + static_cast<std::size_t>(k - 2) * ident_words_;
+        for (std::size_t v = 0; v < core_words_; ++v) out[v] |= c[v];
+        for (std::size_t v = 0; v < words_; ++v) done[v] |= c[core_words_ + v];
+      }
+    if (!dynamic_.empty()) {  // pcs with assertions on their closure: walked in this state's context
+      const std::uint8_t f = flags_.data()[s];
+      position_context ctx;
+      ctx.at_begin = (f & flag_start) != 0;
+      ctx.has_prev = !ctx.at_begin;
+      ctx.prev = (f & flag_prev_word) ? U'a' : U' ';
+      ctx.has_next = true;
+      ctx.next = word ? U'a' : U' ';  // any character of the class decides the assertions alike
+      load_done(done);
+      consuming_.clear();
+      closure_.run(compiled_.prog, dynamic_, ctx, consuming_, scratch_);
+      for (std::size_t k = 0, n = consuming_.size(); k < n; ++k) set_bit(out, consuming_[k]);
+      const std::uint8_t* matched = scratch_.matched.data();
+      for (std::size_t k = 0, n = compiled_.size(); k < n; ++k)
+        if (matched[k]) set_bit(done, static_cast<std::uint32_t>(k));
+    }
+    // Threads of decided patterns end: their answer is final.
+    const std::uint32_t* owner = compiled_.prog.owner.data();
+    for (std::size_t w = 0; w < core_words_; ++w)
+      for (std::uint64_t b = out[w]; b; b &= b - 1) {
+        const auto pc = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
+        if (test_bit(done, owner[pc])) out[w] &= ~(std::uint64_t{1} << (pc & 63));
+      }
+    expansion_.data()[key] = static_cast<std::int32_t>(at / ident_words_) + 1;
+    return at;
   }
 
   constexpr std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b) const {
@@ -239,36 +358,28 @@ class dfa_pattern_set {
       if (p[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);
     return out;
   }
-  constexpr void load_done(const buffer<std::uint64_t>& done) {
+  constexpr void load_done(const std::uint64_t* done) {
     std::uint8_t* m = scratch_.matched.data();
     for (std::size_t k = 0, n = compiled_.size(); k < n; ++k) m[k] = (done[k >> 6] >> (k & 63)) & 1;
   }
 
   constexpr std::int32_t build_step(std::int32_t from, char c) {
-    const auto& prog = compiled_.prog;
-    const state& s = states_[static_cast<std::size_t>(from)];
-    position_context ctx;
-    ctx.at_begin = s.is_start;
-    ctx.has_prev = !s.is_start;
-    ctx.prev = s.prev_word ? U'a' : U' ';
-    ctx.has_next = true;
-    ctx.next = static_cast<char32_t>(c);
-    load_done(s.done);
-    consuming_.clear();
-    closure_.run(compiled_.prog, s.core, ctx, consuming_, scratch_);
-    std::uint64_t* bits = next_bits_.data();
-    for (std::size_t w = 0; w < core_words_; ++w) bits[w] = 0;
-    const std::uint8_t* matched = scratch_.matched.data();
-    for (std::size_t k = 0, n = consuming_.size(); k < n; ++k) {
-      const auto pc = consuming_[k];
-      if (matched[prog.owner[pc]]) continue;
-      if (consumes(prog, prog.insts[pc], static_cast<char32_t>(c)) == tri::yes) set_bit(bits, pc + 1);
-    }
-    std::uint64_t* done = next_done_.data();
-    for (std::size_t w = 0; w < words_; ++w) done[w] = 0;
-    for (std::size_t k = 0, n = compiled_.size(); k < n; ++k)
-      if (matched[k]) set_bit(done, static_cast<std::uint32_t>(k));
-    return intern_next(false, prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c)));
+    const bool word = compiled_.prog.uses_word_edges && is_word_ascii(static_cast<char32_t>(c));
+    const std::size_t at = expansion(from, word);  // before data(): it may grow the pool
+    const std::uint64_t* e = expansions_.data() + at;
+    const inst* insts = compiled_.prog.insts.data();
+    std::uint64_t* next = next_.data();
+    for (std::size_t w = 0; w < ident_words_; ++w) next[w] = 0;
+    for (std::size_t w = 0; w < core_words_; ++w)
+      for (std::uint64_t b = e[w]; b; b &= b - 1) {
+        const auto pc = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
+        const inst& in = insts[pc];
+        const bool takes = in.code == op::literal ? in.a == static_cast<std::uint32_t>(static_cast<unsigned char>(c))
+                                                  : consumes(compiled_.prog, in, static_cast<char32_t>(c)) == tri::yes;
+        if (takes) set_bit(next, pc + 1);
+      }
+    for (std::size_t w = 0; w < words_; ++w) next[core_words_ + w] = e[core_words_ + w];
+    return intern_next(word ? flag_prev_word : 0);
   }
 };
 

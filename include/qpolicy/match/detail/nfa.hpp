@@ -74,7 +74,14 @@ class closure_builder {
   constexpr void run(const program& prog, const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out,
                      run_result& res) {
     ++gen_;
-    for (std::size_t k = 0, n = pcs.size(); k < n; ++k) visit(prog, pcs[k], ctx, out, res);
+    for (std::size_t k = 0, n = pcs.size(); k < n; ++k)
+      walk<false>(prog, pcs[k], &ctx, &out, res.matched.data(), nullptr, nullptr);
+  }
+  /// The closure of one pc when no assertion lies on it (then it is the same at every position): its
+  /// consuming pcs and matched patterns as bits, or false, the bits partly written, at an assertion.
+  constexpr bool run_plain(const program& prog, std::uint32_t pc, std::uint64_t* consuming, std::uint64_t* matched) {
+    ++gen_;
+    return walk<true>(prog, pc, nullptr, nullptr, nullptr, consuming, matched);
   }
 
  private:
@@ -82,15 +89,20 @@ class closure_builder {
   buffer<std::uint32_t> stack_;
   std::uint32_t gen_ = 0;
 
+  static constexpr void set_bit(std::uint64_t* bits, std::uint32_t k) { bits[k >> 6] |= std::uint64_t{1} << (k & 63); }
+
   // Raw pointers over preallocated storage: the compile-time planner builds its DFA states here, and
-  // during constant evaluation every container call costs dozens of steps.
-  constexpr void visit(const program& prog, std::uint32_t start, const position_context& ctx,
-                       std::vector<std::uint32_t>& out, run_result& res) {
+  // during constant evaluation every container call costs dozens of steps. Plain: bits out, and stop
+  // at the first assertion; otherwise pcs out, assertions decided in `ctx`, patterns already matched
+  // skipped.
+  template <bool Plain>
+  constexpr bool walk(const program& prog, std::uint32_t start, const position_context* ctx,
+                      std::vector<std::uint32_t>* out, std::uint8_t* matched, std::uint64_t* consuming_bits,
+                      std::uint64_t* matched_bits) {
     std::uint32_t* stack = stack_.data();
     std::uint32_t* mark = mark_.data();
     const inst* insts = prog.insts.data();
     const std::uint32_t* owner = prog.owner.data();
-    std::uint8_t* matched = res.matched.data();
     const std::uint32_t gen = gen_;
     std::size_t top = 0;
     stack[top++] = start;
@@ -98,7 +110,8 @@ class closure_builder {
       const auto pc = stack[--top];
       if (mark[pc] == gen) continue;
       mark[pc] = gen;
-      if (matched[owner[pc]]) continue;
+      if constexpr (!Plain)
+        if (matched[owner[pc]]) continue;
       const inst& in = insts[pc];
       switch (in.code) {
         case op::split:
@@ -106,19 +119,25 @@ class closure_builder {
           stack[top++] = in.a;
           break;
         case op::jmp: stack[top++] = in.a; break;
-        case op::match: matched[in.a] = 1; break;
+        case op::match:
+          if constexpr (Plain) set_bit(matched_bits, in.a);
+          else matched[in.a] = 1;
+          break;
         case op::set:
         case op::literal:
         case op::literal_fold:
         case op::any:
-        case op::any_but_nl: out.push_back(pc); break;
-        default: {
-          const tri t = assertion_holds(in.code, ctx, in.b != 0);
-          if (t == tri::yes) stack[top++] = pc + 1;
+        case op::any_but_nl:
+          if constexpr (Plain) set_bit(consuming_bits, pc);
+          else out->push_back(pc);
           break;
-        }
+        default:
+          if constexpr (Plain) return false;
+          else if (assertion_holds(in.code, *ctx, in.b != 0) == tri::yes) stack[top++] = pc + 1;
+          break;
       }
     }
+    return true;
   }
 };
 
