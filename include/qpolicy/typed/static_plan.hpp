@@ -95,10 +95,11 @@ struct static_plan {
 
 namespace detail {
 
-/// A record's name split at "{i}", with its shards' variants: the grouping key of its layers.
+/// A record's name split at "{i}": whether its layers can be grouped, and the distinct texts before
+/// the index that its name and its shards' names have (where the DFA walk of each index starts).
 struct record_split {
   bool groupable = false;
-  std::vector<std::string> prefixes, suffixes;  // [0] the layer itself, then each shard
+  std::vector<std::string> prefixes;  // [0] the layer's own; then a shard's, where renaming changes it
 };
 
 /// A DFA state some record's prefix (or a shard's) reaches: where each layer index's digits start.
@@ -113,8 +114,7 @@ constexpr bool has_digit(std::string_view s) {
   return false;
 }
 
-template <class Model>
-constexpr record_split split_record(const Model& m, const model_desc& packed, const layer_def& d) {
+constexpr record_split split_record(const model_desc& packed, const layer_def& d) {
   record_split r;
   const auto at = d.index_at();
   if (at == std::string_view::npos) return r;
@@ -125,17 +125,16 @@ constexpr record_split split_record(const Model& m, const model_desc& packed, co
       !match::dfa_pattern_set::walkable(suffix))
     return r;
   r.prefixes.emplace_back(prefix);
-  r.suffixes.emplace_back(suffix);
   if (const auto* p = packed.fused_entry(suffix)) {
     if (has_digit(p->fused)) return r;
+    // A shard's name renames the fused name wherever it occurs: in the prefix too, rarely.
+    const bool in_prefix = prefix.find(p->fused) != std::string_view::npos;
     for (const auto& s : p->shards) {
       if (has_digit(s)) return r;
-      r.prefixes.push_back(text::replace_all(prefix, p->fused, s));
-      r.suffixes.push_back(text::replace_all(suffix, p->fused, s));
+      if (in_prefix) r.prefixes.push_back(text::replace_all(prefix, p->fused, s));
     }
   }
   r.groupable = true;
-  (void)m;
   return r;
 }
 
@@ -186,7 +185,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
       digit_blind = digit_blind && matcher->backtracking_digit_blind();
     }
   for (const auto& d : m.defs) {
-    splits.push_back(split_record(m, packed, d));
+    splits.push_back(split_record(packed, d));
     if (backtracking && !digit_blind) splits.back().groupable = false;
     if (!splits.back().groupable) continue;
     for (std::uint8_t k = 0; k < 2; ++k) {

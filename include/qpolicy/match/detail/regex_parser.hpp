@@ -162,17 +162,21 @@ class regex_parser {
     nodes.push_back(std::move(n));
     return static_cast<std::uint32_t>(nodes.size() - 1);
   }
-  constexpr std::uint32_t make(node_kind k, std::uint32_t value = 0) {
-    node n;
+  // Made in place, not moved in: a node (with its vector) made, moved and destroyed costs thousands
+  // of steps during constant evaluation, once per character of a pattern.
+  constexpr node& make_in_place(node_kind k) {
+    node& n = nodes.emplace_back();
     n.kind = k;
-    n.value = value;
-    return add(std::move(n));
+    return n;
+  }
+  constexpr std::uint32_t last_id() const { return static_cast<std::uint32_t>(nodes.size() - 1); }
+  constexpr std::uint32_t make(node_kind k, std::uint32_t value = 0) {
+    make_in_place(k).value = value;
+    return last_id();
   }
   constexpr std::uint32_t make1(node_kind k, std::uint32_t kid) {
-    node n;
-    n.kind = k;
-    n.kids.push_back(kid);
-    return add(std::move(n));
+    make_in_place(k).kids.push_back(kid);
+    return last_id();
   }
   constexpr bool ignorecase() const { return (flags_ & flag::ignorecase) != 0; }
   constexpr encoding item_encoding() const {
@@ -183,11 +187,10 @@ class regex_parser {
   // make_character outside a set: a literal with the current case flags.
   constexpr std::uint32_t character(char32_t c) {
     encoding_dependent_ = encoding_dependent_ || ignorecase();
-    node n;
-    n.kind = node_kind::literal;
+    node& n = make_in_place(node_kind::literal);
     n.value = static_cast<std::uint32_t>(c);
     n.fold = ignorecase();
-    return add(std::move(n));
+    return last_id();
   }
   constexpr std::uint32_t assertion(op a) {
     node n;
@@ -254,10 +257,8 @@ class regex_parser {
         const auto element = parse_paren();
         if (element != none) seq.push_back(element);
       } else if (ch == U'.') {
-        node n;
-        n.kind = node_kind::any;
-        n.dotall = (flags_ & flag::dotall) != 0;
-        seq.push_back(add(std::move(n)));
+        make_in_place(node_kind::any).dotall = (flags_ & flag::dotall) != 0;
+        seq.push_back(last_id());
       } else if (ch == U'[') {
         seq.push_back(parse_set());
       } else if (ch == U'^') {
@@ -278,12 +279,15 @@ class regex_parser {
         seq.push_back(character(ch));  // '#' outside VERBOSE
       }
     }
-    node out;
-    out.kind = node_kind::concat;
-    for (auto id : seq)
-      if (id != none) out.kids.push_back(id);
-    if (out.kids.size() == 1) return out.kids[0];
-    return add(std::move(out));
+    // The items without the markers, moved into the concatenation (one vector, no copies).
+    std::uint32_t* items = seq.data();
+    std::size_t kept = 0;
+    for (std::size_t k = 0, n = seq.size(); k < n; ++k)
+      if (items[k] != none) items[kept++] = items[k];
+    if (kept == 1) return items[0];
+    seq.resize(kept);
+    make_in_place(node_kind::concat).kids = std::move(seq);
+    return last_id();
   }
 
   // parse_fuzzy's first item: a cost letter with a comparison, or a number compared to one.
