@@ -296,12 +296,13 @@ constexpr std::string validate(const model_def<D, L, P>& m) {
       if (auto why = shard_sum_problem(std::span(d.shard_sizes.data(), d.shard_count), d.out_features); !why.empty())
         return where() + ": " + why;
   }
+  // One test per layer, through a raw pointer: this loop runs over every layer of the model.
+  const layer_ref* refs = m.layers.data();
   for (std::size_t i = 0; i < L; ++i) {
-    const bool slot = has_slot[m.layers[i].def];
-    if (slot && m.layers[i].index < 0)
+    if (has_slot[refs[i].def] == (refs[i].index >= 0)) continue;
+    if (has_slot[refs[i].def])
       return "layer " + text::py_repr(m.def_of(i).name) + ": \"{i}\" is only meaningful inside qp::repeat";
-    if (!slot && m.layers[i].index >= 0)
-      return "layer " + text::py_repr(m.def_of(i).name) + " is inside qp::repeat but has no \"{i}\", so its copies share one name";
+    return "layer " + text::py_repr(m.def_of(i).name) + " is inside qp::repeat but has no \"{i}\", so its copies share one name";
   }
   return {};
 }
