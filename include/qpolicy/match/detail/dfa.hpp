@@ -157,7 +157,6 @@ class dfa_pattern_set {
     add_backtracking(name, out);
   }
 
-
  private:
   // States live in flat arrays indexed by state id, not in objects with vectors of their own: during
   // constant evaluation every container made or grown costs hundreds of steps, and a plan makes a
