@@ -78,7 +78,9 @@ void pattern_set::match_nfa(std::string_view name, pattern_hits& out) {
   dfa_.match_nfa(name, out);
 }
 
-void pattern_set::match(std::string_view name, pattern_hits& out) {
+// Aligned to a cache line: the plan benchmark moved by 3-4% (identical instruction counts) with where
+// the linker happened to place this function, whose loop is the planner's hot path.
+__attribute__((aligned(64))) void pattern_set::match(std::string_view name, pattern_hits& out) {
   out.over_budget.clear();
   if (dfa_.size() == 0) {
     out.bits.clear();
