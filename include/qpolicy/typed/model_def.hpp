@@ -151,15 +151,8 @@ struct model_def {
 
   /// Layer `layer`'s name, "{i}" replaced by its index.
   constexpr std::string name_of(std::size_t layer) const {
-    const auto& d = def_of(layer);
-    const auto at = d.index_at();
-    if (at == std::string_view::npos || layers[layer].index < 0) return std::string(d.name);
-    // Appends into one reserved string: temporaries cost thousands of steps in constant evaluation.
     std::string out;
-    out.reserve(d.name.size() + 8);
-    out.append(d.name.substr(0, at));
-    out.append(text::to_decimal(layers[layer].index));
-    out.append(d.name.substr(at + 3));
+    name_into(out, layer);
     return out;
   }
   /// Writes layer `layer`'s name into `out`, reusing its storage (the compile-time planner's loop).

@@ -209,8 +209,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   const std::size_t records = m.defs.size();
   std::size_t stride = 8;
   buffer<std::int32_t> decided_as(records * stride);
-  buffer<std::uint8_t> groupable(records + 1);
-  for (std::size_t d = 0; d < records; ++d) groupable.data()[d] = splits[d].groupable;
+  const record_split* split = splits.data();
   const layer_ref* refs = m.layers.data();
   layer_plan* plans = out.layers.data();
   const probe* pr = probes.data();
@@ -220,7 +219,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   for (std::size_t i = 0; i < Model::size(); ++i) {
     const std::size_t def = refs[i].def;
     const std::int64_t index = refs[i].index;
-    const bool grouped = groupable.data()[def] != 0;
+    const bool grouped = split[def].groupable;
     if (grouped && index != current_index) {
       // Indices ascend in runs of ten that share all digits but the last: walk those once per run.
       const std::int64_t head = index / 10;

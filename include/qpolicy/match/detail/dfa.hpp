@@ -71,7 +71,7 @@ class dfa_pattern_set {
   }
   /// The patterns matched when the name ends in state `at`: answer_words() words of bits.
   constexpr const std::uint64_t* finish(std::int32_t at) {
-    if (const std::int32_t known = end_.data()[at]) return ends_.data() + static_cast<std::size_t>(known - 1) * words_;
+    if (const std::int32_t known = end_.data()[at]) return ends_.data() + (known - 1);
     const std::uint8_t f = flags_.data()[at];
     position_context ctx;
     ctx.at_begin = (f & flag_start) != 0;
@@ -92,7 +92,7 @@ class dfa_pattern_set {
     const std::uint8_t* matched = scratch_.matched.data();
     for (std::size_t k = 0, n = compiled_.size(); k < n; ++k)
       if (matched[k]) set_bit(out, static_cast<std::uint32_t>(k));
-    end_.data()[at] = static_cast<std::int32_t>(slot / (words_ ? words_ : 1)) + 1;
+    end_.data()[at] = static_cast<std::int32_t>(slot) + 1;
     return out;
   }
 
@@ -174,8 +174,8 @@ class dfa_pattern_set {
   buffer<std::uint64_t> ident_;          // per state: core bits, then done bits
   buffer<std::uint64_t> hash_;           // per state: hash of the identity
   buffer<std::uint8_t> flags_;           // per state: flag_*
-  buffer<std::int32_t> expansion_;       // per state and next-character class: slot + 1 in expansions_
-  buffer<std::int32_t> end_;             // per state: slot + 1 in ends_ (the answers at a name's end)
+  buffer<std::int32_t> expansion_;       // per state and next-character class: offset + 1 in expansions_
+  buffer<std::int32_t> end_;             // per state: offset + 1 in ends_ (the answers at a name's end)
   growable<std::uint64_t> expansions_;   // per slot: consuming pcs not yet decided, then done bits
   growable<std::uint64_t> ends_;         // per slot: words_ bits
   // Open addressing (0: empty), at most half full: states by identity hash, edges by state and byte.
@@ -303,7 +303,7 @@ class dfa_pattern_set {
   // patterns decided. Returns its offset in expansions_.
   constexpr std::size_t expansion(std::int32_t s, bool word) {
     const std::size_t key = static_cast<std::size_t>(s) * 2 + (word ? 1 : 0);
-    if (const std::int32_t known = expansion_.data()[key]) return static_cast<std::size_t>(known - 1) * ident_words_;
+    if (const std::int32_t known = expansion_.data()[key]) return static_cast<std::size_t>(known - 1);
     const std::size_t at = expansions_.size();
     expansions_.grow_by(ident_words_);
     std::uint64_t* out = expansions_.data() + at;
@@ -346,7 +346,7 @@ class dfa_pattern_set {
         const auto pc = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(b)));
         if (test_bit(done, owner[pc])) out[w] &= ~(std::uint64_t{1} << (pc & 63));
       }
-    expansion_.data()[key] = static_cast<std::int32_t>(at / ident_words_) + 1;
+    expansion_.data()[key] = static_cast<std::int32_t>(at) + 1;
     return at;
   }
 
