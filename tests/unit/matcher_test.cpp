@@ -247,7 +247,7 @@ TEST_CASE("pooled pattern sets: reused across plans of one config, exclusive whi
   const std::vector<std::string> names{"m.layers.0.q_proj", "lm_head", "m.layers.1.mlp.experts", "m.layers.2.down",
                                        "x.down", "m.layers.3.k_proj"};
   auto hits_of = [&](pooled_pattern_set& s) {
-    std::vector<std::vector<std::uint64_t>> all;
+    std::vector<qpolicy::lean_vector<std::uint64_t>> all;
     for (const auto& n : names) {
       pattern_hits h;
       s.match(n, h);
@@ -256,7 +256,7 @@ TEST_CASE("pooled pattern sets: reused across plans of one config, exclusive whi
     return all;
   };
   nfa_pattern_set ref(compile_patterns(patterns, glob_mode::on));
-  std::vector<std::vector<std::uint64_t>> expected;
+  std::vector<qpolicy::lean_vector<std::uint64_t>> expected;
   for (const auto& n : names) {
     pattern_hits h;
     ref.match(n, h);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/match/detail/nfa.hpp"
 #include "qpolicy/match/regex.hpp"
@@ -62,7 +63,7 @@ constexpr std::string glob_to_regex(std::string_view glob) {
         stuff = escape_in_set(stuff_raw.substr(negate ? 1 : 0), false);
         any = !stuff_raw.substr(negate ? 1 : 0).empty();
       } else {
-        std::vector<std::u32string> chunks;
+        lean_vector<std::u32string> chunks;
         std::size_t k = negate ? i + 2 : i + 1;
         std::size_t a = i;
         while (true) {
@@ -106,8 +107,8 @@ constexpr std::string glob_to_regex(std::string_view glob) {
 /// A list of patterns compiled into one program, pattern k being owner k.
 struct compiled_patterns {
   program prog;
-  std::vector<maybe<regex_error>> errors;  // a bad regex, raised when the pattern is tried
-  std::vector<backtrack_pattern> backtracking;  // the patterns prog only holds a stand-in for
+  lean_vector<maybe<regex_error>> errors;  // a bad regex, raised when the pattern is tried
+  lean_vector<backtrack_pattern> backtracking;  // the patterns prog only holds a stand-in for
   bool any_error = false;  // some entry of errors is set (the planner's per-name fast path checks it)
   constexpr std::size_t size() const { return errors.size(); }
 };
@@ -126,7 +127,7 @@ constexpr void emit_literal_whole(program& prog, std::string_view name, std::uin
 }  // namespace detail
 
 /// Compiles one pattern as owner `owner` (appending to `prog`); returns its regex error, if any.
-constexpr maybe<regex_error> compile_pattern(program& prog, std::vector<backtrack_pattern>& backtracking,
+constexpr maybe<regex_error> compile_pattern(program& prog, lean_vector<backtrack_pattern>& backtracking,
                                              std::string_view pattern, std::uint32_t owner, glob_mode globs) {
   const auto entry = static_cast<std::uint32_t>(prog.insts.size());
   prog.starts.push_back(entry);
@@ -173,8 +174,8 @@ constexpr compiled_patterns compile_patterns(const std::vector<std::string>& pat
 
 /// Which patterns of a list matched one name.
 struct pattern_hits {
-  std::vector<std::uint64_t> bits;
-  std::vector<std::uint32_t> over_budget;  // backtracking patterns that ran out of steps on this name
+  lean_vector<std::uint64_t> bits;
+  lean_vector<std::uint32_t> over_budget;  // backtracking patterns that ran out of steps on this name
   constexpr bool test(std::size_t k) const { return (bits[k >> 6] >> (k & 63)) & 1; }
   constexpr bool any() const {
     for (auto w : bits)
@@ -191,7 +192,7 @@ struct pattern_hits {
 };
 
 /// Adds the answers of the backtracking patterns to `out` (over_budget reset first).
-constexpr void run_backtracking(const compiled_patterns& compiled, const std::vector<char32_t>& name,
+constexpr void run_backtracking(const compiled_patterns& compiled, const lean_vector<char32_t>& name,
                                 pattern_hits& out) {
   out.over_budget.clear();
   for (const auto& bp : compiled.backtracking) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/dfa.hpp"
 
 namespace qpolicy::match {
@@ -38,11 +39,11 @@ class pattern_set {
   // Transitions, dense: table_[row + char_class_[c]] is the next state's row (state * stride_), -1
   // until looked up. ASCII characters every instruction treats alike share a class, so the table
   // stays small enough for L1 and a step is one dependent load.
-  std::vector<std::int32_t> table_;
-  std::vector<std::uint64_t> end_word_;  // by row, as table_: the answers at a name's end (< 64 patterns)
+  lean_vector<std::int32_t> table_;
+  lean_vector<std::uint64_t> end_word_;  // by row, as table_: the answers at a name's end (< 64 patterns)
   std::string last_name_;                    // the previous name matched on the DFA path: its first
   std::size_t last_size_ = 0;                // last_size_ bytes (0 after a name the NFA decided)
-  std::vector<std::int32_t> last_rows_{0};  // its row before each character (last_rows_[0] = start)
+  lean_vector<std::int32_t> last_rows_{0};  // its row before each character (last_rows_[0] = start)
   std::array<std::uint8_t, 256> char_class_{};  // per byte; off_class_ for '\n' and non-ASCII bytes
   std::uint8_t off_class_ = 0;  // the last column of the table: class ids stay below 128
   std::size_t stride_ = 1;      // columns per row: the classes and off_class_

@@ -5,8 +5,8 @@
 // backtracking program of its own (backtrack.hpp). Both are constexpr.
 #include <string>
 #include <string_view>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/core/detail/maybe.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/match/detail/backtrack.hpp"
@@ -22,7 +22,7 @@ enum class anchoring : std::uint8_t { prefix, whole };
 struct backtrack_pattern {
   std::uint32_t owner = 0;
   backtrack_program code;
-  std::vector<char32_t> required;  // a literal every match holds (detail::required_literal); may be empty
+  lean_vector<char32_t> required;  // a literal every match holds (detail::required_literal); may be empty
 };
 
 namespace detail {
@@ -36,7 +36,7 @@ constexpr regex_error too_large_error() {
 /// Compiles `pattern` as an alternative of pattern `owner`: into `prog` when it is regular, else into
 /// `backtracking` (with a never-matching entry in `prog`, so pattern ids stay aligned). `dotall` makes
 /// '.' match '\n' (globs). Returns the error, if any; nothing is added then.
-constexpr maybe<regex_error> compile_regex(program& prog, std::vector<backtrack_pattern>* backtracking,
+constexpr maybe<regex_error> compile_regex(program& prog, lean_vector<backtrack_pattern>* backtracking,
                                            std::string_view pattern, std::uint32_t owner, anchoring end,
                                            bool dotall = false) {
   auto decoded = text::decode_utf8(pattern);
@@ -92,7 +92,7 @@ constexpr maybe<regex_error> compile_regex(program& prog, std::vector<backtrack_
 /// The same for callers that only check a pattern (config validation, globs).
 constexpr maybe<regex_error> compile_regex(program& prog, std::string_view pattern, std::uint32_t owner, anchoring end,
                                            bool dotall = false) {
-  std::vector<backtrack_pattern> backtracking;
+  lean_vector<backtrack_pattern> backtracking;
   return compile_regex(prog, &backtracking, pattern, owner, end, dotall);
 }
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "qpolicy/core/detail/buffer.hpp"
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/dfa.hpp"
 #include "qpolicy/plan/detail/planner.hpp"
 #include "qpolicy/typed/model_def.hpp"
@@ -99,7 +99,7 @@ namespace detail {
 /// the index that its name and its shards' names have (where the DFA walk of each index starts).
 struct record_split {
   bool groupable = false;
-  std::vector<std::string> prefixes;  // [0] the layer's own; then a shard's, where renaming changes it
+  lean_vector<std::string> prefixes;  // [0] the layer's own; then a shard's, where renaming changes it
 };
 
 /// A DFA state some record's prefix (or a shard's) reaches: where each layer index's digits start.
@@ -173,8 +173,8 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   // Every distinct state the records' prefixes reach. For one layer index, the states its digits lead
   // to from all of them form the index's class; layers of one record and one class share a decision.
   // The loop below runs once per layer, so it is written for the evaluator: indices and raw arrays.
-  std::vector<probe> probes;
-  std::vector<record_split> splits;
+  lean_vector<probe> probes;
+  lean_vector<record_split> splits;
   // A backtracking pattern's answer is not a function of the DFA state. When none tells one digit
   // from another (match::digit_blind), it depends on a layer's index only through its number of
   // digits, which joins the class; otherwise every layer is decided on its own.
@@ -200,7 +200,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   }
   const std::size_t width = probes.size();
   const std::size_t columns = width + 1;          // the states, then the index's digit count (or 0)
-  std::vector<std::int32_t> classes;              // columns per class, flat
+  lean_vector<std::int32_t> classes;              // columns per class, flat
   buffer<std::int32_t> reached(columns);          // the current index's states and digit count
   buffer<std::int32_t> head_reached(width + 1);   // the states after all its digits but the last
   std::int64_t head_of_reached = -1;              // ... for this index / 10

@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include "qpolicy/core/detail/lean_vector.hpp"
 
 namespace qpolicy::text {
 
 /// Result of decoding UTF-8: code points, or the byte offset of the first invalid sequence.
 struct decoded_utf8 {
-  std::vector<char32_t> code_points;
+  lean_vector<char32_t> code_points;
   std::size_t bad_offset = std::string_view::npos;
   constexpr bool ok() const { return bad_offset == std::string_view::npos; }
 };
@@ -176,7 +177,7 @@ constexpr std::string py_repr_set(const Range& items) {
 
 /// Where `from` occurs in `s`, into `at`: every non-overlapping occurrence, left to right, as
 /// str.replace finds them (none for an empty `from`: the name stays as it is).
-constexpr void find_all_into(std::vector<std::size_t>& at, std::string_view s, std::string_view from) {
+constexpr void find_all_into(lean_vector<std::size_t>& at, std::string_view s, std::string_view from) {
   at.clear();
   if (from.empty()) return;
   for (auto j = s.find(from); j != std::string_view::npos; j = s.find(from, j + from.size())) at.push_back(j);
@@ -184,7 +185,7 @@ constexpr void find_all_into(std::vector<std::size_t>& at, std::string_view s, s
 
 /// `s` with the `from_size` characters at each of `at` (find_all_into's answer) replaced by `to`, into
 /// `out` (reusing its storage). One search serves several replacements (a fused layer's shards).
-constexpr void replace_at_into(std::string& out, std::string_view s, const std::vector<std::size_t>& at,
+constexpr void replace_at_into(std::string& out, std::string_view s, const lean_vector<std::size_t>& at,
                                std::size_t from_size, std::string_view to) {
   out.resize(s.size() - at.size() * from_size + at.size() * to.size());
   // char_traits::copy: a loop during constant evaluation, memcpy at run time (a plan builds a name
@@ -204,7 +205,7 @@ constexpr void replace_at_into(std::string& out, std::string_view s, const std::
 
 /// Python str.replace(old, new) into `out` (reusing its storage).
 constexpr void replace_all_into(std::string& out, std::string_view s, std::string_view from, std::string_view to) {
-  std::vector<std::size_t> at;
+  lean_vector<std::size_t> at;
   find_all_into(at, s, from);
   replace_at_into(out, s, at, from.size(), to);
 }

@@ -9,9 +9,9 @@
 // items last to first, each consuming the character before the position), so atomic groups, captures
 // and references inside them decide exactly as there.
 #include <cstdint>
-#include <vector>
 
 #include "qpolicy/core/detail/buffer.hpp"
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/nfa.hpp"
 #include "qpolicy/match/detail/regex_ast.hpp"
 
@@ -51,8 +51,8 @@ struct binst {
 
 /// A compiled backtracking pattern.
 struct backtrack_program {
-  std::vector<binst> insts;
-  std::vector<char_set> sets;
+  lean_vector<binst> insts;
+  lean_vector<char_set> sets;
   std::uint32_t groups = 0;
   std::uint32_t registers = 0;
   bool memo = false;  // no backreferences or group conditions: failed (pc, position) pairs stay failed
@@ -63,7 +63,7 @@ namespace detail {
 
 class backtrack_compiler {
  public:
-  constexpr backtrack_compiler(backtrack_program& p, const std::vector<node>& nodes, bool ascii)
+  constexpr backtrack_compiler(backtrack_program& p, const lean_vector<node>& nodes, bool ascii)
       : p_(p), nodes_(nodes), ascii_(ascii) {}
 
   bool too_large = false;
@@ -94,7 +94,7 @@ class backtrack_compiler {
           for (auto k : n.kids) emit(k, rev);
         return;
       case node_kind::alt: {
-        std::vector<std::size_t> exits;
+        lean_vector<std::size_t> exits;
         for (std::size_t k = 0; k < n.kids.size(); ++k) {
           if (k + 1 < n.kids.size()) {
             const auto split = push({bop::split});
@@ -172,7 +172,7 @@ class backtrack_compiler {
           set_split(loop, static_cast<std::uint32_t>(body), here(), n.lazy);
           if (!p_.memo) p_.insts[check].b = here();
         } else {
-          std::vector<std::size_t> splits;
+          lean_vector<std::size_t> splits;
           for (std::uint32_t k = n.min; k < n.max && !too_large; ++k) {
             splits.push_back(push({bop::split}));
             emit(n.kids[0], rev);
@@ -202,7 +202,7 @@ class backtrack_compiler {
 
  private:
   backtrack_program& p_;
-  const std::vector<node>& nodes_;
+  const lean_vector<node>& nodes_;
   bool ascii_;
 
   static constexpr std::uint8_t look_flags(const node& n) {
@@ -221,7 +221,7 @@ class backtrack_compiler {
 // frames, under a fresh stamp of the visited table, so nothing is cleared), raw pointers in the loop.
 class backtracker {
  public:
-  constexpr backtracker(const backtrack_program& p, const std::vector<char32_t>& text)
+  constexpr backtracker(const backtrack_program& p, const lean_vector<char32_t>& text)
       : p_(p), t_(text.data()), n_(static_cast<std::int64_t>(text.size())), caps_(2 * (p.groups + 1)),
         regs_(p.registers), frames_(16) {}
 
@@ -434,7 +434,7 @@ constexpr bool digit_blind(const backtrack_program& p) {
   return true;
 }
 
-constexpr backtrack_answer run_backtrack(const backtrack_program& p, const std::vector<char32_t>& text) {
+constexpr backtrack_answer run_backtrack(const backtrack_program& p, const lean_vector<char32_t>& text) {
   detail::backtracker bt(p, text);
   const bool m = bt.matches();
   return {m, bt.over_budget};

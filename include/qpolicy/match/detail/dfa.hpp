@@ -9,8 +9,8 @@
 // characters or '\n' run on the NFA.
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/pattern.hpp"
 
 namespace qpolicy::match {
@@ -188,9 +188,9 @@ class dfa_pattern_set {
   buffer<std::uint64_t> next_;           // the identity being looked up
   closure_builder closure_;
   run_result scratch_;
-  std::vector<std::uint32_t> consuming_, dynamic_;
-  std::vector<char> last_name_;                  // the previous name match() walked
-  std::vector<std::int32_t> last_states_{start_state};  // its state before each character
+  lean_vector<std::uint32_t> consuming_, dynamic_;
+  lean_vector<char> last_name_;                  // the previous name match() walked
+  lean_vector<std::int32_t> last_states_{start_state};  // its state before each character
 
   static constexpr void set_bit(std::uint64_t* bits, std::uint32_t k) { bits[k >> 6] |= std::uint64_t{1} << (k & 63); }
   static constexpr bool test_bit(const std::uint64_t* bits, std::uint32_t k) { return (bits[k >> 6] >> (k & 63)) & 1; }
@@ -350,8 +350,8 @@ class dfa_pattern_set {
     return at;
   }
 
-  constexpr std::vector<std::uint64_t> to_bits(const std::vector<std::uint8_t>& b) const {
-    std::vector<std::uint64_t> out(words_, 0);
+  constexpr lean_vector<std::uint64_t> to_bits(const lean_vector<std::uint8_t>& b) const {
+    lean_vector<std::uint64_t> out(words_, 0);
     const std::uint8_t* p = b.data();
     for (std::size_t k = 0, n = b.size(); k < n; ++k)
       if (p[k]) out[k >> 6] |= std::uint64_t{1} << (k & 63);

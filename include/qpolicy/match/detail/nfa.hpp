@@ -2,9 +2,9 @@
 // The reference way to run a program: a Thompson NFA simulation over code points, constexpr, linear
 // in the length of the name. It answers for every pattern of the program at once.
 #include <cstdint>
-#include <vector>
 
 #include "qpolicy/core/detail/buffer.hpp"
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/program.hpp"
 
 namespace qpolicy::match {
@@ -57,7 +57,7 @@ constexpr tri assertion_holds(op code, const position_context& ctx, bool ascii =
 
 /// Per-pattern answers of one run.
 struct run_result {
-  std::vector<std::uint8_t> matched;  // bytes, not vector<bool>: far cheaper during constant evaluation
+  lean_vector<std::uint8_t> matched;  // bytes, not vector<bool>: far cheaper during constant evaluation
 };
 
 /// Follows the epsilon edges from `pcs` under `ctx`; appends consuming instructions to `out` and marks
@@ -71,7 +71,7 @@ class closure_builder {
 
   // The program is an argument, not a member, so the matchers that own one stay movable.
   template <class Pcs>
-  constexpr void run(const program& prog, const Pcs& pcs, const position_context& ctx, std::vector<std::uint32_t>& out,
+  constexpr void run(const program& prog, const Pcs& pcs, const position_context& ctx, lean_vector<std::uint32_t>& out,
                      run_result& res) {
     ++gen_;
     for (std::size_t k = 0, n = pcs.size(); k < n; ++k)
@@ -97,7 +97,7 @@ class closure_builder {
   // skipped.
   template <bool Plain>
   constexpr bool walk(const program& prog, std::uint32_t start, const position_context* ctx,
-                      std::vector<std::uint32_t>* out, std::uint8_t* matched, std::uint64_t* consuming_bits,
+                      lean_vector<std::uint32_t>* out, std::uint8_t* matched, std::uint64_t* consuming_bits,
                       std::uint64_t* matched_bits) {
     std::uint32_t* stack = stack_.data();
     std::uint32_t* mark = mark_.data();
@@ -151,10 +151,10 @@ constexpr tri consumes(const program& prog, const inst& in, char32_t c) {
 }
 
 /// Runs every pattern of `prog` over `text`, each anchored at the start of the text.
-constexpr run_result run_nfa(const program& prog, const std::vector<char32_t>& text) {
-  run_result res{std::vector<std::uint8_t>(prog.starts.size(), 0)};
+constexpr run_result run_nfa(const program& prog, const lean_vector<char32_t>& text) {
+  run_result res{lean_vector<std::uint8_t>(prog.starts.size(), 0)};
   closure_builder closure(prog);
-  std::vector<std::uint32_t> current, next;
+  lean_vector<std::uint32_t> current, next;
   const std::size_t n = text.size();
   for (std::size_t i = 0;; ++i) {
     const position_context ctx = context_at(text.data(), n, i);

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/unicode.hpp"
 
 namespace qpolicy::match {
@@ -25,8 +25,8 @@ struct class_item {
 struct char_set {
   std::uint64_t ascii[2] = {0, 0};     // membership before the set's negation, for c < 128
   std::uint64_t literals[2] = {0, 0};  // the literal ASCII members (a non-ASCII character may fold to them)
-  std::vector<std::pair<char32_t, char32_t>> wide;  // literal ranges >= U+0080
-  std::vector<class_item> classes;
+  lean_vector<std::pair<char32_t, char32_t>> wide;  // literal ranges >= U+0080
+  lean_vector<class_item> classes;
   bool negated = false;
   bool fold = false;          // IGNORECASE
   bool fold_ascii = false;    // cases within ASCII (the pattern's ASCII or LOCALE flag)
@@ -134,10 +134,10 @@ struct inst {
 
 /// One or more compiled patterns; pattern k's instructions are tagged with owner k.
 struct program {
-  std::vector<inst> insts;
-  std::vector<char_set> sets;
-  std::vector<std::uint32_t> owner;   // pattern id per instruction
-  std::vector<std::uint32_t> starts;  // entry pc per pattern
+  lean_vector<inst> insts;
+  lean_vector<char_set> sets;
+  lean_vector<std::uint32_t> owner;   // pattern id per instruction
+  lean_vector<std::uint32_t> starts;  // entry pc per pattern
   bool uses_word_edges = false;
 };
 

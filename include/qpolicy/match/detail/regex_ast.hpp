@@ -4,8 +4,8 @@
 // (backreferences, lookaround, atomic groups, conditionals) run on the backtracker (backtrack.hpp),
 // compiled from the same tree.
 #include <cstdint>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/program.hpp"
 
 namespace qpolicy::match::detail {
@@ -35,7 +35,7 @@ struct node {
   op assertion = op::at_begin;
   std::uint32_t value = 0;
   std::uint32_t min = 0, max = 0;
-  std::vector<std::uint32_t> kids;
+  lean_vector<std::uint32_t> kids;
   bool fold = false, dotall = false, lazy = false, behind = false, negative = false;
   encoding enc = encoding::deferred;
 };
@@ -43,7 +43,7 @@ struct node {
 inline constexpr std::uint32_t unbounded = 0xFFFFFFFFu;
 
 /// Whether a tree needs the backtracker (anything beyond literals, classes, repeats and anchors).
-constexpr bool needs_backtracking(const std::vector<node>& nodes) {
+constexpr bool needs_backtracking(const lean_vector<node>& nodes) {
   for (const auto& n : nodes)
     if (n.kind == node_kind::backref || n.kind == node_kind::look || n.kind == node_kind::atomic ||
         n.kind == node_kind::cond)
@@ -52,7 +52,7 @@ constexpr bool needs_backtracking(const std::vector<node>& nodes) {
 }
 
 /// Whether node `id` can match the empty string.
-constexpr bool can_be_empty(const std::vector<node>& nodes, std::uint32_t id) {
+constexpr bool can_be_empty(const lean_vector<node>& nodes, std::uint32_t id) {
   const node& n = nodes[id];
   switch (n.kind) {
     case node_kind::set:
@@ -75,7 +75,7 @@ constexpr bool can_be_empty(const std::vector<node>& nodes, std::uint32_t id) {
 }
 
 /// RegexBase.is_empty: sequences and branches of empty items, and what wraps only those.
-constexpr bool is_empty(const std::vector<node>& nodes, std::uint32_t id) {
+constexpr bool is_empty(const lean_vector<node>& nodes, std::uint32_t id) {
   const node& n = nodes[id];
   switch (n.kind) {
     case node_kind::empty: return true;
@@ -97,9 +97,9 @@ constexpr bool is_empty(const std::vector<node>& nodes, std::uint32_t id) {
 /// The longest run of case-sensitive literals that every match consumes one after another: along the
 /// root's sequence, through groups and atomic groups (each consumed exactly once), a run broken by
 /// anything else. A name that does not contain it cannot match, so the backtracker need not run.
-constexpr std::vector<char32_t> required_literal(const std::vector<node>& nodes, std::uint32_t root) {
-  std::vector<char32_t> run, best;
-  std::vector<std::uint32_t> todo{root};  // the sequence still to walk, last item on top
+constexpr lean_vector<char32_t> required_literal(const lean_vector<node>& nodes, std::uint32_t root) {
+  lean_vector<char32_t> run, best;
+  lean_vector<std::uint32_t> todo{root};  // the sequence still to walk, last item on top
   while (!todo.empty()) {
     const node& n = nodes[todo.back()];
     todo.pop_back();
@@ -125,7 +125,7 @@ constexpr std::vector<char32_t> required_literal(const std::vector<node>& nodes,
 // Thompson construction with counted repetitions expanded (regular trees only).
 class emitter {
  public:
-  constexpr emitter(program& prog, const std::vector<node>& nodes, std::uint32_t set_base, std::uint32_t owner,
+  constexpr emitter(program& prog, const lean_vector<node>& nodes, std::uint32_t set_base, std::uint32_t owner,
                     bool ascii)
       : prog_(prog), nodes_(nodes), set_base_(set_base), owner_(owner), ascii_(ascii) {}
 
@@ -156,7 +156,7 @@ class emitter {
         for (auto k : n.kids) emit(k);
         return;
       case node_kind::alt: {
-        std::vector<std::size_t> exits;
+        lean_vector<std::size_t> exits;
         for (std::size_t k = 0; k < n.kids.size(); ++k) {
           if (k + 1 < n.kids.size()) {
             const auto split = push({op::split, 0, 0});
@@ -181,7 +181,7 @@ class emitter {
           push({op::jmp, static_cast<std::uint32_t>(split), 0});
           prog_.insts[split].b = here();
         } else {
-          std::vector<std::size_t> splits;
+          lean_vector<std::size_t> splits;
           for (std::uint32_t k = n.min; k < n.max && !too_large; ++k) {
             const auto split = push({op::split, 0, 0});
             prog_.insts[split].a = static_cast<std::uint32_t>(split + 1);
@@ -205,7 +205,7 @@ class emitter {
 
  private:
   program& prog_;
-  const std::vector<node>& nodes_;
+  const lean_vector<node>& nodes_;
   std::uint32_t set_base_;
   std::uint32_t owner_;
   bool ascii_;  // the pattern's final encoding is ASCII (or LOCALE)

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/core/detail/maybe.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/match/detail/regex_ast.hpp"
@@ -44,13 +44,13 @@ inline constexpr std::uint32_t global = version0 | version1 | bestmatch | enhanc
 
 class regex_parser {
  public:
-  constexpr regex_parser(std::vector<char32_t> pattern, bool dotall) : src_(std::move(pattern)) {
+  constexpr regex_parser(lean_vector<char32_t> pattern, bool dotall) : src_(std::move(pattern)) {
     nodes.reserve(2 * src_.size() + 2);
     if (dotall) flags_ |= flag::dotall;
   }
 
-  std::vector<node> nodes;
-  std::vector<char_set> sets;
+  lean_vector<node> nodes;
+  lean_vector<char_set> sets;
   maybe<regex_error> error;
   std::uint32_t group_count = 0;
   bool final_ascii = false;  // the pattern's flags after parsing select ASCII (or LOCALE) semantics
@@ -106,16 +106,16 @@ class regex_parser {
   regex_source src_;
   std::uint32_t flags_ = 0;
   int depth_ = 0;
-  std::vector<std::pair<std::u32string, std::uint32_t>> group_index_;
-  std::vector<std::uint32_t> open_groups_;
-  std::vector<std::uint32_t> open_group_count_{0};
+  lean_vector<std::pair<std::u32string, std::uint32_t>> group_index_;
+  lean_vector<std::uint32_t> open_groups_;
+  lean_vector<std::uint32_t> open_group_count_{0};
   struct group_ref {
     std::uint32_t node;
     std::u32string name;
     std::size_t position;
     bool conditional;
   };
-  std::vector<group_ref> refs_;
+  lean_vector<group_ref> refs_;
   bool encoding_dependent_ = false;  // some item reads the pattern's final encoding
 
   static constexpr std::uint32_t none = 0xFFFFFFFFu;  // parse_sequence's None marker
@@ -244,7 +244,7 @@ class regex_parser {
   }
 
   constexpr std::uint32_t parse_sequence() {
-    std::vector<std::uint32_t> seq{none};
+    lean_vector<std::uint32_t> seq{none};
     while (!error) {
       const std::size_t saved_pos = src_.pos;
       const char32_t ch = src_.get();
@@ -340,7 +340,7 @@ class regex_parser {
     return true;
   }
 
-  constexpr void apply_quantifier(std::vector<std::uint32_t>& seq, std::uint32_t lo, std::uint32_t hi,
+  constexpr void apply_quantifier(lean_vector<std::uint32_t>& seq, std::uint32_t lo, std::uint32_t hi,
                                   std::size_t saved_pos) {
     const auto element = seq.back();
     seq.pop_back();

@@ -4,8 +4,8 @@
 // where the package's own matcher departs from the pattern's meaning. regex_parser refuses those
 // (unsupported) instead of matching them differently from the package.
 #include <cstdint>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/regex_ast.hpp"
 
 namespace qpolicy::match::detail {
@@ -14,7 +14,7 @@ namespace qpolicy::match::detail {
 inline constexpr std::uint32_t no_first_item = 0xFFFFFFFFu;
 
 /// has_simple_start: the pattern begins with a literal, a class or any character.
-constexpr bool simple_start(const std::vector<node>& nodes, std::uint32_t id) {
+constexpr bool simple_start(const lean_vector<node>& nodes, std::uint32_t id) {
   const node& n = nodes[id];
   switch (n.kind) {
     case node_kind::literal:
@@ -28,7 +28,7 @@ constexpr bool simple_start(const std::vector<node>& nodes, std::uint32_t id) {
 }
 /// get_firstset: adds the first items of `id` to `items` (`no_first_item` for "may start with
 /// nothing"); false when the package has none (an item without one, such as '.' or a backreference).
-constexpr bool firstset(const std::vector<node>& nodes, std::uint32_t id, std::vector<std::uint32_t>& items) {
+constexpr bool firstset(const lean_vector<node>& nodes, std::uint32_t id, lean_vector<std::uint32_t>& items) {
   const node& n = nodes[id];
   switch (n.kind) {
     case node_kind::literal:
@@ -37,7 +37,7 @@ constexpr bool firstset(const std::vector<node>& nodes, std::uint32_t id, std::v
     case node_kind::empty: items.push_back(no_first_item); return true;
     case node_kind::concat: {
       for (auto k : n.kids) {
-        std::vector<std::uint32_t> sub;
+        lean_vector<std::uint32_t> sub;
         if (!firstset(nodes, k, sub)) return false;
         bool open = false;
         for (auto x : sub) {
@@ -71,7 +71,7 @@ constexpr bool firstset(const std::vector<node>& nodes, std::uint32_t id, std::v
   }
 }
 /// Whether the subtree holds a capturing group.
-constexpr bool has_group(const std::vector<node>& nodes, std::uint32_t id) {
+constexpr bool has_group(const lean_vector<node>& nodes, std::uint32_t id) {
   if (nodes[id].kind == node_kind::group) return true;
   for (auto k : nodes[id].kids)
     if (has_group(nodes, k)) return true;
@@ -79,7 +79,7 @@ constexpr bool has_group(const std::vector<node>& nodes, std::uint32_t id) {
 }
 /// The package's repeat guards skip retrying a lazy repeat over a capturing body that can match empty
 /// once a lookaround condition after it failed: with captures read back, matches are lost.
-constexpr bool lazy_nullable_and_look_condition(const std::vector<node>& nodes) {
+constexpr bool lazy_nullable_and_look_condition(const lean_vector<node>& nodes) {
   bool lazy = false, look_condition = false, captures_read = false;
   for (const auto& n : nodes) {
     lazy = lazy || (n.kind == node_kind::repeat && n.lazy && can_be_empty(nodes, n.kids[0]) &&
@@ -103,10 +103,10 @@ constexpr bool negative_cased_among_others(const char_set& cs) {
 /// _check_firstset merges the case flags of the items that can start a match: a negated class among
 /// them that is case-sensitive, or case-insensitive with a negative cased property and other members,
 /// is then read differently from how the pattern matches it.
-constexpr bool prefilter_folds_negated_class(const std::vector<node>& nodes, const std::vector<char_set>& sets,
+constexpr bool prefilter_folds_negated_class(const lean_vector<node>& nodes, const lean_vector<char_set>& sets,
                                              std::uint32_t root) {
   if (simple_start(nodes, root)) return false;
-  std::vector<std::uint32_t> items;
+  lean_vector<std::uint32_t> items;
   if (!firstset(nodes, root, items) || items.empty()) return false;
   bool fold = false, negated_nocase = false, negated_cased = false;
   for (auto id : items) {

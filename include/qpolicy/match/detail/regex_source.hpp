@@ -4,8 +4,8 @@
 // so that positions in error messages agree.
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/detail/unicode.hpp"
 
 namespace qpolicy::match::detail {
@@ -22,14 +22,14 @@ constexpr bool py_isspace(char32_t c) {
 
 class regex_source {
  public:
-  constexpr explicit regex_source(std::vector<char32_t> text) : s_(std::move(text)) {}
+  constexpr explicit regex_source(lean_vector<char32_t> text) : s_(std::move(text)) {}
 
   std::size_t pos = 0;
   bool ignore_space = false;
 
   constexpr std::size_t size() const { return s_.size(); }
   constexpr char32_t at(std::size_t i) const { return s_[i]; }
-  constexpr const std::vector<char32_t>& text() const { return s_; }
+  constexpr const lean_vector<char32_t>& text() const { return s_; }
 
   /// Whether only whitespace and comments (under VERBOSE) remain.
   constexpr bool at_end() const {
@@ -86,7 +86,7 @@ class regex_source {
   }
 
  private:
-  std::vector<char32_t> s_;
+  lean_vector<char32_t> s_;
 
   // Skips whitespace and comments from p under VERBOSE; false when a comment runs to the end.
   constexpr bool skip(std::size_t& p, bool override_ignore) const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qpolicy/config/config.hpp"
+#include "qpolicy/core/detail/lean_vector.hpp"
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/model/model.hpp"
 #include "qpolicy/plan/plan.hpp"
@@ -30,7 +31,7 @@ class planner {
 
   /// Pattern matching outcome for one name: matched indices (list order) or an error text.
   struct name_hits {
-    std::vector<std::uint32_t> matched;
+    lean_vector<std::uint32_t> matched;
     maybe<std::string> error;
   };
 
@@ -178,7 +179,7 @@ class planner {
 
   constexpr target_result match_targets(Matcher& m, const layer_desc& layer, const std::vector<target_rule>& targets,
                                         std::uint32_t base) {
-    std::vector<std::vector<std::uint32_t>> sets;
+    lean_vector<lean_vector<std::uint32_t>> sets;
     const auto& direct = hits_of(m, layer.name, base, false);
     if (direct.error) return {-1, direct.error};
     const auto* p = model_.fused_entry(layer.name);
@@ -348,8 +349,8 @@ class planner {
   match::pattern_hits scratch_;
   name_hits hits_;
   std::string shard_buf_;
-  std::vector<std::size_t> fused_at_;  // where the fused name occurs in the current layer's name
-  std::vector<pattern_use> uses_;
+  lean_vector<std::size_t> fused_at_;  // where the fused name occurs in the current layer's name
+  lean_vector<pattern_use> uses_;
 
   static constexpr std::string empty_shards_message(const packed_mapping& p) {
     return "packed_modules_mapping[" + text::py_repr(p.fused) + "] lists no shards, so the fused layer cannot be matched";
