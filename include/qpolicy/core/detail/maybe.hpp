@@ -41,7 +41,9 @@ class maybe {
     if (engaged_) return value_;
     return T(std::forward<U>(fallback));
   }
+  // A disengaged maybe holds T{} already: nothing to make then (the planner resets one per name).
   constexpr void reset() {
+    if (!engaged_) return;
     engaged_ = false;
     value_ = T{};
   }

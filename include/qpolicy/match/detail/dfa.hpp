@@ -130,18 +130,18 @@ class dfa_pattern_set {
   /// Matches every pattern against `name` (the Matcher interface of the planner).
   constexpr void match(std::string_view name, pattern_hits& out) {
     out.over_budget.clear();
-    if (!walkable(name)) {
-      match_nfa(name, out);
-      return;
-    }
     // Names come in runs that share long prefixes (a layer, then its shards): resume from the state
-    // after the prefix this name shares with the previous one.
+    // after the prefix this name shares with the previous one, which was walked, so is walkable.
     const char* p = name.data();
     const std::size_t n = name.size();
     const char* q = last_name_.data();
     std::size_t same = 0;
     for (const std::size_t limit = n < last_name_.size() ? n : last_name_.size(); same < limit && p[same] == q[same];)
       ++same;
+    if (!walkable(name.substr(same))) {
+      match_nfa(name, out);
+      return;
+    }
     last_name_.resize(n);
     last_states_.resize(n + 1);
     char* keep = last_name_.data();
