@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
       const auto resolved = qp::resolve(request);
       const auto runtime = qp::make_plan(resolved.config, qp::to_runtime(qwen3_moe_mini));
       std::size_t differ = 0;
-      for (std::size_t i = 0; i < runtime.layers.size(); ++i) differ += !(runtime.layers[i] == demo_plan.layers[i]);
+      for (std::size_t i = 0; i < runtime.layers.size(); ++i) differ += !(runtime.layers[i] == demo_plan[i]);
       fmt::print("\nJSON plan from {} (-q {}): {}\n", opts.config_path, opts.quantization,
                  runtime == demo_plan
                      ? std::string("identical to the compile-time plan, layer by layer")

@@ -22,6 +22,23 @@ constexpr auto edge_model = qp::model(
     qp::repeat<3>(qp::block(qp::linear("blocks.{i}", "RowParallelLinear", {32, 32})), 98),
     qp::other("lm_head", "ParallelLMHead"));
 
+// The plan keeps each layer's decision packed into 64 bits: every field comes back, including the
+// ones the plan comparison does not look at (activation_key).
+constexpr bool packs_back(qp::layer_plan l) {
+  using packed = qp::static_plan<std::remove_cvref_t<decltype(edge_model)>, 4, 4>;
+  return packed::unpack(packed::pack(l)) == l;
+}
+static_assert(packs_back({}));
+static_assert(packs_back({.decided = qp::method::fp8_per_block,
+                          .weight = qp::key_id::fp8_per_tensor_static,
+                          .activation = qp::activation_kind::key,
+                          .activation_key = qp::key_id::fp8_per_token,
+                          .source = qp::decided_by::targets,
+                          .pattern = 3,
+                          .target = qp::shorthand::fp8_per_tensor}));
+static_assert(packs_back({.decided = qp::method::unquantized, .source = qp::decided_by::ignore, .pattern = 65533}));
+static_assert(!packs_back({.decided = qp::method::unquantized, .source = qp::decided_by::ignore, .pattern = -2}));
+
 template <class Policy>
 void same_as_runtime(const char* quantization, const char* config, bool legacy = false, bool grouped = true) {
   INFO(config);

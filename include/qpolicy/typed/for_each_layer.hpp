@@ -12,7 +12,7 @@ namespace qpolicy {
 namespace detail {
 template <const auto& Plan, class Fn, std::size_t... I>
 constexpr void for_each_layer_impl(Fn& fn, std::index_sequence<I...>) {
-  (fn(Plan.layers[I], method_tag<Plan.layers[I].decided>{}), ...);
+  (fn(Plan[I], method_tag<Plan[I].decided>{}), ...);
 }
 }  // namespace detail
 
@@ -30,7 +30,7 @@ inline constexpr auto layers_with = [] {
   std::array<std::size_t, n> out{};
   std::size_t k = 0;
   for (std::size_t i = 0; i < Plan.size(); ++i)
-    if (Plan.layers[i].decided == M) out[k++] = i;
+    if (Plan[i].decided == M) out[k++] = i;
   return out;
 }();
 
