@@ -22,8 +22,8 @@ constexpr auto edge_model = qp::model(
     qp::repeat<3>(qp::block(qp::linear("blocks.{i}", "RowParallelLinear", {32, 32})), 98),
     qp::other("lm_head", "ParallelLMHead"));
 
-// The plan keeps each layer's decision packed into 64 bits: every field comes back, including the
-// ones the plan comparison does not look at (activation_key).
+// The plan keeps each layer's decision packed into 64 bits: every field comes back, activation_key
+// too where the activation is not a key (the plan comparison reads it only where it is).
 constexpr bool packs_back(qp::layer_plan l) {
   using packed = qp::static_plan<std::remove_cvref_t<decltype(edge_model)>, 4, 4>;
   return packed::unpack(packed::pack(l)) == l;
