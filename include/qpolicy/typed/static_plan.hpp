@@ -84,7 +84,7 @@ struct static_plan {
   }
   constexpr std::size_t count(method m) const {
     std::size_t n = 0;
-    for (const auto c : codes) n += static_cast<method>(c & 0xFF) == m;
+    for (const auto c : codes) n += method_of(c) == m;
     return n;
   }
   constexpr std::string_view pattern(std::size_t k) const {
@@ -104,10 +104,11 @@ struct static_plan {
            byte(l.activation_key) << 24 | byte(l.source) << 32 | (l.target ? byte(*l.target) + 1 : 0) << 40 |
            static_cast<std::uint64_t>(l.pattern + 1) << 48;
   }
+  static constexpr method method_of(std::uint64_t c) { return static_cast<method>(c & 0xFF); }
   static constexpr layer_plan unpack(std::uint64_t c) {
     const auto byte = [c](int at) { return static_cast<std::uint8_t>(c >> at); };
     layer_plan l;
-    l.decided = static_cast<method>(byte(0));
+    l.decided = method_of(c);
     if (byte(8)) l.weight = static_cast<key_id>(byte(8) - 1);
     l.activation = static_cast<activation_kind>(byte(16));
     l.activation_key = static_cast<key_id>(byte(24));
@@ -236,7 +237,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   buffer<std::int32_t> decided_as(records * stride);
   const record_split* split = splits.data();
   const layer_ref* refs = m.layers.data();
-  std::uint64_t* plans = out.codes.data();
+  std::uint64_t* codes = out.codes.data();
   const probe* pr = probes.data();
   layer_desc desc;  // the layer being decided, its storage reused
   std::int64_t current_index = -1;
@@ -291,7 +292,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
     if (grouped) {
       std::int32_t& earlier = decided_as.data()[def * stride + static_cast<std::size_t>(current_class)];
       if (earlier > 0) {
-        plans[i] = plans[earlier - 1];
+        codes[i] = codes[earlier - 1];
         continue;
       }
       earlier = static_cast<std::int32_t>(i) + 1;
@@ -304,7 +305,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
     desc.quantizable = d.quantizable;
     const layer_plan decision = session.decide(desc);
     if (decision.failed()) return fail(session.out.errors[static_cast<std::size_t>(decision.error)]);
-    plans[i] = out.pack(decision);
+    codes[i] = out.pack(decision);
   }
   return out;
 }

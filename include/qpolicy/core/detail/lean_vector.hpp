@@ -49,7 +49,10 @@ class lean_vector {
     lean_vector(std::move(o)).swap(*this);
     return *this;
   }
-  constexpr ~lean_vector() { release(); }
+  constexpr ~lean_vector() {
+    clear();
+    deallocate();
+  }
 
   constexpr std::size_t size() const { return size_; }
   constexpr bool empty() const { return size_ == 0; }
@@ -70,27 +73,21 @@ class lean_vector {
   constexpr void reserve(std::size_t n) {
     if (n > capacity_) move_to(allocate(n), n);
   }
-  constexpr void clear() {
-    for (std::size_t i = size_; i > 0; --i) std::destroy_at(data_ + i - 1);
-    size_ = 0;
-  }
+  constexpr void clear() { shrink(0); }
   constexpr void resize(std::size_t n) {
     reserve(n);
     for (; size_ < n; ++size_) std::construct_at(data_ + size_);
     shrink(n);
   }
   constexpr void resize(std::size_t n, const T& value) {
-    if (n > capacity_) {  // `value` may live in this vector: copy it before moving the elements
-      T copy(value);
-      reserve(n);
-      for (; size_ < n; ++size_) std::construct_at(data_ + size_, copy);
-    }
-    for (; size_ < n; ++size_) std::construct_at(data_ + size_, value);
+    const T copy(value);  // `value` may live in this vector, which reserve() may move
+    reserve(n);
+    for (; size_ < n; ++size_) std::construct_at(data_ + size_, copy);
     shrink(n);
   }
   // Both assigns reuse the storage when it is large enough (match() assigns its answers per name).
   constexpr void assign(std::size_t n, const T& value) {
-    T copy(value);  // `value` may live in this vector
+    const T copy(value);  // `value` may live in this vector
     clear();
     reserve(n);
     for (; size_ < n; ++size_) std::construct_at(data_ + size_, copy);
@@ -111,7 +108,7 @@ class lean_vector {
     std::construct_at(data_ + size_, std::forward<Args>(args)...);
     return data_[size_++];
   }
-  constexpr void pop_back() { std::destroy_at(data_ + --size_); }
+  constexpr void pop_back() { shrink(size_ - 1); }
 
   /// Inserts [first, last) before `at`; returns where the first of them went.
   template <std::input_iterator It>
@@ -172,7 +169,7 @@ class lean_vector {
       std::construct_at(more + i, std::move(data_[i]));
       std::destroy_at(data_ + i);
     }
-    if (data_) std::allocator<T>{}.deallocate(data_, capacity_);
+    deallocate();
     data_ = more;
     capacity_ = n;
   }
@@ -184,11 +181,8 @@ class lean_vector {
     for (std::size_t i = old_size; i < size_; ++i)
       for (std::size_t k = i; k > offset + (i - old_size); --k) std::swap(data_[k], data_[k - 1]);
   }
-  constexpr void release() {
-    clear();
+  constexpr void deallocate() {
     if (data_) std::allocator<T>{}.deallocate(data_, capacity_);
-    data_ = nullptr;
-    capacity_ = 0;
   }
 };
 
