@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/random_operands.hpp"
 #include "qpolicy/kernels/cpu/forward.hpp"
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "qpolicy/kernels/cuda/forward.hpp"
 #include "qpolicy/kernels/cuda/low_precision_forward.hpp"
 #include "qpolicy/kernels/cuda/device_info.hpp"
+#include "qpolicy/numerics/synthetic.hpp"
 #include "qpolicy/qpolicy.hpp"
 
 namespace qp = qpolicy;
@@ -122,17 +122,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-using qpolicy::test::random_bf16;  // synthetic weights and activations, as the tests draw them
-
-using qpolicy::test::relative_error;
-
-/// bf16 data widened to float32 (the float32 baseline's weights, prepared before it is timed, as the
-/// quantized weights are).
-std::vector<float> widen(const std::vector<std::uint16_t>& v) {
-  std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = fp8::from_bf16(v[i]);
-  return out;
-}
+// Synthetic weights and activations, as the tests draw them; the float32 baseline's weights are widened
+// before it is timed, as the quantized weights are quantized before theirs.
+using qpolicy::synthetic::random_bf16;
+using qpolicy::synthetic::relative_error;
+using qpolicy::synthetic::widen;
 
 /// The label of a scheme in the report.
 template <class Scheme>

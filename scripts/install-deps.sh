@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages qpolicy builds with, only those missing (quiet when all are there).
+# Installs the Debian 12 packages qpolicy builds with, only those missing (quiet when all are there),
+# then the tests' Python witnesses (below); --packages-only stops after the packages (the demo).
 set -euo pipefail
+case "${1:-}" in
+  "" | --packages-only) ;;
+  *) echo "install-deps.sh: unknown argument '$1'; expected nothing or --packages-only" >&2; exit 1 ;;
+esac
 packages=(g++ meson ninja-build pkg-config cmake python3-dev python3-venv libboost1.81-dev libboost-json1.81-dev libfmt-dev catch2 time)
 missing=()
 missing_py=()
@@ -13,6 +18,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "${1:-}" = --packages-only ] && exit 0
 
 # The outside witnesses of the tests (never part of the product): Python's safetensors, ml_dtypes and
 # the `regex` package vLLM matches with (pinned: the Unicode tables are generated from it) in a virtual environment, .venv-witness/. Skipped quietly once present; a failure here only means

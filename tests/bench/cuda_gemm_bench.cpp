@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/moe_routing.hpp"
 #include "../support/random_operands.hpp"
 #include "qpolicy/kernels/cuda/forward.hpp"
 #include "qpolicy/kernels/cuda/gemm.hpp"
@@ -136,11 +137,8 @@ int main() {
     const auto w13 = qpolicy::test::random_bf16(static_cast<std::size_t>(experts * 2 * inter * hidden), 0.03f, rng);
     const auto w2 = qpolicy::test::random_bf16(static_cast<std::size_t>(experts * hidden * inter), 0.03f, rng);
     const auto x = qpolicy::test::random_bf16(static_cast<std::size_t>(tokens * hidden), 0.9f, rng);
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
-    std::vector<float> weights(ids.size(), 1.0f / top_k);
-    for (std::int64_t t = 0; t < tokens; ++t)
-      for (std::int64_t j = 0; j < top_k; ++j) ids[static_cast<std::size_t>(t * top_k + j)] = static_cast<std::int32_t>((t * 7 + j * 16) % experts);
-    const qpolicy::cpu::routing route{ids.data(), weights.data(), top_k};
+    const qpolicy::test::strided_routing routed(tokens, top_k, experts, 7, 16);
+    const qpolicy::cpu::routing route = routed.view();
     const double flops = 2.0 * double(tokens * top_k) * 3.0 * double(hidden) * double(inter);
     const std::int64_t rows = tokens * top_k;
     device_buffer<std::uint16_t> ah(static_cast<std::size_t>(rows * hidden)), wh(static_cast<std::size_t>(3 * inter * hidden)),

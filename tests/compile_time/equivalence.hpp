@@ -5,11 +5,9 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "../support/test_inputs.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/typed/static_plan_runtime.hpp"
 
@@ -18,22 +16,11 @@ namespace equivalence {
 namespace bj = boost::json;
 namespace qp = qpolicy;
 
-inline std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) FAIL(std::string("environment variable ") + name + " is not set (run through meson test)");
-  return v;
-}
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) FAIL("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using qpolicy::test::slurp;
+inline std::string env(const char* name) { return qpolicy::test::required_env(name); }
 
 inline const bj::object& find_case(std::string_view id) {
-  static const bj::value doc = bj::parse(slurp(env("QPOLICY_CONFIG_CASES")));
+  static const bj::value doc = qpolicy::test::json_file_from_env("QPOLICY_CONFIG_CASES");
   for (const auto& c : doc.at("cases").as_array())
     if (c.at("id").as_string() == id) return c.as_object();
   FAIL("no conformance case " << id);

@@ -1,14 +1,11 @@
 // Every case of shared/conformance/config_cases.json, through the C++ API and through the CLI.
-#define CATCH_CONFIG_MAIN
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "../support/process.hpp"
+#include "../support/test_inputs.hpp"
 #include "qpolicy/io/json_front.hpp"
 
 namespace bj = boost::json;
@@ -16,22 +13,10 @@ using namespace qpolicy;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) FAIL(std::string("environment variable ") + name + " is not set (run through meson test)");
-  return v;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::required_env;
 
 const bj::array& cases() {
-  static const bj::value doc = bj::parse(slurp(env("QPOLICY_CONFIG_CASES")));
+  static const bj::value doc = test::json_file_from_env("QPOLICY_CONFIG_CASES");
   return doc.at("cases").as_array();
 }
 
@@ -203,7 +188,7 @@ TEST_CASE("conformance cases through the C++ API", "[conformance][api]") {
 }
 
 TEST_CASE("conformance cases through the qpolicy CLI", "[conformance][cli]") {
-  const auto exe = env("QPOLICY_EXE");
+  const auto exe = required_env("QPOLICY_EXE");
   for (const auto& cv : cases()) {
     const auto& c = cv.as_object();
     const auto& expect = c.at("expect").as_object();

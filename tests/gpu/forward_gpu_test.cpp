@@ -13,6 +13,7 @@
 #include "qpolicy/kernels/cuda/grouped_gemm.hpp"
 #include "qpolicy/kernels/cuda/device_info.hpp"
 #include "device_buffer.hpp"
+#include "../support/moe_routing.hpp"
 #include "../support/random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -26,16 +27,9 @@ using qpolicy::test::random_bf16;
 
 namespace {
 
-
 /// ||a - b|| / ||b|| over bf16 values.
 double relative_difference(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = fp8::from_bf16(a[i]), y = fp8::from_bf16(b[i]);
-    num += (x - y) * (x - y);
-    den += y * y;
-  }
-  return std::sqrt(num / den);
+  return qpolicy::test::relative_error(a, qpolicy::test::widen(b));
 }
 
 template <class Scheme>
@@ -72,11 +66,8 @@ void check_moe(cuda::forward_context& ctx, const char* scheme, std::mt19937& rng
   const auto w13 = random_bf16(static_cast<std::size_t>(experts * 2 * inter * hidden), 0.03f, rng);
   const auto w2 = random_bf16(static_cast<std::size_t>(experts * hidden * inter), 0.03f, rng);
   const auto x = random_bf16(static_cast<std::size_t>(tokens * hidden), 1.0f, rng);
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
-  std::vector<float> weights(ids.size(), 1.0f / static_cast<float>(top_k));
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t j = 0; j < top_k; ++j) ids[static_cast<std::size_t>(t * top_k + j)] = static_cast<std::int32_t>((t * 5 + j * 3) % experts);
-  const cpu::routing route{ids.data(), weights.data(), top_k};
+  const qpolicy::test::strided_routing routed(tokens, top_k, experts, 5, 3);
+  const cpu::routing route = routed.view();
   const auto layer = cpu::quantize_moe<Scheme>({w13.data(), fp8::element::bf16, experts * 2 * inter, hidden},
                                                {w2.data(), fp8::element::bf16, experts * hidden, inter}, experts);
   std::vector<std::uint16_t> want(static_cast<std::size_t>(tokens * hidden));

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/moe_routing.hpp"
 #include "../support/random_operands.hpp"
 #include "device_buffer.hpp"
 #include "qpolicy/kernels/cuda/low_precision_forward.hpp"
@@ -24,14 +25,8 @@ using qpolicy::test::random_bf16;
 
 namespace {
 
-std::vector<float> floats_of(const std::vector<std::uint16_t>& bf16) {
-  std::vector<float> out(bf16.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = fp8::from_bf16(bf16[i]);
-  return out;
-}
-
 void report(const std::string& name, const std::vector<std::uint16_t>& got, const std::vector<std::uint16_t>& want) {
-  const double d = qpolicy::test::relative_error(got, floats_of(want));
+  const double d = qpolicy::test::relative_error(got, qpolicy::test::widen(want));
   std::printf("  %s: %.2e from the CPU pass\n", name.c_str(), d);
   if (!(d <= 0.01)) fail(name + ": " + std::to_string(d) + " from the CPU pass");
 }
@@ -58,11 +53,8 @@ void check_moe(cuda::forward_context& ctx, std::mt19937& rng) {
   const auto w13 = random_bf16(static_cast<std::size_t>(experts * 2 * i * hidden), 0.03f, rng);
   const auto w2 = random_bf16(static_cast<std::size_t>(experts * hidden * i), 0.03f, rng);
   const auto x = random_bf16(static_cast<std::size_t>(tokens * hidden), 1.0f, rng);
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
-  std::vector<float> weights(ids.size(), 1.0f / static_cast<float>(top_k));
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t j = 0; j < top_k; ++j) ids[static_cast<std::size_t>(t * top_k + j)] = static_cast<std::int32_t>((t * 5 + j * 3) % experts);
-  const cpu::routing route{ids.data(), weights.data(), top_k};
+  const qpolicy::test::strided_routing routed(tokens, top_k, experts, 5, 3);
+  const cpu::routing route = routed.view();
   const auto layer = cpu::quantize_moe<Scheme>({w13.data(), fp8::element::bf16, experts * 2 * i, hidden},
                                                {w2.data(), fp8::element::bf16, experts * hidden, i}, experts);
   std::vector<std::uint16_t> want(static_cast<std::size_t>(tokens * hidden));

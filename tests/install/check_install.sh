@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The installed tree as a consumer sees it (issue 16): meson install into a staging directory, then
+# The installed tree as a consumer sees it: meson install into a staging directory, then
 #   1. every public header (docs/api.md: all but detail/) compiles alone against the staged include
 #      directory only, with -Werror -Wall -Wextra (no header reaches back into the source tree);
 #   2. examples/consumer-cmake builds with find_package(qpolicy) (CMAKE_PREFIX_PATH = the staging

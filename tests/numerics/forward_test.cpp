@@ -24,23 +24,9 @@ namespace fp8 = qpolicy::fp8;
 using qpolicy::test::random_codes;
 using qpolicy::test::random_scales;
 namespace cpu = qpolicy::cpu;
-
-namespace {
-
-
-/// A bf16 tensor of normal values with standard deviation `sd` (and a few outliers, as real weights).
-struct bf16_tensor {
-  std::int64_t rows, cols;
-  std::vector<std::uint16_t> bits;
-  fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
-};
-bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt19937& rng) {
-  return {rows, cols, qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), sd, rng, 997)};
-}
-
+using qpolicy::test::bf16_tensor;
+using qpolicy::test::random_bf16;
 using qpolicy::test::relative_error;
-
-}  // namespace
 
 TEST_CASE("tiled FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
   const std::int64_t m = GENERATE(1, 5, 67), n = GENERATE(1, 33, 130, 256), k = GENERATE(128, 256, 200);

@@ -1,8 +1,7 @@
 // The grouped FP8 GEMM's tile arithmetic (fp8/grouped_tile.hpp), run on the CPU: an emulated CTA
 // stages tiles with the kernel's chunk map, gathers each lane's fragments with the kernel's loaders,
-// multiplies them by an mma.sync m16n8k32 written from PTX's element tables (independently of the
-// loaders' register formulas), folds block scales and stores outputs with the kernel's functions.
-// The results must meet spec §10's bound against float64 on shapes that exercise every edge: experts
+// multiplies them by an emulated mma.sync m16n8k32 (tests/support/mma_emulation.hpp), folds block
+// scales and stores outputs with the kernel's functions. The results must meet spec §10's bound against float64 on shapes that exercise every edge: experts
 // without rows, partial row tiles, N and K that are not tile multiples.
 #include <catch2/catch.hpp>
 
@@ -11,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "../support/mma_emulation.hpp"
 #include "grouped_case.hpp"
 
 namespace fp8 = qpolicy::fp8;
@@ -18,45 +18,6 @@ namespace g = qpolicy::fp8::grouped;
 using qpolicy::test::grouped_case;
 
 namespace {
-
-/// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 over the fragments of a warp's 32 lanes, from PTX's
-/// tables: element i of A (byte i % 4 of register i / 4) sits at row group + 8 when 4 <= i < 8 or
-/// i >= 12, column 4 thread + (i & 3) + 16 when i >= 8; element i of B at row 4 thread + (i & 3) + 16
-/// when i >= 4, column group; accumulator i at row group + 8 when i >= 2, column 2 thread + (i & 1).
-/// Every element must come from exactly one lane.
-void emulate_mma(const std::uint32_t (&a)[32][4], const std::uint32_t (&b)[32][2], std::array<float*, 32> c) {
-  double A[16][32], B[32][8];
-  int seen_a[16][32] = {}, seen_b[32][8] = {};
-  for (int lane = 0; lane < 32; ++lane) {
-    const int group = lane >> 2, thread = lane & 3;
-    for (int i = 0; i < 16; ++i) {
-      const int row = (i < 4 || (i >= 8 && i < 12)) ? group : group + 8;
-      const int col = 4 * thread + (i & 3) + (i >= 8 ? 16 : 0);
-      A[row][col] = fp8::decode(static_cast<std::uint8_t>(a[lane][i / 4] >> (8 * (i % 4))));
-      ++seen_a[row][col];
-    }
-    for (int i = 0; i < 8; ++i) {
-      const int row = 4 * thread + (i & 3) + (i >= 4 ? 16 : 0);
-      B[row][group] = fp8::decode(static_cast<std::uint8_t>(b[lane][i / 4] >> (8 * (i % 4))));
-      ++seen_b[row][group];
-    }
-  }
-  bool once = true;
-  for (auto& r : seen_a)
-    for (int v : r) once = once && v == 1;
-  for (auto& r : seen_b)
-    for (int v : r) once = once && v == 1;
-  REQUIRE(once);
-  for (int lane = 0; lane < 32; ++lane) {
-    const int group = lane >> 2, thread = lane & 3;
-    for (int i = 0; i < 4; ++i) {
-      const int row = group + (i >= 2 ? 8 : 0), col = 2 * thread + (i & 1);
-      double d = 0;
-      for (int k = 0; k < 32; ++k) d += A[row][k] * B[k][col];
-      c[lane][i] += static_cast<float>(d);
-    }
-  }
-}
 
 /// Every CTA of the grouped GEMM, emulated lane by lane.
 template <class Scaling>
@@ -91,18 +52,11 @@ void emulate_grouped(const g::problem& p, const std::vector<g::tile>& tiles) {
           auto& sums = blocked ? partial[warp] : acc[warp];
           if (blocked)
             for (auto& l : sums) l.fill(0.0f);
-          for (int ks = 0; ks < g::k_steps; ++ks)
-            for (int mf = 0; mf < g::m_frags; ++mf)
-              for (int nf = 0; nf < g::n_frags; ++nf) {
-                std::uint32_t a[32][4], b[32][2];
-                std::array<float*, 32> c{};
-                for (int lane = 0; lane < 32; ++lane) {
-                  g::load_a(stage.data(), wm, mf, ks, lane, a[lane]);
-                  g::load_b(stage.data(), wn, nf, ks, lane, b[lane]);
-                  c[lane] = &sums[lane][g::acc_index(mf, nf, 0)];
-                }
-                emulate_mma(a, b, c);
-              }
+          qpolicy::test::emulate_warp_tile<qpolicy::test::mma_m16n8k32_e4m3>(
+              g::k_steps, g::m_frags, g::n_frags,
+              [&](int mf, int ks, int lane, auto& regs) { g::load_a(stage.data(), wm, mf, ks, lane, regs); },
+              [&](int nf, int ks, int lane, auto& regs) { g::load_b(stage.data(), wn, nf, ks, lane, regs); },
+              [&](int mf, int nf, int lane) { return &sums[static_cast<std::size_t>(lane)][g::acc_index(mf, nf, 0)]; });
           if (blocked)
             for (int lane = 0; lane < 32; ++lane) {
               float row_scales[g::m_frags][2];

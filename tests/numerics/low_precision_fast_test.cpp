@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "../support/random_operands.hpp"
 #include "low_precision_impls.hpp"
 
 namespace qp = qpolicy;
@@ -18,16 +19,8 @@ using namespace qpolicy::test::low_precision;
 
 namespace {
 
-/// A random input: blocks drawn from a few regimes so that every edge of every formula occurs.
-struct sample {
-  fp8::element type;
-  std::int64_t rows, cols;
-  std::vector<std::uint16_t> half;
-  std::vector<float> full;
-  fp8::input_view view() const {
-    return {type == fp8::element::f32 ? static_cast<const void*>(full.data()) : half.data(), type, rows, cols};
-  }
-};
+// Random inputs: blocks drawn from a few regimes so that every edge of every formula occurs.
+using sample = qpolicy::test::typed_input;
 
 std::uint16_t half_bits(fp8::element type, float v) {
   return type == fp8::element::bf16 ? fp8::to_bf16(v) : qp::lp::to_fp16(v);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "low_precision_cases.hpp"
+#include "../support/low_precision_cases.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 
 namespace bj = boost::json;

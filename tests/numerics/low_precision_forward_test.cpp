@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/moe_routing.hpp"
 #include "../support/random_operands.hpp"
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "low_precision_impls.hpp"
@@ -20,25 +21,13 @@ namespace cpu = qpolicy::cpu;
 namespace lp = qpolicy::lp;
 using qp::schemes::activation_treatment;
 using qp::schemes::lp_formula;
+using qpolicy::test::bf16_tensor;
+using qpolicy::test::random_bf16;
 using qpolicy::test::relative_error;
 using qpolicy::test::low_precision::lp_buffers;
 using qpolicy::test::low_precision::reference_quantize;
 
 namespace {
-
-struct bf16_tensor {
-  std::int64_t rows, cols;
-  std::vector<std::uint16_t> bits;
-  fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
-  std::vector<float> floats() const {
-    std::vector<float> out(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) out[i] = fp8::from_bf16(bits[i]);
-    return out;
-  }
-};
-bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt19937& rng) {
-  return {rows, cols, qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), sd, rng, 997)};
-}
 
 double e2m1(std::uint8_t nibble) { return lp::e2m1_value(nibble); }
 std::uint8_t nibble(const std::vector<std::uint8_t>& packed, std::size_t i) { return i % 2 ? packed[i / 2] >> 4 : packed[i / 2] & 0xF; }
@@ -176,11 +165,8 @@ TEMPLATE_LIST_TEST_CASE("low-precision MoE layers: expert GEMMs within §9's bou
     check_gemm_bound<Scheme>(treatment, h.floats(), tokens,
                              {hidden, inter, std::vector<std::uint16_t>(w2.bits.begin() + 5 * hidden * inter, w2.bits.begin() + 6 * hidden * inter)});
   }
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens * top_k));
-  std::vector<float> weights(ids.size(), 1.0f / top_k);
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (std::int64_t j = 0; j < top_k; ++j) ids[static_cast<std::size_t>(t * top_k + j)] = static_cast<std::int32_t>((t * 3 + j * 5) % experts);
-  const cpu::routing route{ids.data(), weights.data(), top_k};
+  const qpolicy::test::strided_routing routed(tokens, top_k, experts, 3, 5);
+  const cpu::routing route = routed.view();
   const auto layer = cpu::quantize_moe<Scheme>(w13.view(), w2.view(), experts);
   std::vector<std::uint16_t> fast(static_cast<std::size_t>(tokens * hidden)), slow(fast.size());
   cpu::moe_forward(layer, x.view(), route, fast.data());

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/low_precision_reference.hpp"
-#include "low_precision_cases.hpp"
+#include "../support/low_precision_cases.hpp"
 #include "low_precision_impls.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 

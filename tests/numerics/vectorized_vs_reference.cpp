@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "../support/random_operands.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
@@ -16,16 +17,8 @@ namespace ref = qpolicy::cpu::reference;
 
 namespace {
 
-/// A random input of a given element type, with the special values the spec singles out.
-struct sample {
-  fp8::element type;
-  std::int64_t rows, cols;
-  std::vector<std::uint16_t> half;
-  std::vector<float> full;
-  fp8::input_view view() const {
-    return {type == fp8::element::f32 ? static_cast<const void*>(full.data()) : half.data(), type, rows, cols};
-  }
-};
+// Random inputs of a given element type, with the special values the spec singles out.
+using sample = qpolicy::test::typed_input;
 
 std::uint16_t to_bf16(float f) {  // truncation is fine: any bf16 pattern is a valid input
   return static_cast<std::uint16_t>(fp8::bits_of(f) >> 16);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The python suite (issue 16): builds the wheel from the source tree (pip wheel: meson-python and
+# The python suite: builds the wheel from the source tree (pip wheel: meson-python and
 # nanobind from PyPI in pip's isolated build environment; CPU kernels only, which keeps the build to
 # about 3 minutes on two cores), checks that the source tree gained no build products, installs it in a
 # fresh venv with numpy and ml_dtypes, runs tests/python/check_package.py against the CLI, and checks

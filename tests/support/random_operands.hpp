@@ -1,27 +1,43 @@
 #pragma once
-// Random operands for the tests, the benchmarks and the demo: bf16 tensors of normal values (weights
-// and activations), finite e4m3fn codes and positive scales (GEMM operands).
-#include <cmath>
+// Random operands for the tests and the benchmarks: bf16 tensors of normal values (weights and
+// activations; qpolicy/numerics/synthetic.hpp draws them, as for the demo), finite e4m3fn codes and
+// positive scales (GEMM operands).
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "qpolicy/numerics/numerics.hpp"
+#include "qpolicy/numerics/synthetic.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
 
 namespace qpolicy::test {
 
-/// `n` bf16 values drawn from N(0, sd), rounded to nearest. With `outlier_every` > 0, elements 0,
-/// outlier_every, 2 outlier_every... are 8 times larger, as real weights have outliers.
-inline std::vector<std::uint16_t> random_bf16(std::size_t n, float sd, std::mt19937& rng, std::size_t outlier_every = 0) {
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<std::uint16_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    float x = d(rng);
-    if (outlier_every && i % outlier_every == 0) x *= 8.0f;
-    v[i] = fp8::to_bf16(x);
-  }
-  return v;
+using synthetic::random_bf16;
+using synthetic::relative_error;
+using synthetic::widen;
+
+/// A row-major bf16 tensor.
+struct bf16_tensor {
+  std::int64_t rows, cols;
+  std::vector<std::uint16_t> bits;
+  fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
+  std::vector<float> floats() const { return widen(bits); }
+};
+
+/// A [rows, cols] bf16 tensor of N(0, sd) values with an outlier every 997 elements, as real weights.
+inline bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, std::mt19937& rng) {
+  return {rows, cols, random_bf16(static_cast<std::size_t>(rows * cols), sd, rng, 997)};
 }
+
+/// An input of any element type the kernels read: its float32 values, and for bf16 and fp16 its bits.
+struct typed_input {
+  fp8::element type;
+  std::int64_t rows, cols;
+  std::vector<std::uint16_t> half;
+  std::vector<float> full;
+  fp8::input_view view() const {
+    return {type == fp8::element::f32 ? static_cast<const void*>(full.data()) : half.data(), type, rows, cols};
+  }
+};
 
 /// `n` random e4m3fn codes, never NaN (0x7F / 0xFF).
 inline std::vector<std::uint8_t> random_codes(std::size_t n, std::mt19937& rng) {
@@ -40,18 +56,6 @@ inline std::vector<float> random_scales(std::size_t n, std::mt19937& rng, float 
   std::vector<float> v(n);
   for (auto& s : v) s = d(rng);
   return v;
-}
-
-/// ||out - ref|| / ||ref|| of bf16 outputs against a float32 reference; NaN when any output is NaN.
-inline double relative_error(const std::vector<std::uint16_t>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double o = fp8::from_bf16(out[i]);
-    if (std::isnan(o)) return std::nan("");
-    num += (o - ref[i]) * (o - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
 }
 
 }  // namespace qpolicy::test

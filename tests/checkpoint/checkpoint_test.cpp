@@ -11,7 +11,7 @@
 #include <random>
 #include <sstream>
 
-#include "checkpoint_fixture.hpp"
+#include "../support/checkpoint_fixture.hpp"
 #include "../support/random_operands.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "../support/files.hpp"
@@ -72,7 +72,7 @@ using qpolicy::test::slurp;
 
 }  // namespace
 
-TEST_CASE("qpolicy quantize converts a Qwen3-30B-A3B-shaped checkpoint for each FP8 scheme", "[numerics][quantize]") {
+TEST_CASE("qpolicy quantize converts a Qwen3-30B-A3B-shaped checkpoint for each FP8 scheme", "[checkpoint][quantize]") {
   const auto ts = synthetic();
   std::map<std::string, const tensor*> by;
   for (const auto& t : ts) by[t.name] = &t;
@@ -180,7 +180,7 @@ TEST_CASE("qpolicy quantize converts a Qwen3-30B-A3B-shaped checkpoint for each 
   }
 }
 
-TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output", "[numerics][quantize]") {
+TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output", "[checkpoint][quantize]") {
   const auto good = write_checkpoint(synthetic(), "good.safetensors");
   auto refused = [&](const std::vector<std::string>& args, const std::string& out, const std::string& message) {
     const auto r = quantize(args);
@@ -245,43 +245,6 @@ TEST_CASE("qpolicy quantize refuses bad inputs with exit 2 and leaves no output"
   refused({"-q", "fp8", "-o", out, good}, out, "nothing to quantize");
 }
 
-TEST_CASE("quantize and quantize-tensor refuse bad flags with a message", "[numerics][cli][usage]") {
-  const auto in = write_checkpoint(synthetic(), "flags.safetensors");
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  auto run = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), exe);
-    return qpolicy::test::run_process(args);
-  };
-  const auto out = (dir() / "flags_out.safetensors").string();
-  struct bad {
-    std::vector<std::string> args;
-    int status;
-    std::string message;
-  };
-  const std::vector<bad> cases{
-      {{"quantize-tensor", "--key", "fp8_per_nothing", in, "-o", out}, 2, "--key: unknown quantization name 'fp8_per_nothing'"},
-      {{"quantize-tensor", "--key", "fp8_per_token", "--scale-layout", "diagonal", in, "-o", out}, 1, "--scale-layout must be row, col, col-tma or swizzled, got 'diagonal'"},
-      {{"quantize-tensor", "--key", "fp8_per_token", "--device", "tpu", in, "-o", out}, 1, "--device must be cpu or cuda, got 'tpu'"},
-      {{"quantize-tensor", "--key", "fp8_per_token", "--threads", "0", in, "-o", out}, 1, "--threads must be an integer from 1 to 4096, got '0'"},
-      {{"quantize-tensor", "--key", "fp8_per_token", in}, 1, "quantize-tensor needs -o OUTPUT.safetensors"},
-      {{"quantize-tensor", "--key", "fp8_per_token", in, in, "-o", out}, 1, "takes one input file"},
-      {{"--version", "quantize"}, 1, "--version takes nothing else, got 'quantize'"},
-      {{"quantize", "-q", "fp8_per_block", in}, 1, "quantize needs -o"},
-      {{"quantize", "-q", "fp8_per_block", "-o", out}, 1, "quantize needs an input"},
-      {{"quantize", "-q", "fp8_per_block", "--threads", "x", "-o", out, in}, 1, "--threads must be an integer from 1 to 4096, got 'x'"},
-      {{"quantize", "-q", "fp8_per_block", "--device", "gpu", "-o", out, in}, 1, "--device must be cpu or cuda, got 'gpu'"},
-      {{"quantize", "-q", "fp8_per_block", "-o", out, (dir() / "missing.safetensors").string()}, 1, "missing.safetensors': No such file or directory"},
-  };
-  for (const auto& c : cases) {
-    const auto r = run(c.args);
-    INFO(c.message << "\n" << r.err);
-    CHECK(r.status == c.status);
-    CHECK_THAT(r.err, Catch::Contains(c.message));
-    CHECK_FALSE(fs::exists(out));
-  }
-}
-
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/plan/detail/build_plan.hpp"
 #include "src/io/checkpoint_stages.hpp"
@@ -332,7 +295,7 @@ TEST_CASE("quantize's stages, each on its own: units from the scheme contract, t
   CHECK(layout.metadata.at("format") == "pt");
 }
 
-TEST_CASE("quantize streams tensors larger than a chunk to the same bits as one whole call", "[numerics][quantize][stream]") {
+TEST_CASE("quantize streams tensors larger than a chunk to the same bits as one whole call", "[checkpoint][quantize][stream]") {
   // Tensors of 16-25 MB: two row chunks each (16 MiB of input a chunk; 128-row slabs for blocks), a
   // fused qkv_proj and an expert's gate/up sharing a per-tensor scale across chunks and tensors.
   std::mt19937 rng(7);

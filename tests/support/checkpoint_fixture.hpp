@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../support/random_operands.hpp"
+#include "random_operands.hpp"
 #include "qpolicy/io/safetensors.hpp"
 
 namespace qpolicy::test {

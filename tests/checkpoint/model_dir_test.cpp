@@ -13,7 +13,7 @@
 #include <map>
 #include <sstream>
 
-#include "checkpoint_fixture.hpp"
+#include "../support/checkpoint_fixture.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "../support/temp_dir.hpp"
@@ -91,7 +91,7 @@ std::vector<std::string> listing(const fs::path& d) {
 
 }  // namespace
 
-TEST_CASE("quantize writes a model directory: the input's shards, index, config.json, plan and files", "[numerics][quantize][dir]") {
+TEST_CASE("quantize writes a model directory: the input's shards, index, config.json, plan and files", "[checkpoint][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir");
   const auto in = make_model_dir(tmp.path(), "qwen3-small", 3);
   const auto out = tmp.path() / "qwen3-small-fp8";
@@ -150,7 +150,7 @@ TEST_CASE("quantize writes a model directory: the input's shards, index, config.
   CHECK(tensors_in({file_out}) == tensors);
 }
 
-TEST_CASE("quantize --max-shard-size packs a model directory's tensors into shards", "[numerics][quantize][dir]") {
+TEST_CASE("quantize --max-shard-size packs a model directory's tensors into shards", "[checkpoint][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir-shards");
   const auto in = make_model_dir(tmp.path(), "one-file", 1);
   const auto one = tmp.path() / "one";
@@ -180,7 +180,7 @@ TEST_CASE("quantize --max-shard-size packs a model directory's tensors into shar
   CHECK(index.at("weight_map").as_object().size() == all.size());
 }
 
-TEST_CASE("quantize refuses a bad model directory or output directory and leaves nothing", "[numerics][quantize][dir]") {
+TEST_CASE("quantize refuses a bad model directory or output directory and leaves nothing", "[checkpoint][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir-refused");
   const auto good = make_model_dir(tmp.path(), "good", 2);
   const auto fresh = tmp.path() / "out";
@@ -254,7 +254,7 @@ TEST_CASE("quantize refuses a bad model directory or output directory and leaves
 }
 
 TEST_CASE("a model directory whose writes fail midway keeps its complete shards, and --resume finishes it",
-          "[numerics][quantize][dir]") {
+          "[checkpoint][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir-efbig");
   const auto in = make_model_dir(tmp.path(), "model", 2);
   spit(in / "tokenizer.json", std::string(4 << 20, 'x'));  // copied after the shards are complete
@@ -320,7 +320,7 @@ TEST_CASE("a model directory whose writes fail midway keeps its complete shards,
   CHECK(tree(out) == tree(fresh));
 }
 
-TEST_CASE("quantize --shard I/N processes write one directory together, the same as one process", "[numerics][quantize][dir]") {
+TEST_CASE("quantize --shard I/N processes write one directory together, the same as one process", "[checkpoint][quantize][dir]") {
   const qpolicy::test::temp_dir tmp("model-dir-sharded");
   const auto in = make_model_dir(tmp.path(), "model", 1);
   const auto single = tmp.path() / "single", shared = tmp.path() / "shared", manual = tmp.path() / "manual";

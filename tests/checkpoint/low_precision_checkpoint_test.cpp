@@ -13,7 +13,7 @@
 #include <fstream>
 #include <map>
 
-#include "checkpoint_fixture.hpp"
+#include "../support/checkpoint_fixture.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "../support/temp_dir.hpp"
@@ -86,7 +86,7 @@ struct lp_case {
 }  // namespace
 
 TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' formats, with the online formulas' bits",
-          "[numerics][quantize][dir][low-precision]") {
+          "[checkpoint][quantize][dir][low-precision]") {
   const auto c = GENERATE(values<lp_case>({
       {R"({"linear": "mxfp8", "moe": "mxfp8"})", lp_formula::mxfp8_torch, "mxfp8-quantized", true, true},
       {R"({"linear": "mxfp4", "moe": "mxfp4"})", lp_formula::mxfp4_even, "mxfp4-pack-quantized", true, true},
@@ -190,7 +190,7 @@ TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' form
   CHECK(quantized == (c.linear ? 32u : 24u));
 }
 
-TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot express", "[numerics][quantize][dir][low-precision]") {
+TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot express", "[checkpoint][quantize][dir][low-precision]") {
   const qpolicy::test::temp_dir tmp("lp-checkpoint-refusals");
   const auto in = make_model_dir(tmp.path(), qpolicy::test::synthetic());
   const auto out = tmp.path() / "out";

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "../support/low_precision_cases.hpp"
 #include "../support/process.hpp"
+#include "../support/quantize_tensor_cli.hpp"
 #include "../support/temp_dir.hpp"
-#include "low_precision_cases.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 
@@ -35,34 +36,19 @@ struct cli_tensor {
 
 /// Writes the tensors, runs quantize-tensor with `key` and `flags`, and opens its output.
 std::unique_ptr<st::file> run_cli(const std::vector<cli_tensor>& tensors, const std::string& key, const std::vector<std::string>& flags) {
-  static const qpolicy::test::temp_dir scratch("lpc");  // outputs stay mapped until the tests end
-  static int runs = 0;
-  const auto tag = std::to_string(runs++);
-  const auto in = (scratch.path() / (tag + "_in.safetensors")).string(), out = (scratch.path() / (tag + "_out.safetensors")).string();
-  std::vector<st::tensor_spec> specs;
+  std::vector<qpolicy::test::cli_input> inputs;
   for (const auto& t : tensors)
-    specs.push_back({t.name(), t.x.type == qpolicy::fp8::element::f16 ? st::dtype::F16 : st::dtype::BF16, {t.x.rows, t.x.cols}});
-  st::file_writer w(in, specs, {});
-  for (const auto& t : tensors) w.write(std::as_bytes(std::span(t.x.bits)));
-  w.finish();
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  std::vector<std::string> args{exe, "quantize-tensor", "--key", key, in, "-o", out};
-  args.insert(args.end(), flags.begin(), flags.end());
-  const auto r = qpolicy::test::run_process(args);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  return std::make_unique<st::file>(out);
+    inputs.push_back({t.name(), t.x.type == qpolicy::fp8::element::f16 ? st::dtype::F16 : st::dtype::BF16, {t.x.rows, t.x.cols},
+                      std::as_bytes(std::span(t.x.bits))});
+  return qpolicy::test::run_quantize_tensor(inputs, key, flags);
 }
 
 /// A stored tensor's bytes, after checking its type and shape.
 std::vector<std::uint8_t> stored(const st::file& f, const std::string& name, st::dtype type, const std::vector<std::int64_t>& shape) {
-  const auto* t = f.find(name);
-  REQUIRE(t);
-  CHECK(t->type == type);
-  CHECK(t->shape == shape);
-  const auto d = f.data(*t);
-  return {reinterpret_cast<const std::uint8_t*>(d.data()), reinterpret_cast<const std::uint8_t*>(d.data()) + d.size()};
+  auto bytes = qpolicy::test::stored_bytes(f, name);
+  CHECK(f.find(name)->type == type);
+  CHECK(f.find(name)->shape == shape);
+  return bytes;
 }
 std::vector<std::uint32_t> stored_words(const st::file& f, const std::string& name, const std::vector<std::int64_t>& shape) {
   const auto b = stored(f, name, st::dtype::F32, shape);
@@ -153,7 +139,7 @@ std::vector<cli_tensor> padded_mxfp4_experts() {
 
 }  // namespace
 
-TEST_CASE("low-precision vectors through quantize-tensor: MXFP8 (§3.2, §3.3) and MXFP4 (§4.2, §4.3)", "[numerics][cli][low_precision]") {
+TEST_CASE("low-precision vectors through quantize-tensor: MXFP8 (§3.2, §3.3) and MXFP4 (§4.2, §4.3)", "[cli][low_precision]") {
   const auto same = [](const cli_tensor& t) -> const bj::object& { return *t.out; };
   auto mx8 = tensors_of("mxfp8_quant");
   for (auto& t : tensors_of("mxfp8_moe")) mx8.push_back(std::move(t));
@@ -171,7 +157,7 @@ TEST_CASE("low-precision vectors through quantize-tensor: MXFP8 (§3.2, §3.3) a
   check_mx_run(tensors_of("mxfp4_act_flashinfer"), "mxfp4_dynamic", true, same);
 }
 
-TEST_CASE("low-precision vectors through quantize-tensor: INT8 per channel (§5.2)", "[numerics][cli][low_precision]") {
+TEST_CASE("low-precision vectors through quantize-tensor: INT8 per channel (§5.2)", "[cli][low_precision]") {
   const auto tensors = tensors_of("int8_moe");  // [E, R, C] as [E * R, C]: one scale per row
   const auto out = run_cli(tensors, "int8_per_channel_static", {});
   for (const auto& t : tensors) {
@@ -185,7 +171,7 @@ TEST_CASE("low-precision vectors through quantize-tensor: INT8 per channel (§5.
 }
 
 TEST_CASE("low-precision vectors through quantize-tensor: NVFP4 weights (§6.2) and per-token activations (§6.3)",
-          "[numerics][cli][low_precision]") {
+          "[cli][low_precision]") {
   for (const auto* c : cases_of_kind("nvfp4_moe_weight")) {
     INFO(c->at("id").as_string());
     // The whole tensor is one expert matrix (cli.md): one tensor per expert.
@@ -238,7 +224,7 @@ TEST_CASE("low-precision vectors through quantize-tensor: NVFP4 weights (§6.2) 
   }
 }
 
-TEST_CASE("quantize-tensor refuses what a low-precision formula cannot take, before writing anything", "[numerics][cli][low_precision]") {
+TEST_CASE("quantize-tensor refuses what a low-precision formula cannot take, before writing anything", "[cli][low_precision]") {
   const qpolicy::test::temp_dir scratch("lpe");
   const auto write = [&](const std::string& name, st::dtype type, std::int64_t rows, std::int64_t cols) {
     const auto path = (scratch.path() / name).string();
@@ -288,7 +274,7 @@ TEST_CASE("quantize-tensor refuses what a low-precision formula cannot take, bef
   }
 }
 
-TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tensor an expert weight", "[numerics][cli][low_precision]") {
+TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tensor an expert weight", "[cli][low_precision]") {
   const char* exe = std::getenv("QPOLICY_EXE");
   const char* models = std::getenv("QPOLICY_MODELS");
   REQUIRE(exe);

@@ -5,13 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "test_inputs.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 
 namespace qpolicy::test::low_precision {
@@ -19,15 +17,7 @@ namespace qpolicy::test::low_precision {
 namespace bj = boost::json;
 
 inline const bj::array& all_cases() {
-  static const bj::value doc = [] {
-    const char* path = std::getenv("QPOLICY_LOW_PRECISION_CASES");
-    if (!path) FAIL("QPOLICY_LOW_PRECISION_CASES is not set (run through meson test)");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) FAIL("cannot read QPOLICY_LOW_PRECISION_CASES=" << path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return bj::parse(s.str());
-  }();
+  static const bj::value doc = json_file_from_env("QPOLICY_LOW_PRECISION_CASES");
   return doc.at("cases").as_array();
 }
 

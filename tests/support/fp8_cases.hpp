@@ -1,0 +1,88 @@
+#pragma once
+// Reading ../shared/conformance/numerics_cases.json (the FP8 vectors) for the tests: cases by kind, the
+// hex fields as bf16 inputs, e4m3fn codes and float32 words, and comparisons that accept any NaN code
+// or NaN scale where the vectors hold one.
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "test_inputs.hpp"
+#include "qpolicy/numerics/numerics.hpp"
+#include "qpolicy/numerics/tensor_view.hpp"
+
+namespace qpolicy::test::fp8_cases {
+
+namespace bj = boost::json;
+
+/// The cases of ../shared/conformance/numerics_cases.json (QPOLICY_NUMERICS_CASES).
+inline const bj::array& cases() {
+  static const bj::value doc = json_file_from_env("QPOLICY_NUMERICS_CASES");
+  return doc.at("cases").as_array();
+}
+
+/// The cases of `kind`, in file order (at least one).
+inline std::vector<const bj::object*> of_kind(std::string_view kind) {
+  std::vector<const bj::object*> out;
+  for (const auto& c : cases())
+    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
+  REQUIRE_FALSE(out.empty());
+  return out;
+}
+
+inline std::uint32_t hex(std::string_view s) { return static_cast<std::uint32_t>(std::stoul(std::string(s), nullptr, 16)); }
+
+/// An input's `bf16_hex` (4 hex digits per element).
+inline std::vector<std::uint16_t> bf16(const bj::value& input) {
+  const auto text = input.at("bf16_hex").as_string();
+  std::vector<std::uint16_t> out;
+  for (std::size_t i = 0; i + 4 <= text.size(); i += 4) out.push_back(static_cast<std::uint16_t>(hex({text.data() + i, 4})));
+  return out;
+}
+/// e4m3fn codes, 2 hex digits each.
+inline std::vector<std::uint8_t> codes(const bj::value& text_value) {
+  const auto text = text_value.as_string();
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 2 <= text.size(); i += 2) out.push_back(static_cast<std::uint8_t>(hex({text.data() + i, 2})));
+  return out;
+}
+/// A list of float32 bit patterns in hex.
+inline std::vector<std::uint32_t> words(const bj::value& list) {
+  std::vector<std::uint32_t> out;
+  for (const auto& v : list.as_array()) out.push_back(hex(v.as_string()));
+  return out;
+}
+inline std::vector<std::int64_t> shape(const bj::value& v) {
+  std::vector<std::int64_t> out;
+  for (const auto& d : v.as_array()) out.push_back(d.to_number<std::int64_t>());
+  return out;
+}
+
+inline bool is_nan_code(std::uint8_t q) { return (q & 0x7F) == 0x7F; }
+
+/// Codes equal, any NaN code matching any other; the first mismatch is reported.
+inline void check_codes(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && !(is_nan_code(got[i]) && is_nan_code(want[i])) && bad++ == 0) first = i;
+  INFO("first mismatch at " << first << ": got " << int(got[first]) << ", want " << int(want[first]));
+  CHECK(bad == 0);
+}
+/// Scales equal bit for bit, a NaN matching any NaN.
+inline void check_scales(const float* got, const std::vector<std::uint32_t>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const auto g = fp8::bits_of(got[i]);
+    INFO("scale " << i << ": got " << std::hex << g << ", want " << want[i]);
+    CHECK((g == want[i] || (fp8::is_nan(got[i]) && fp8::is_nan(fp8::float_of(want[i])))));
+  }
+}
+
+inline fp8::input_view view(const std::vector<std::uint16_t>& data, std::int64_t rows, std::int64_t cols) {
+  return {data.data(), fp8::element::bf16, rows, cols};
+}
+
+}  // namespace qpolicy::test::fp8_cases
