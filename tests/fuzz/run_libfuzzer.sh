@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target of tests/fuzz/ with clang (-fsanitize=fuzzer,address,undefined) and
-# runs each from its seeds: for SECONDS each (default 20; CI), or with LONG for 10 M executions each
-# (QPOLICY_FUZZ_RUNS to change that; QPOLICY_FUZZ_TARGETS to run some of them). Exits non-zero on any finding; a finding's input
-# is kept in the work directory (QPOLICY_FUZZ_DIR, default a fresh temporary one).
+# runs each from its seeds, one target per CPU at a time: for SECONDS each (default 20; CI), or with
+# LONG for 10 M executions each (QPOLICY_FUZZ_RUNS to change that; QPOLICY_FUZZ_TARGETS to run some of
+# them). Exits non-zero on any finding; a finding's input is kept in the work directory
+# (QPOLICY_FUZZ_DIR, default a fresh temporary one).
 set -euo pipefail
 arg=${1:-20}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,17 +34,32 @@ seed_sources() {
   esac
 }
 fuzz_source() { [ "$1" = safetensors_header ] && echo "$root/tests/fuzz/safetensors_fuzz.cpp" || echo "$root/tests/fuzz/${1}_fuzz.cpp"; }
-# QPOLICY_FUZZ_TARGETS picks some (e.g. to run two lanes side by side on two cores).
-for t in ${QPOLICY_FUZZ_TARGETS:-config safetensors_header model_json cli_args safetensors_file index derive_model quantize}; do
-  # shellcheck disable=SC2046
-  clang++ "${flags[@]}" -fsanitize=fuzzer $(fuzz_source "$t") "$work"/obj/*.o "${libs[@]}" -o "$work/$t"
-  # shellcheck disable=SC2046
-  clang++ "${flags[@]}" $(seed_sources "$t") "$work"/obj/*.o "${libs[@]}" -o "$work/$t-seeds"
-  mkdir -p "$work/$t-corpus"
-  "$work/$t-seeds" --write-corpus "$work/$t-corpus" >/dev/null
+# Builds target $1 and its seed writer, writes its seeds and fuzzes it; its output goes to $work/$1.log
+# and its exit status to $work/$1.status.
+fuzz_one() {
+  local t=$1 rc=0
+  {
+    # shellcheck disable=SC2046
+    clang++ "${flags[@]}" -fsanitize=fuzzer $(fuzz_source "$t") "$work"/obj/*.o "${libs[@]}" -o "$work/$t" &&
+    # shellcheck disable=SC2046
+    clang++ "${flags[@]}" $(seed_sources "$t") "$work"/obj/*.o "${libs[@]}" -o "$work/$t-seeds" &&
+    mkdir -p "$work/$t-corpus" &&
+    "$work/$t-seeds" --write-corpus "$work/$t-corpus" >/dev/null &&
+    (cd "$work" && "./$t" "${limit[@]}" -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$t-corpus")
+  } >"$work/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$work/$t.status"
+}
+# One target per CPU at a time (each fuzzer is one process); QPOLICY_FUZZ_TARGETS picks some.
+targets=(${QPOLICY_FUZZ_TARGETS:-config safetensors_header model_json cli_args safetensors_file index derive_model quantize})
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+done
+wait
+for t in "${targets[@]}"; do
   echo "fuzz: $t"
-  (cd "$work" && "./$t" "${limit[@]}" -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$t-corpus" 2>&1 | tail -n 12) || status=1
+  tail -n 12 "$work/$t.log"
+  [ "$(cat "$work/$t.status" 2>/dev/null)" = 0 ] || status=1
 done
 [ "$status" -eq 0 ] && echo "fuzz: no finding" || echo "fuzz: FINDINGS (inputs kept in $work)"
 exit "$status"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The witness-hf suite (not in CI: torch, transformers, compressed-tensors and llm-compressor take
-# about 6 GB): skipped (77) until scripts/setup-witness-hf.sh has made .venv-hf.
+# The witness-hf suite (run by run-tests.sh --full where installed: torch, transformers, compressed-tensors
+# and llm-compressor take about 6 GB): skipped (77) until scripts/setup-witness-hf.sh has made .venv-hf.
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py="$root/.venv-hf/bin/python3"
 if ! [ -x "$py" ] || ! "$py" -c 'import torch, transformers, compressed_tensors, llmcompressor' 2>/dev/null; then
