@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then what="the library with its CUDA kernels (nvcc) and qpolicy-demo"
 else what="the library (CPU kernels only: nvcc is not installed) and qpolicy-demo"; fi
 if [ -x build/qpolicy-demo ]; then echo "run-demo: bringing $what in build/ up to date (seconds unless sources changed)"
-else echo "run-demo: building $what into build/ (about 3 minutes on 2 cores the first time; no test programs)"; fi
+else echo "run-demo: building $what into build/ (about a minute on 2 cores the first time; no test programs)"; fi
 bash scripts/install-deps.sh --packages-only
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 log=$(mktemp)
