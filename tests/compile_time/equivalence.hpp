@@ -20,8 +20,7 @@ using qpolicy::test::slurp;
 inline std::string env(const char* name) { return qpolicy::test::required_env(name); }
 
 inline const bj::object& find_case(std::string_view id) {
-  static const bj::value doc = qpolicy::test::json_file_from_env("QPOLICY_CONFIG_CASES");
-  for (const auto& c : doc.at("cases").as_array())
+  for (const auto& c : qpolicy::test::conformance_cases("QPOLICY_CONFIG_CASES"))
     if (c.at("id").as_string() == id) return c.as_object();
   FAIL("no conformance case " << id);
   throw;  // not reached

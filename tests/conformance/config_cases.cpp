@@ -15,10 +15,7 @@ namespace {
 
 using test::required_env;
 
-const bj::array& cases() {
-  static const bj::value doc = test::json_file_from_env("QPOLICY_CONFIG_CASES");
-  return doc.at("cases").as_array();
-}
+const bj::array& cases() { return test::conformance_cases("QPOLICY_CONFIG_CASES"); }
 
 std::string str(const bj::value& v) { return v.is_string() ? std::string(v.as_string()) : bj::serialize(v); }
 

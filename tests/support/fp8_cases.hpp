@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hex_fields.hpp"
 #include "test_inputs.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
@@ -18,48 +19,20 @@ namespace qpolicy::test::fp8_cases {
 
 namespace bj = boost::json;
 
-/// The cases of ../shared/conformance/numerics_cases.json (QPOLICY_NUMERICS_CASES).
-inline const bj::array& cases() {
-  static const bj::value doc = json_file_from_env("QPOLICY_NUMERICS_CASES");
-  return doc.at("cases").as_array();
-}
+/// The cases of ../shared/conformance/numerics_cases.json (QPOLICY_NUMERICS_CASES), all or of a kind.
+inline const bj::array& cases() { return conformance_cases("QPOLICY_NUMERICS_CASES"); }
+inline std::vector<const bj::object*> of_kind(std::string_view kind) { return conformance_cases_of_kind("QPOLICY_NUMERICS_CASES", kind); }
 
-/// The cases of `kind`, in file order (at least one).
-inline std::vector<const bj::object*> of_kind(std::string_view kind) {
-  std::vector<const bj::object*> out;
-  for (const auto& c : cases())
-    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
-  REQUIRE_FALSE(out.empty());
-  return out;
-}
-
-inline std::uint32_t hex(std::string_view s) { return static_cast<std::uint32_t>(std::stoul(std::string(s), nullptr, 16)); }
-
-/// An input's `bf16_hex` (4 hex digits per element).
-inline std::vector<std::uint16_t> bf16(const bj::value& input) {
-  const auto text = input.at("bf16_hex").as_string();
-  std::vector<std::uint16_t> out;
-  for (std::size_t i = 0; i + 4 <= text.size(); i += 4) out.push_back(static_cast<std::uint16_t>(hex({text.data() + i, 4})));
-  return out;
-}
-/// e4m3fn codes, 2 hex digits each.
-inline std::vector<std::uint8_t> codes(const bj::value& text_value) {
-  const auto text = text_value.as_string();
-  std::vector<std::uint8_t> out;
-  for (std::size_t i = 0; i + 2 <= text.size(); i += 2) out.push_back(static_cast<std::uint8_t>(hex({text.data() + i, 2})));
-  return out;
-}
-/// A list of float32 bit patterns in hex.
+/// An input's `bf16_hex`, e4m3fn codes, float32 bit patterns, a shape.
+inline std::vector<std::uint16_t> bf16(const bj::value& input) { return hex_halves(input.at("bf16_hex")); }
+inline std::vector<std::uint8_t> codes(const bj::value& text) { return hex_bytes(text); }
 inline std::vector<std::uint32_t> words(const bj::value& list) {
   std::vector<std::uint32_t> out;
-  for (const auto& v : list.as_array()) out.push_back(hex(v.as_string()));
+  for (const auto& v : list.as_array()) out.push_back(hex_value(v.as_string()));
   return out;
 }
-inline std::vector<std::int64_t> shape(const bj::value& v) {
-  std::vector<std::int64_t> out;
-  for (const auto& d : v.as_array()) out.push_back(d.to_number<std::int64_t>());
-  return out;
-}
+inline std::vector<std::int64_t> shape(const bj::value& v) { return shape_of(v); }
+inline std::uint32_t hex(std::string_view s) { return hex_value(s); }
 
 inline bool is_nan_code(std::uint8_t q) { return (q & 0x7F) == 0x7F; }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hex_fields.hpp"
 #include "test_inputs.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 
@@ -16,10 +17,8 @@ namespace qpolicy::test::low_precision {
 
 namespace bj = boost::json;
 
-inline const bj::array& all_cases() {
-  static const bj::value doc = json_file_from_env("QPOLICY_LOW_PRECISION_CASES");
-  return doc.at("cases").as_array();
-}
+/// The cases of ../shared/conformance/low_precision_cases.json (QPOLICY_LOW_PRECISION_CASES).
+inline const bj::array& all_cases() { return conformance_cases("QPOLICY_LOW_PRECISION_CASES"); }
 
 inline const bj::object& low_precision_case(std::string_view id) {
   for (const auto& c : all_cases())
@@ -30,39 +29,15 @@ inline const bj::object& low_precision_case(std::string_view id) {
 
 /// The cases of a kind, in file order (at least one).
 inline std::vector<const bj::object*> cases_of_kind(std::string_view kind) {
-  std::vector<const bj::object*> out;
-  for (const auto& c : all_cases())
-    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
-  REQUIRE_FALSE(out.empty());
-  return out;
+  return conformance_cases_of_kind("QPOLICY_LOW_PRECISION_CASES", kind);
 }
 
-inline std::uint32_t hex32(const bj::value& v) { return static_cast<std::uint32_t>(std::stoul(std::string(v.as_string()), nullptr, 16)); }
+inline std::uint32_t hex32(const bj::value& v) { return hex_value(v.as_string()); }
 inline int byte_of(const bj::value& v) { return static_cast<int>(v.as_int64()); }
 
-/// 2 hex digits per byte.
-inline std::vector<std::uint8_t> bytes(const bj::value& v) {
-  const auto text = v.as_string();
-  std::vector<std::uint8_t> out;
-  for (std::size_t i = 0; i + 2 <= text.size(); i += 2)
-    out.push_back(static_cast<std::uint8_t>(std::stoul(std::string(text.data() + i, 2), nullptr, 16)));
-  return out;
-}
-
-/// 4 hex digits per element (bf16 or fp16 bits).
-inline std::vector<std::uint16_t> halves(const bj::value& v) {
-  const auto text = v.as_string();
-  std::vector<std::uint16_t> out;
-  for (std::size_t i = 0; i + 4 <= text.size(); i += 4)
-    out.push_back(static_cast<std::uint16_t>(std::stoul(std::string(text.data() + i, 4), nullptr, 16)));
-  return out;
-}
-
-inline std::vector<std::int64_t> shape_of(const bj::value& v) {
-  std::vector<std::int64_t> out;
-  for (const auto& d : v.as_array()) out.push_back(d.as_int64());
-  return out;
-}
+/// 2 hex digits per byte, 4 per bf16 or fp16 element.
+inline std::vector<std::uint8_t> bytes(const bj::value& v) { return hex_bytes(v); }
+inline std::vector<std::uint16_t> halves(const bj::value& v) { return hex_halves(v); }
 
 /// A case's input tensor (`bf16_hex` or `f16_hex`) as [rows, cols], the last dimension as cols.
 struct input_tensor {

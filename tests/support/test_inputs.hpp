@@ -6,7 +6,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "files.hpp"
 
@@ -25,6 +29,24 @@ inline boost::json::value json_file_from_env(const char* variable) {
   const auto path = required_env(variable);
   if (!std::filesystem::is_regular_file(path)) FAIL("cannot read " << variable << "=" << path);
   return boost::json::parse(slurp(path));
+}
+
+/// The "cases" array of the conformance file named by environment variable `variable`, parsed once.
+inline const boost::json::array& conformance_cases(const char* variable) {
+  static std::map<std::string, boost::json::value, std::less<>> documents;
+  auto [it, added] = documents.try_emplace(variable);
+  if (added) it->second = json_file_from_env(variable);
+  return it->second.at("cases").as_array();
+}
+
+/// That file's cases of `kind`, in file order; a test failure when there is none.
+inline std::vector<const boost::json::object*> conformance_cases_of_kind(const char* variable, std::string_view kind) {
+  std::vector<const boost::json::object*> out;
+  for (const auto& c : conformance_cases(variable))
+    if (c.at("kind").as_string() == kind) out.push_back(&c.as_object());
+  INFO(variable << " has no case of kind " << kind);
+  REQUIRE_FALSE(out.empty());
+  return out;
 }
 
 }  // namespace qpolicy::test
