@@ -282,7 +282,7 @@ TEST_CASE("pooled pattern sets: reused across plans of one config, exclusive whi
   CHECK(pooled_pattern_set::pooled() == after - 1);
   CHECK(hits_of(again) == expected);
   // The pool keeps at most pool_capacity sets.
-  for (int i = 0; i < 20; ++i) pooled_pattern_set::acquire({"p" + std::to_string(i)}, glob_mode::on);
+  for (int i = 0; i < 20; ++i) pooled_pattern_set::acquire({std::string("p").append(std::to_string(i))}, glob_mode::on);
   CHECK(pooled_pattern_set::pooled() == pooled_pattern_set::pool_capacity);
 }
 
