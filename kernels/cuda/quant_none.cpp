@@ -12,8 +12,6 @@ namespace {
 }
 }  // namespace
 
-bool kernels_built() { return false; }
-
 void weight_kernel<fp8_per_tensor>::run(const fp8::input_view&, std::uint8_t*, float*, std::uint32_t*,
                                         const launch_options& o) { not_built(o); }
 void weight_kernel<fp8_per_channel>::run(const fp8::input_view&, std::uint8_t*, float*, const launch_options& o) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -152,11 +153,12 @@ inline constexpr std::array<lp_layer_contract, 4> lp_layer_table{{
      "last dim must be a multiple of 16, got {K}"},
 }};
 
-/// The layer contract of a low-precision scheme (weight_formula_of(m) must have a value).
+/// The layer contract of a low-precision scheme; a scheme without one is a logic error (a compile
+/// error in constant evaluation).
 constexpr const lp_layer_contract& lp_layers_of(method m) {
-  std::size_t i = 0;
-  while (i + 1 < lp_layer_table.size() && lp_layer_table[i].scheme != m) ++i;
-  return lp_layer_table[i];
+  for (const auto& row : lp_layer_table)
+    if (row.scheme == m) return row;
+  throw std::invalid_argument("lp_layers_of: this scheme has no low-precision layer contract (its weights are FP8 or unquantized)");
 }
 
 // ---- storage sizes (row-major; the 128x4 layout pads, numerics/low_precision.hpp) ----

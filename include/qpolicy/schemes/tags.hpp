@@ -57,12 +57,6 @@ struct null {
 /// A spec field left out (pydantic's fields_set does not contain it).
 struct unset {};
 
-/// Whether a type names a method (and so possibly a shorthand).
-template <class T>
-inline constexpr bool is_method_tag = false;
-template <method M>
-inline constexpr bool is_method_tag<method_tag<M>> = true;
-
 template <class T>
 inline constexpr bool is_key_tag = false;
 template <key_id K>

@@ -28,9 +28,6 @@ struct launch_options {
   std::string layer;
 };
 
-/// Whether this build has the CUDA kernels.
-bool kernels_built();
-
 template <class Scheme>
 struct weight_kernel {
   static_assert(sizeof(Scheme) == 0, "no CUDA weight kernel for this scheme: only schemes whose contract row has a weight-scale layout have kernels");
