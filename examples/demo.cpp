@@ -168,11 +168,11 @@ class runner {
       const std::int64_t n = desc.shape[0], k = desc.shape[1];
       const auto w = random_bf16(static_cast<std::size_t>(n * k), 1.0f / std::sqrt(float(k)), rng);
       const auto x = random_bf16(static_cast<std::size_t>(t * k), 1.0f, rng);
-      const fp8::input_view wv{w.data(), fp8::element::bf16, n, k}, xv{x.data(), fp8::element::bf16, t, k};
+      const qpolicy::input_view wv{w.data(), qpolicy::element::bf16, n, k}, xv{x.data(), qpolicy::element::bf16, t, k};
       std::vector<float> ref(static_cast<std::size_t>(t * n));
       const auto wf = widen(w);
       auto t0 = std::chrono::steady_clock::now();
-      cpu::linear_forward_f32({wf.data(), fp8::element::f32, n, k}, nullptr, xv, ref.data(), fo);
+      cpu::linear_forward_f32({wf.data(), qpolicy::element::f32, n, k}, nullptr, xv, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
       // A quantized layer (FP8 or low-precision: the same calls) run on the GPU or the CPU.
@@ -215,8 +215,8 @@ class runner {
       const auto w13 = random_bf16(static_cast<std::size_t>(e * 2 * inter * h), 1.0f / std::sqrt(float(h)), rng);
       const auto w2 = random_bf16(static_cast<std::size_t>(e * h * inter), 1.0f / std::sqrt(float(inter)), rng);
       const auto x = random_bf16(static_cast<std::size_t>(t * h), 1.0f, rng);
-      const fp8::input_view w13v{w13.data(), fp8::element::bf16, e * 2 * inter, h}, w2v{w2.data(), fp8::element::bf16, e * h, inter},
-          xv{x.data(), fp8::element::bf16, t, h};
+      const qpolicy::input_view w13v{w13.data(), qpolicy::element::bf16, e * 2 * inter, h}, w2v{w2.data(), qpolicy::element::bf16, e * h, inter},
+          xv{x.data(), qpolicy::element::bf16, t, h};
       // Synthetic routing: top_k distinct experts per token, softmax weights.
       std::vector<std::int32_t> ids(static_cast<std::size_t>(t * top_k));
       std::vector<float> weights(ids.size());
@@ -236,7 +236,7 @@ class runner {
       std::vector<float> ref(static_cast<std::size_t>(t * h));
       const auto w13f = widen(w13), w2f = widen(w2);
       auto t0 = std::chrono::steady_clock::now();
-      cpu::moe_forward_f32({w13f.data(), fp8::element::f32, e * 2 * inter, h}, {w2f.data(), fp8::element::f32, e * h, inter}, e,
+      cpu::moe_forward_f32({w13f.data(), qpolicy::element::f32, e * 2 * inter, h}, {w2f.data(), qpolicy::element::f32, e * h, inter}, e,
                            xv, route, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());

@@ -48,8 +48,8 @@ template <class Scheme>
 double run_layer(std::int64_t out_features, std::int64_t in_features, std::mt19937& rng) {
   const auto w = random_bf16(static_cast<std::size_t>(out_features * in_features), rng);
   const auto x = random_bf16(static_cast<std::size_t>(4 * in_features), rng);
-  const qp::fp8::input_view wv{w.data(), qp::fp8::element::bf16, out_features, in_features};
-  const qp::fp8::input_view xv{x.data(), qp::fp8::element::bf16, 4, in_features};
+  const qp::input_view wv{w.data(), qp::element::bf16, out_features, in_features};
+  const qp::input_view xv{x.data(), qp::element::bf16, 4, in_features};
   std::vector<float> want(static_cast<std::size_t>(4 * out_features));
   qp::cpu::linear_forward_f32(wv, nullptr, xv, want.data());
   std::vector<std::uint16_t> got(want.size());

@@ -9,7 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
-#define QP_F16C_ENCODER 1
+#define QPOLICY_F16C_ENCODER 1
 #endif
 
 namespace qpolicy::cpu::detail {
@@ -26,8 +26,8 @@ float element(const void* in, std::int64_t i) {
   return Bf16 ? fp8::from_bf16(static_cast<const std::uint16_t*>(in)[i]) : static_cast<const float*>(in)[i];
 }
 
-#ifdef QP_F16C_ENCODER
-#define QP_F16C __attribute__((target("avx,f16c")))
+#ifdef QPOLICY_F16C_ENCODER
+#define QPOLICY_F16C __attribute__((target("avx,f16c")))
 
 /// The encoder's constants, made once per call. `Folded`: the scale already carries F16C's 2^-8
 /// (see codes_of), so the bounds are 2^-8 times e4m3's.
@@ -37,7 +37,7 @@ struct encoder_constants {
 };
 
 template <bool Folded>
-QP_F16C inline encoder_constants make_constants() {
+QPOLICY_F16C inline encoder_constants make_constants() {
   const float fold = Folded ? 0x1p-8f : 1.0f;
   return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
           _mm256_set1_ps(448.0f * fold), _mm256_set1_ps(0x1p-6f * fold), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
@@ -55,7 +55,7 @@ QP_F16C inline encoder_constants make_constants() {
 // Folded: y already is 2^-8 times the formula's y (the scale carries the factor, exactly: see
 // fold_scale), and the same steps run on bounds 2^-8 times as large, without the multiply.
 template <bool Folded>
-QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
+QPOLICY_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
   const __m256 sign = _mm256_and_ps(y, k.sign_bit);
   const __m256 a = _mm256_min_ps(_mm256_andnot_ps(k.sign_bit, y), k.max_e4m3);
   const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, k.exponent), k.min_normal), k.to_c);
@@ -69,7 +69,7 @@ QP_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
 }
 
 template <bool Bf16>
-QP_F16C inline __m256 load8(const void* in, std::int64_t i) {
+QPOLICY_F16C inline __m256 load8(const void* in, std::int64_t i) {
   if constexpr (Bf16) {
     const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(in) + i));
     const __m128i zero = _mm_setzero_si128();
@@ -104,7 +104,7 @@ bool fold_scale(float s, float& folded) {
 /// of them. Full groups of 16 go through the vector path (prefetching `ahead` at the same offsets),
 /// a segment's tail through the scalar formula, and lanes that met a NaN are set again at the end.
 template <bool Bf16, bool Multiply, bool Folded, e4m3_rule Rule>
-QP_F16C void run(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
+QPOLICY_F16C void run(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
   constexpr std::int64_t bytes = Bf16 ? 2 : 4;
   const encoder_constants k = make_constants<Folded>();
   __m256 any_nan = _mm256_setzero_ps();
@@ -173,7 +173,7 @@ const char* unknown_cpu_encoder_setting() {
 }
 
 bool has_f16c_encoder() {
-#ifdef QP_F16C_ENCODER
+#ifdef QPOLICY_F16C_ENCODER
   // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
   static const bool present = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -190,7 +190,7 @@ bool has_f16c_encoder() {
 
 void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
                      std::uint8_t* out, const void* next) {
-#ifdef QP_F16C_ENCODER
+#ifdef QPOLICY_F16C_ENCODER
   dispatch<true>(in, n, width, s, f, out, next);
 #else
   (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;
@@ -199,7 +199,7 @@ void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width
 
 void f16c_codes_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
                     const void* next) {
-#ifdef QP_F16C_ENCODER
+#ifdef QPOLICY_F16C_ENCODER
   dispatch<false>(in, n, width, s, f, out, next);
 #else
   (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;

@@ -7,9 +7,7 @@
 
 namespace qpolicy::cpu {
 
-using fp8::element;
 using fp8::name_of;
-using fp8::input_view;
 
 std::string can_implement(weight_scales weights, activation_quant activation, std::int64_t in_features) {
   return schemes::pairing_sentence(weights, activation, in_features);

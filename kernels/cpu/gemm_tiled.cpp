@@ -28,7 +28,7 @@ const std::array<float, 256>& decode_table() {
 
 // acc[r][j] += a[r][t] * panel[t][j] for t in [0, depth): per output the products are added in K
 // order, as in the reference (the vector lanes run over j, so nothing is reassociated).
-QP_CLONES void accumulate_rows(const float* __restrict a, std::int64_t a_stride, std::int64_t rows,
+QPOLICY_CPU_CLONES void accumulate_rows(const float* __restrict a, std::int64_t a_stride, std::int64_t rows,
                                const float* __restrict panel, std::int64_t depth, float* __restrict acc) {
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {

@@ -15,7 +15,7 @@ namespace {
 
 /// One row of formula F: `row` holds its widened values, r its index.
 template <lp_formula F>
-void quantize_row(const float* row, std::int64_t r, std::int64_t cols, fp8::element type, float encode, const lp::outputs& out) {
+void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::outputs& out) {
   constexpr auto& f = schemes::formula_of(F);
   if constexpr (F == lp_formula::int8_per_channel) {
     const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
@@ -47,7 +47,7 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, fp8::elem
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, const cpu_options& o,
+void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, const cpu_options& o,
                              std::optional<float> tensor_amax) {
   constexpr lp_formula F = Formula::id;
   float encode = 0.0f;

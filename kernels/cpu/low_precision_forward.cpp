@@ -32,7 +32,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     a.values.assign(x, x + n);
     return a;
   }
-  const fp8::input_view xv{x, fp8::element::f32, rows, k};
+  const input_view xv{x, element::f32, rows, k};
   std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
   a.values.resize(n);
   if (t == activation_treatment::mxfp4_qdq) {
@@ -40,7 +40,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
     for (std::size_t i = 0; i < n; ++i) {
       const float v = lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * lp::e8m0_value(scales[i / 32]);
-      a.values[i] = lp::round_to(fp8::element::bf16, v);
+      a.values[i] = lp::round_to(element::bf16, v);
     }
     return a;
   }

@@ -33,10 +33,10 @@ void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
 
 namespace detail {
 
-QP_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+QPOLICY_CPU_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
 }
-QP_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
+QPOLICY_CPU_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
 }
 
@@ -64,7 +64,7 @@ void widen(const input_view& x, std::int64_t first, std::int64_t count, float* o
 // an unsigned integer max over sixteen independent lanes (max is exact and order-free, so lanes change
 // no result) with NaNs counted on the side: the loop vectorizes. When NaNs propagate, the rare NaN case
 // rescans for the first one, which is what the scalar fold returns.
-QP_CLONES float amax_range(const float* __restrict v, std::int64_t n, bool propagate_nan) {
+QPOLICY_CPU_CLONES float amax_range(const float* __restrict v, std::int64_t n, bool propagate_nan) {
   constexpr int lanes = 16;
   std::uint32_t acc[lanes] = {}, nans[lanes] = {};
   std::uint32_t bits[lanes];
@@ -106,7 +106,7 @@ using detail::widen;
 // file is built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched),
 // cloned per instruction set (parallel.hpp). Machines with F16C take the encoder instead.
 template <class T, bool Multiply, e4m3_rule Rule>
-QP_CLONES void portable_codes(const T* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
+QPOLICY_CPU_CLONES void portable_codes(const T* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = std::is_same_v<T, float> ? in[i] : from_bf16(in[i]);
     out[i] = rule_code<Rule>(Multiply ? x * s : x / s);
@@ -146,7 +146,7 @@ void codes(const T* in, std::int64_t n, float s, e4m3_formula f, std::uint8_t* o
 // The amax of bf16 values on their bits, without widening: a magnitude's 15 bits order like its
 // value, so the widest is the largest, and widening it afterwards is exact. NaN bits (above
 // infinity's 0x7F80) are reported, for the caller to take the float path that picks the NaN.
-QP_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::int64_t n, bool* nan) {
+QPOLICY_CPU_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::int64_t n, bool* nan) {
   constexpr int lanes = 32;
   std::uint16_t acc[lanes] = {}, nans[lanes] = {};
   std::int64_t i = 0;
@@ -173,7 +173,7 @@ QP_CLONES std::uint16_t amax_bits_bf16(const std::uint16_t* __restrict v, std::i
 
 // A row's segments (`width` wide: 128x128 blocks' columns, 1xG groups) at once, one call per row, not
 // per segment: the amax bits of each segment into acc[j] (with any NaN reported).
-QP_CLONES void segment_amax_bits(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
+QPOLICY_CPU_CLONES void segment_amax_bits(const std::uint16_t* __restrict row, std::int64_t n, std::int64_t width,
                                  std::uint16_t* __restrict acc, bool* nan) {
   std::uint16_t any = 0;
   for (std::int64_t j = 0; j * width < n; ++j) {
@@ -370,12 +370,12 @@ void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::blo
 
 namespace {
 
-QP_CLONES std::int64_t non_finite_16(const std::uint16_t* __restrict v, std::int64_t n, std::uint16_t exponent) {
+QPOLICY_CPU_CLONES std::int64_t non_finite_16(const std::uint16_t* __restrict v, std::int64_t n, std::uint16_t exponent) {
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & exponent) == exponent;
   return bad;
 }
-QP_CLONES std::int64_t non_finite_32(const std::uint32_t* __restrict v, std::int64_t n) {
+QPOLICY_CPU_CLONES std::int64_t non_finite_32(const std::uint32_t* __restrict v, std::int64_t n) {
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & 0x7F800000u) == 0x7F800000u;
   return bad;

@@ -39,7 +39,7 @@ __device__ __forceinline__ std::uint8_t quantize_block(const float* v, float enc
 /// One thread per (row, block) of a block formula. NVFP4 weights read the matrix's amax bits from
 /// `amax_bits` (the previous kernel's result) for their global scale.
 template <lp_formula F>
-__global__ void block_kernel(fp8::input_view x, lp::outputs out, const std::uint32_t* amax_bits) {
+__global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t* amax_bits) {
   constexpr int block = static_cast<int>(schemes::formula_of(F).block);
   const std::int64_t per_row = x.cols / block, blocks = x.rows * per_row;
   float encode = 0.0f;
@@ -58,7 +58,7 @@ __global__ void block_kernel(fp8::input_view x, lp::outputs out, const std::uint
 
 /// NVFP4 weights, pass 1: amaxT of the whole matrix as the bits of a non-negative float (they order
 /// like the values; a NaN, stored as the quiet NaN, exceeds them all).
-__global__ void amax_kernel(fp8::input_view x, std::uint32_t* amax_bits) {
+__global__ void amax_kernel(input_view x, std::uint32_t* amax_bits) {
   float a = 0.0f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < x.size();
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -70,7 +70,7 @@ __global__ void amax_kernel(fp8::input_view x, std::uint32_t* amax_bits) {
 /// One CUDA block per row: INT8 per-channel (amaxT, scale in the model dtype, one code per element) or
 /// NVFP4 per-token (amaxN, the token's scale, one 16-block per thread).
 template <lp_formula F>
-__global__ void row_kernel(fp8::input_view x, lp::outputs out) {
+__global__ void row_kernel(input_view x, lp::outputs out) {
   constexpr bool int8 = F == lp_formula::int8_per_channel;
   const std::int64_t r = blockIdx.x, first = r * x.cols;
   float a = 0.0f;
@@ -112,7 +112,7 @@ unsigned grid_for(std::int64_t items) {
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o,
+void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o,
                              std::optional<float> tensor_amax) {
   constexpr lp_formula F = Formula::id;
   constexpr auto& f = schemes::formula_of(F);
@@ -144,11 +144,11 @@ void lp_kernel<Formula>::run(const fp8::input_view& x, const lp::outputs& out, s
 }
 
 template <class Formula>
-void quantize_host_low_precision(const fp8::input_view& host, const lp::outputs& out, const launch_options& o,
+void quantize_host_low_precision(const input_view& host, const lp::outputs& out, const launch_options& o,
                                  std::optional<float> tensor_amax) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   const std::int64_t rows = host.rows, cols = host.cols;
-  const std::size_t in_bytes = static_cast<std::size_t>(host.size()) * (host.type == fp8::element::f32 ? 4 : 2);
+  const std::size_t in_bytes = static_cast<std::size_t>(host.size()) * (host.type == element::f32 ? 4 : 2);
   const auto scale_shape = schemes::block_scale_shape(f, rows, cols, out.swizzled);
   const std::size_t code_bytes = static_cast<std::size_t>(schemes::code_bytes(f, rows, cols));
   const std::size_t scale_bytes = out.block_scales ? static_cast<std::size_t>(scale_shape[0] * scale_shape[1]) : 0;

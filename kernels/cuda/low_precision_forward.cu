@@ -58,7 +58,7 @@ device_treated treat_activations(forward_context& ctx, schemes::activation_treat
                                  std::int64_t k) {
   if (t == schemes::activation_treatment::none || rows == 0) return {x, nullptr};
   const std::int64_t n = rows * k;
-  const fp8::input_view xv{x, fp8::element::bf16, rows, k};
+  const input_view xv{x, element::bf16, rows, k};
   ctx.codes.reserve(static_cast<std::size_t>(n / 2));
   ctx.scales.reserve(static_cast<std::size_t>(n / 16));
   ctx.treated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));

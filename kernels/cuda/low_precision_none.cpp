@@ -15,12 +15,12 @@ namespace {
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const fp8::input_view&, const lp::outputs&, std::uint32_t*, const launch_options& o,
+void lp_kernel<Formula>::run(const input_view&, const lp::outputs&, std::uint32_t*, const launch_options& o,
                              std::optional<float>) {
   not_built(o);
 }
 template <class Formula>
-void quantize_host_low_precision(const fp8::input_view&, const lp::outputs&, const launch_options& o, std::optional<float>) {
+void quantize_host_low_precision(const input_view&, const lp::outputs&, const launch_options& o, std::optional<float>) {
   not_built(o);
 }
 

@@ -12,34 +12,34 @@ namespace {
 }
 }  // namespace
 
-void weight_kernel<fp8_per_tensor>::run(const fp8::input_view&, std::uint8_t*, float*, std::uint32_t*,
+void weight_kernel<fp8_per_tensor>::run(const input_view&, std::uint8_t*, float*, std::uint32_t*,
                                         const launch_options& o) { not_built(o); }
-void weight_kernel<fp8_per_channel>::run(const fp8::input_view&, std::uint8_t*, float*, const launch_options& o) {
+void weight_kernel<fp8_per_channel>::run(const input_view&, std::uint8_t*, float*, const launch_options& o) {
   not_built(o);
 }
-void weight_kernel<fp8_per_block>::run(const fp8::input_view&, const cpu::reference::block_options&, std::uint8_t*,
+void weight_kernel<fp8_per_block>::run(const input_view&, const cpu::reference::block_options&, std::uint8_t*,
                                        float*, const launch_options& o) { not_built(o); }
-void activation_kernel<fp8_per_token>::run(const fp8::input_view&, std::uint8_t*, float*, const launch_options& o) {
+void activation_kernel<fp8_per_token>::run(const input_view&, std::uint8_t*, float*, const launch_options& o) {
   not_built(o);
 }
-void activation_kernel<fp8_per_tensor_dynamic>::run(const fp8::input_view&, std::uint8_t*, float*, std::uint32_t*,
+void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view&, std::uint8_t*, float*, std::uint32_t*,
                                                     const launch_options& o) { not_built(o); }
-void activation_kernel<fp8_per_block_dynamic>::run(const fp8::input_view&, const cpu::reference::group_options&,
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view&, const cpu::reference::group_options&,
                                                    std::uint8_t*, float*, const launch_options& o) { not_built(o); }
-void quantize_segments_per_tensor(const fp8::input_view&, const std::int64_t*, std::int64_t, std::uint8_t*, float*,
+void quantize_segments_per_tensor(const input_view&, const std::int64_t*, std::int64_t, std::uint8_t*, float*,
                                   std::uint32_t*, const launch_options& o) {
   not_built(o);
 }
 
 template <class Key>
-void quantize_host_tensor(const fp8::input_view&, const cpu::reference::block_options&,
+void quantize_host_tensor(const input_view&, const cpu::reference::block_options&,
                           const cpu::reference::group_options&, std::uint8_t*, float*, std::size_t,
                           const launch_options& o) {
   not_built(o);
 }
 
 template <class Key>
-void quantize_device_tensor(const fp8::input_view&, const cpu::reference::block_options&, const cpu::reference::group_options&,
+void quantize_device_tensor(const input_view&, const cpu::reference::block_options&, const cpu::reference::group_options&,
                             std::uint8_t*, float*, const launch_options& o) {
   not_built(o);
 }

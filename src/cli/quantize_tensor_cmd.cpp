@@ -45,9 +45,9 @@ int quantize_tensor(const options& o) {
   std::uint64_t bytes_in = 0;
   std::vector<std::uint32_t> scratch;
   for (const auto* t : chosen) {
-    const auto type = t->type == safetensors::dtype::BF16 ? fp8::element::bf16
-                      : t->type == safetensors::dtype::F16 ? fp8::element::f16
-                                                          : fp8::element::f32;
+    const auto type = t->type == safetensors::dtype::BF16 ? element::bf16
+                      : t->type == safetensors::dtype::F16 ? element::f16
+                                                          : element::f32;
     auto q = o.quant;
     q.name = t->name;
     results.push_back(quantize_tensor_parts(*formula, aligned_input(in.data(*t), type, t->shape[0], t->shape[1], scratch), q));

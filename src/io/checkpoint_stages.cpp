@@ -28,12 +28,12 @@ namespace st = safetensors;
 
 bool is_float(st::dtype d) { return d == st::dtype::BF16 || d == st::dtype::F16 || d == st::dtype::F32; }
 
-fp8::element element_of(st::dtype d) {
-  return d == st::dtype::BF16 ? fp8::element::bf16 : d == st::dtype::F16 ? fp8::element::f16 : fp8::element::f32;
+element element_of(st::dtype d) {
+  return d == st::dtype::BF16 ? element::bf16 : d == st::dtype::F16 ? element::f16 : element::f32;
 }
 
 /// A 2-D weight as a kernel input (copied into `scratch` when the file holds it misaligned).
-fp8::input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch) {
+input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch) {
   return aligned_input(t.file->data(*t.info), element_of(t.info->type), t.info->shape[0], t.info->shape[1], scratch);
 }
 
@@ -171,7 +171,7 @@ void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tenso
     at += x.size();
   }
   qo.name = group.front()->tensor;
-  auto r = quantize_tensor(group.front()->key, {joined.data(), fp8::element::f32, rows, cols}, qo);
+  auto r = quantize_tensor(group.front()->key, {joined.data(), element::f32, rows, cols}, qo);
   at = 0;
   for (const auto* m : group) {
     const auto n = ck.by_name.at(m->tensor).info->elements();
@@ -320,7 +320,7 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
   chunk_reader reader(t, row_bytes * static_cast<std::size_t>(multiple), read_buffers_);
   chunk_writer writer(out, code_buffers_);
   for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
-    const fp8::input_view x{bytes.data(), element_of(t.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+    const input_view x{bytes.data(), element_of(t.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
     if (!scales_show_non_finite && cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
     auto& r = writer.buffer();
     quantize_tensor_into(m.key, x, options_, r);
@@ -351,7 +351,7 @@ void tensor_streamer::write_low_precision_member(const tensor_ref& t, const memb
   chunk_writer writer(out, code_buffers_);
   for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
     const auto rows = static_cast<std::int64_t>(bytes.size() / row_bytes);
-    const fp8::input_view x{bytes.data(), element_of(t.info->type), rows, cols};
+    const input_view x{bytes.data(), element_of(t.info->type), rows, cols};
     if (cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
     auto parts = quantize_low_precision(*m.formula, x, options_);
     auto& codes = writer.buffer().codes;
@@ -406,7 +406,7 @@ float tensor_streamer::unit_amax(const tensor_ref& t, const member& m) {
     const std::size_t row_bytes = st::size_of(member.info->type) * static_cast<std::size_t>(cols);
     chunk_reader reader(member, row_bytes, read_buffers_);
     for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
-      const fp8::input_view x{bytes.data(), element_of(member.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+      const input_view x{bytes.data(), element_of(member.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
       // The amax propagates NaN, and infinity is its own amax: a finite amax means finite values.
       const float a = cpu::weight_kernel<fp8_per_tensor>::amax(x, {options_.threads});
       if (!std::isfinite(a)) check_finite(member);

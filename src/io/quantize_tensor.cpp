@@ -29,7 +29,7 @@ std::string tensor_where(const tensor_quant_options& o) {
 }
 
 /// The element count of x; an overflowing or empty shape is an error.
-std::int64_t checked_elements(const fp8::input_view& x, const std::string& where) {
+std::int64_t checked_elements(const input_view& x, const std::string& where) {
   const std::int64_t shape[] = {x.rows, x.cols};
   const auto elements = checked::elements(shape);
   if (!elements) throw config_error("", "shape " + checked::shape_text(shape) + where + " overflows a 64-bit element count");
@@ -42,16 +42,16 @@ std::int64_t checked_elements(const fp8::input_view& x, const std::string& where
 
 std::string quantize_tensor_keys() { return schemes::tensor_kernel_keys() + ", " + schemes::formula_names(); }
 
-fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
+input_view aligned_input(std::span<const std::byte> data, element type, std::int64_t rows, std::int64_t cols,
                               std::vector<std::uint32_t>& scratch) {
-  const std::size_t width = type == fp8::element::f32 ? 4 : 2;
+  const std::size_t width = type == element::f32 ? 4 : 2;
   if (reinterpret_cast<std::uintptr_t>(data.data()) % width == 0) return {data.data(), type, rows, cols};
   scratch.resize((data.size() + 3) / 4);
   std::memcpy(scratch.data(), data.data(), data.size());
   return {scratch.data(), type, rows, cols};
 }
 
-quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& o) {
+quantized_tensor quantize_tensor(key_id key, const input_view& x, const tensor_quant_options& o) {
   quantized_tensor out;
   quantize_tensor_into(key, x, o, out);
   return out;
@@ -67,7 +67,7 @@ struct fp8_outputs {
   block_options blocks;
   group_options groups;
 };
-fp8_outputs checked_fp8_outputs(key_id key, const fp8::input_view& x, const tensor_quant_options& o) {
+fp8_outputs checked_fp8_outputs(key_id key, const input_view& x, const tensor_quant_options& o) {
   const std::int64_t m = x.rows, k = x.cols;
   const std::string where = tensor_where(o);
   fp8_outputs r;
@@ -91,7 +91,7 @@ fp8_outputs checked_fp8_outputs(key_id key, const fp8::input_view& x, const tens
 
 }  // namespace
 
-void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
+void quantize_tensor_into(key_id key, const input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
   const std::string where = tensor_where(o);
   const cpu::cpu_options cpu{o.threads};
   // Shapes first: a formula that cannot take the shape is an error before any work.
@@ -141,14 +141,14 @@ namespace {
 
 /// What low-precision formula `id` stores for x (types and shapes, bytes sized but not written), after
 /// the checks that refuse what it cannot take (before any work).
-std::vector<stored_part> checked_lp_parts(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
+std::vector<stored_part> checked_lp_parts(schemes::lp_formula id, const input_view& x, const tensor_quant_options& o) {
   const auto& f = schemes::formula_of(id);
   const std::int64_t m = x.rows, k = x.cols;
   const std::string where = tensor_where(o);
   checked_elements(x, where);
   // What the formula cannot take, before any work.
   if (f.block && k % f.block != 0) throw config_error("", schemes::block_message(f, k) + where);
-  if (f.model_dtype_only && x.type == fp8::element::f32)
+  if (f.model_dtype_only && x.type == element::f32)
     throw config_error("", std::string(f.name) + " computes in the model's dtype (low-precision-numerics.md " + std::string(f.section) +
                                ") and takes bf16 or fp16 tensors, not F32" + where);
   if (o.ue8m0)
@@ -188,7 +188,7 @@ std::vector<stored_part> checked_lp_parts(schemes::lp_formula id, const fp8::inp
 
 }  // namespace
 
-std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp8::input_view& x, const tensor_quant_options& o) {
+std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const input_view& x, const tensor_quant_options& o) {
   const auto& f = schemes::formula_of(id);
   const std::int64_t m = x.rows;
   auto parts = checked_lp_parts(id, x, o);
@@ -208,7 +208,7 @@ std::vector<stored_part> quantize_low_precision(schemes::lp_formula id, const fp
   return parts;
 }
 
-std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp8::input_view& x, const tensor_quant_options& o) {
+std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const input_view& x, const tensor_quant_options& o) {
   if (const auto* lp = std::get_if<schemes::lp_formula>(&f)) return quantize_low_precision(*lp, x, o);
   const auto key = std::get<key_id>(f);
   auto r = quantize_tensor(key, x, o);
@@ -224,7 +224,7 @@ std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp
 
 namespace qpolicy {
 
-std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const fp8::input_view& x, const tensor_quant_options& o) {
+std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const input_view& x, const tensor_quant_options& o) {
   std::vector<device_part> out;
   const cuda::launch_options launch{nullptr, o.name};
   if (const auto* id = std::get_if<schemes::lp_formula>(&f)) {

@@ -108,7 +108,7 @@ nb::dlpack::dtype dlpack_of(qpolicy::dtype t) {
 
 /// A CUDA tensor quantized where it is (DLPack in, torch tensors on the same device out, no copy to the
 /// host); the kernels run on the default stream and are finished when this returns.
-named_arrays quantize_on_device(const qpolicy::tensor_formula& formula, const qpolicy::fp8::input_view& x,
+named_arrays quantize_on_device(const qpolicy::tensor_formula& formula, const qpolicy::input_view& x,
                                 const qpolicy::tensor_quant_options& o, int device) {
   std::vector<qpolicy::device_part> parts;
   std::optional<std::string> failed;
@@ -153,7 +153,7 @@ named_arrays quantize_tensor(
     throw nb::value_error("quantize_tensor takes CPU arrays and CUDA tensors");
   if (on_device && !QPOLICY_WITH_CUDA)
     throw nb::value_error("this qpolicy was built without CUDA: quantize_tensor takes CPU arrays (x.cpu())");
-  const auto type = element == "bf16" ? qpolicy::fp8::element::bf16 : element == "f16" ? qpolicy::fp8::element::f16 : qpolicy::fp8::element::f32;
+  const auto type = element == "bf16" ? qpolicy::element::bf16 : element == "f16" ? qpolicy::element::f16 : qpolicy::element::f32;
   qpolicy::tensor_quant_options o;
   o.ue8m0 = ue8m0;
   o.threads = threads;
@@ -162,7 +162,7 @@ named_arrays quantize_tensor(
   else if (scale_layout == "swizzled") o.swizzled = true;
   else if (scale_layout != "row")
     throw nb::value_error(("unknown scale_layout '" + scale_layout + "'; expected 'row', 'col', 'col-tma' or 'swizzled'").c_str());
-  const qpolicy::fp8::input_view view{x.data(), type, static_cast<std::int64_t>(x.shape(0)), static_cast<std::int64_t>(x.shape(1))};
+  const qpolicy::input_view view{x.data(), type, static_cast<std::int64_t>(x.shape(0)), static_cast<std::int64_t>(x.shape(1))};
   if (on_device) return quantize_on_device(*formula, view, o, x.device_id());
   std::vector<qpolicy::stored_part> parts;
   std::optional<qpolicy::config_error> failed;

@@ -164,8 +164,8 @@ int main() {
       std::printf("bench: gpu_moe_%s_grouped_vs_dense_bf16 %.1f TFLOPS vs dense_bf16_same_flops %.2fx\n", scheme,
                   flops / t_grouped / 1e12, t_dense / t_grouped);
     };
-    const qpolicy::fp8::input_view w13v{w13.data(), fp8::element::bf16, experts * 2 * inter, hidden};
-    const qpolicy::fp8::input_view w2v{w2.data(), fp8::element::bf16, experts * hidden, inter};
+    const qpolicy::input_view w13v{w13.data(), qpolicy::element::bf16, experts * 2 * inter, hidden};
+    const qpolicy::input_view w2v{w2.data(), qpolicy::element::bf16, experts * hidden, inter};
     time_layer(qpolicy::cpu::quantize_moe<qpolicy::fp8_per_block>(w13v, w2v, experts), "fp8_block");
     time_layer(qpolicy::cpu::quantize_moe<qpolicy::fp8_per_tensor>(w13v, w2v, experts), "fp8_per_tensor");
   }

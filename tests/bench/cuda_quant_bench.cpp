@@ -39,7 +39,7 @@ int main() {
   auto* q = q_memory.as<std::uint8_t>();
   auto* s = s_memory.as<float>();
   auto* scratch = scratch_memory.as<std::uint32_t>();
-  const fp8::input_view x{in, fp8::element::bf16, rows, cols};
+  const qpolicy::input_view x{in, qpolicy::element::bf16, rows, cols};
   const double bytes = static_cast<double>(n * 2);
   const double memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
   std::printf("# %s, %lldx%lld bf16; device memcpy %.1f GB/s (read+write)\n", report.description.c_str(),

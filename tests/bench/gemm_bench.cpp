@@ -35,7 +35,7 @@ int main() {
     std::vector<std::uint16_t> xb(af.size()), wb(wf.size()), outb(out.size());
     for (std::size_t i = 0; i < af.size(); ++i) xb[i] = fp8::to_bf16(af[i]);
     for (std::size_t i = 0; i < wf.size(); ++i) wb[i] = fp8::to_bf16(wf[i]);
-    const fp8::input_view x{xb.data(), fp8::element::bf16, m, k}, w{wb.data(), fp8::element::bf16, n, k};
+    const qpolicy::input_view x{xb.data(), qpolicy::element::bf16, m, k}, w{wb.data(), qpolicy::element::bf16, n, k};
     std::vector<std::uint8_t> qa(af.size()), qw(wf.size());
     std::uniform_int_distribution<int> code(0, 0x7E);
     for (auto& c : qa) c = static_cast<std::uint8_t>(code(rng));

@@ -27,7 +27,7 @@ int main() {
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   std::mt19937 rng(1);
   const auto w = qpolicy::test::random_bf16(n, 0.02f, rng);
-  const fp8::input_view x{w.data(), fp8::element::bf16, rows, cols};
+  const qpolicy::input_view x{w.data(), qpolicy::element::bf16, rows, cols};
   std::vector<std::uint8_t> q(n), copy(n * 2);
   std::vector<float> s(static_cast<std::size_t>(rows) * 32 + 64);
   std::vector<std::uint8_t> sb(n / 16);  // block scales (E8M0 or e4m3 bytes)

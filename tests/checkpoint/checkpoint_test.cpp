@@ -49,7 +49,7 @@ qpolicy::test::process_result quantize(const std::vector<std::string>& extra) {
   return qpolicy::test::run_process(args);
 }
 
-fp8::input_view view(const tensor& t) { return {t.bf16.data(), fp8::element::bf16, t.shape[0], t.shape[1]}; }
+qpolicy::input_view view(const tensor& t) { return {t.bf16.data(), qpolicy::element::bf16, t.shape[0], t.shape[1]}; }
 
 void check_tensor(const st::file& f, const std::string& name, const std::vector<std::uint8_t>& codes,
                   const std::string& scale_name, const std::vector<float>& scales) {

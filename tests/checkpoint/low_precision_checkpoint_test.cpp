@@ -68,7 +68,7 @@ std::vector<qpolicy::stored_part> online(lp_formula f, const std::vector<const q
     rows.insert(rows.end(), t->bf16.begin(), t->bf16.end());
     n += t->shape[0];
   }
-  return qpolicy::quantize_low_precision(f, {rows.data(), qpolicy::fp8::element::bf16, n, parts[0]->shape[1]}, {});
+  return qpolicy::quantize_low_precision(f, {rows.data(), qpolicy::element::bf16, n, parts[0]->shape[1]}, {});
 }
 
 std::vector<std::uint8_t> slice(const std::vector<std::uint8_t>& v, std::size_t from, std::size_t n) {

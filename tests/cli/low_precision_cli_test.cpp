@@ -38,7 +38,7 @@ struct cli_tensor {
 std::unique_ptr<st::file> run_cli(const std::vector<cli_tensor>& tensors, const std::string& key, const std::vector<std::string>& flags) {
   std::vector<qpolicy::test::cli_input> inputs;
   for (const auto& t : tensors)
-    inputs.push_back({t.name(), t.x.type == qpolicy::fp8::element::f16 ? st::dtype::F16 : st::dtype::BF16, {t.x.rows, t.x.cols},
+    inputs.push_back({t.name(), t.x.type == qpolicy::element::f16 ? st::dtype::F16 : st::dtype::BF16, {t.x.rows, t.x.cols},
                       std::as_bytes(std::span(t.x.bits))});
   return qpolicy::test::run_quantize_tensor(inputs, key, flags);
 }
@@ -300,7 +300,7 @@ TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tens
   const std::int64_t rows = 1536, cols = 2048;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  input_tensor w{std::vector<std::uint16_t>(static_cast<std::size_t>(rows * cols)), qpolicy::fp8::element::bf16, rows, cols};
+  input_tensor w{std::vector<std::uint16_t>(static_cast<std::size_t>(rows * cols)), qpolicy::element::bf16, rows, cols};
   for (auto& b : w.bits) b = qpolicy::fp8::to_bf16(normal(rng));
   const std::vector<cli_tensor> tensors{{"model.layers.0.mlp.experts.0.w13", std::move(w), nullptr, ""}};
   const auto nv4 = run_cli(tensors, "nvfp4", {});

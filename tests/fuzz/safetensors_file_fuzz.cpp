@@ -22,9 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)f.find(t.name);
       const auto bytes = f.data(t);
       if (t.shape.size() != 2 || (t.type != st::dtype::BF16 && t.type != st::dtype::F16 && t.type != st::dtype::F32)) continue;
-      const auto type = t.type == st::dtype::BF16 ? qpolicy::fp8::element::bf16
-                        : t.type == st::dtype::F16 ? qpolicy::fp8::element::f16 : qpolicy::fp8::element::f32;
-      for (const auto& view : {qpolicy::fp8::input_view{bytes.data(), type, t.shape[0], t.shape[1]},
+      const auto type = t.type == st::dtype::BF16 ? qpolicy::element::bf16
+                        : t.type == st::dtype::F16 ? qpolicy::element::f16 : qpolicy::element::f32;
+      for (const auto& view : {qpolicy::input_view{bytes.data(), type, t.shape[0], t.shape[1]},
                                qpolicy::aligned_input(bytes, type, t.shape[0], t.shape[1], scratch)})
         for (std::int64_t i = 0; i < view.size() && i < 4096; ++i) sum += view.at(i);
       if (t.elements() > 0 && t.elements() <= 4096) {

@@ -30,12 +30,12 @@ int main() {
     const std::string name = keys.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? keys.size() : end + 2;
     const auto formula = *qp::find_tensor_formula(name);
-    for (auto type : {qp::fp8::element::bf16, qp::fp8::element::f16, qp::fp8::element::f32}) {
+    for (auto type : {qp::element::bf16, qp::element::f16, qp::element::f32}) {
       std::vector<std::uint16_t> half(values.size());
       for (std::size_t i = 0; i < values.size(); ++i)
-        half[i] = type == qp::fp8::element::bf16 ? qp::fp8::to_bf16(values[i]) : qp::lp::to_fp16(values[i]);
-      const void* host = type == qp::fp8::element::f32 ? static_cast<const void*>(values.data()) : half.data();
-      const std::size_t bytes = values.size() * (type == qp::fp8::element::f32 ? 4 : 2);
+        half[i] = type == qp::element::bf16 ? qp::fp8::to_bf16(values[i]) : qp::lp::to_fp16(values[i]);
+      const void* host = type == qp::element::f32 ? static_cast<const void*>(values.data()) : half.data();
+      const std::size_t bytes = values.size() * (type == qp::element::f32 ? 4 : 2);
       std::vector<qp::stored_part> want;
       try {
         want = qp::quantize_tensor_parts(formula, {host, type, rows, cols}, {});

@@ -49,7 +49,7 @@ void check_segments(std::mt19937& rng) {
   device_buffer<std::uint8_t> dq(x.size());
   device_buffer<float> ds(static_cast<std::size_t>(segments));
   device_buffer<std::uint32_t> scratch(static_cast<std::size_t>(segments));
-  cuda::quantize_segments_per_tensor({dx.ptr, fp8::element::bf16, rows, cols}, doff.ptr, segments, dq.ptr, ds.ptr, scratch.ptr);
+  cuda::quantize_segments_per_tensor({dx.ptr, qpolicy::element::bf16, rows, cols}, doff.ptr, segments, dq.ptr, ds.ptr, scratch.ptr);
   const auto q = dq.get(x.size());
   const auto s = ds.get(static_cast<std::size_t>(segments));
   for (std::int64_t e = 0; e < segments; ++e) {
@@ -57,7 +57,7 @@ void check_segments(std::mt19937& rng) {
     if (n == 0) continue;
     std::vector<std::uint8_t> want(static_cast<std::size_t>(n * cols));
     float want_scale = 0;
-    qpolicy::cpu::reference::dynamic_per_tensor({x.data() + first * cols, fp8::element::bf16, n, cols}, want.data(), &want_scale);
+    qpolicy::cpu::reference::dynamic_per_tensor({x.data() + first * cols, qpolicy::element::bf16, n, cols}, want.data(), &want_scale);
     if (fp8::bits_of(want_scale) != fp8::bits_of(s[static_cast<std::size_t>(e)]))
       fail("segment " + std::to_string(e) + ": scale " + std::to_string(s[static_cast<std::size_t>(e)]) + ", the CPU's " +
            std::to_string(want_scale));

@@ -37,9 +37,9 @@ void check_linear(cuda::forward_context& ctx, std::int64_t n, std::int64_t k, st
   const auto w = random_bf16(static_cast<std::size_t>(n * k), 0.02f, rng), x = random_bf16(static_cast<std::size_t>(rows * k), 1.0f, rng);
   std::vector<float> bias(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 9) - 4) / 64.0f;  // bf16-exact
-  const auto layer = cpu::quantize_linear<Scheme>({w.data(), fp8::element::bf16, n, k}, bias.data());
+  const auto layer = cpu::quantize_linear<Scheme>({w.data(), qpolicy::element::bf16, n, k}, bias.data());
   std::vector<std::uint16_t> want(static_cast<std::size_t>(rows * n));
-  cpu::linear_forward(layer, {x.data(), fp8::element::bf16, rows, k}, want.data());
+  cpu::linear_forward(layer, {x.data(), qpolicy::element::bf16, rows, k}, want.data());
   const auto dev = cuda::upload(layer);
   device_buffer<std::uint16_t> dx(x), dout(want.size());
   cuda::linear_forward(ctx, dev, dx.ptr, rows, dout.ptr);
@@ -55,10 +55,10 @@ void check_moe(cuda::forward_context& ctx, std::mt19937& rng) {
   const auto x = random_bf16(static_cast<std::size_t>(tokens * hidden), 1.0f, rng);
   const qpolicy::test::strided_routing routed(tokens, top_k, experts, 5, 3);
   const cpu::routing route = routed.view();
-  const auto layer = cpu::quantize_moe<Scheme>({w13.data(), fp8::element::bf16, experts * 2 * i, hidden},
-                                               {w2.data(), fp8::element::bf16, experts * hidden, i}, experts);
+  const auto layer = cpu::quantize_moe<Scheme>({w13.data(), qpolicy::element::bf16, experts * 2 * i, hidden},
+                                               {w2.data(), qpolicy::element::bf16, experts * hidden, i}, experts);
   std::vector<std::uint16_t> want(static_cast<std::size_t>(tokens * hidden));
-  cpu::moe_forward(layer, {x.data(), fp8::element::bf16, tokens, hidden}, route, want.data());
+  cpu::moe_forward(layer, {x.data(), qpolicy::element::bf16, tokens, hidden}, route, want.data());
   const auto dev = cuda::upload(layer);
   device_buffer<std::uint16_t> dx(x), dout(want.size());
   cuda::moe_forward(ctx, dev, dx.ptr, tokens, route, dout.ptr);

@@ -31,7 +31,7 @@ namespace {
 /// One input tensor: the last dimension as columns.
 struct input {
   std::string id;
-  fp8::element type;
+  qpolicy::element type;
   std::int64_t rows, cols;
   std::vector<std::uint16_t> bits;
 };
@@ -63,7 +63,7 @@ std::vector<input> vector_inputs(const char* path) {
     if (shape.empty() || (!is_bf16 && !is_f16)) continue;
     const std::size_t hex = is_bf16 ? bf + 13 : f16 + 12;
     const std::size_t end = text.find('"', hex);
-    input t{"", is_bf16 ? fp8::element::bf16 : fp8::element::f16, 1, shape.back(), {}};
+    input t{"", is_bf16 ? qpolicy::element::bf16 : qpolicy::element::f16, 1, shape.back(), {}};
     for (std::size_t d = 0; d + 1 < shape.size(); ++d) t.rows *= shape[d];
     for (std::size_t i = hex; i + 4 <= end; i += 4) t.bits.push_back(static_cast<std::uint16_t>(std::stoul(text.substr(i, 4), nullptr, 16)));
     const std::size_t id = text.rfind("\"id\": \"", at);
@@ -75,11 +75,11 @@ std::vector<input> vector_inputs(const char* path) {
 
 /// Random values in blocks of one regime each: ties of e2m1 and e4m3 at a common binade, normals,
 /// zeros, subnormal-range and huge blocks, NaN and infinity (bf16), negative zeros.
-input random_input(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_t cols) {
+input random_input(std::mt19937& rng, qpolicy::element type, std::int64_t rows, std::int64_t cols) {
   input t{"random", type, rows, cols, {}};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 448.0f, 464.0f, 1.5f};
-  const bool bf16 = type == fp8::element::bf16;
+  const bool bf16 = type == qpolicy::element::bf16;
   for (std::int64_t r = 0; r < rows; ++r) {
     const int row_mode = static_cast<int>(rng() % 100);
     for (std::int64_t c0 = 0; c0 < cols; c0 += 16) {
@@ -108,7 +108,7 @@ template <class Formula>
 void check(const input& t, int& runs) {
   const auto& f = qp::schemes::formula_of(Formula::id);
   if (f.block && t.cols % f.block != 0) return;
-  const fp8::input_view x{t.bits.data(), t.type, t.rows, t.cols};
+  const qpolicy::input_view x{t.bits.data(), t.type, t.rows, t.cols};
   for (const bool swizzled : {false, true}) {
     if (swizzled && !f.block) continue;
     lp_buffers gpu(Formula::id, t.rows, t.cols, swizzled), cpu(Formula::id, t.rows, t.cols, swizzled);
@@ -153,7 +153,7 @@ int main() {
   std::printf("vectors: %zu inputs of %s, every formula that takes their shape\n", vectors.size(), path);
   std::mt19937 rng(13);
   for (int round = 0; round < 30; ++round) {
-    const auto type = round % 3 == 2 ? fp8::element::f16 : fp8::element::bf16;
+    const auto type = round % 3 == 2 ? qpolicy::element::f16 : qpolicy::element::bf16;
     const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 300), cols = 32 * (1 + static_cast<std::int64_t>(rng() % 12));
     check_all(random_input(rng, type, rows, cols), runs);
   }

@@ -66,7 +66,7 @@ void check_key(const std::vector<std::uint16_t>& host, std::int64_t rows, std::i
   const auto& scale = qp::key_of(Key::id).scale;
   const std::int64_t group = !scale.is_static && scale.group.row == 1 && scale.group.col > 0 ? scale.group.col : 1;
   if (cols % group) return;  // 1xG groups take whole groups
-  const fp8::input_view hx{host.data(), fp8::element::bf16, rows, cols};
+  const qpolicy::input_view hx{host.data(), qpolicy::element::bf16, rows, cols};
   const auto grid = qp::schemes::scale_grid(Key::id, rows, cols);
   const auto count = static_cast<std::size_t>(group > 1 ? fp8::scale_storage(o.groups.layout, rows, cols / group) : grid[0] * grid[1]);
   const auto n = static_cast<std::size_t>(rows * cols);

@@ -22,16 +22,16 @@ namespace {
 // Random inputs: blocks drawn from a few regimes so that every edge of every formula occurs.
 using sample = qpolicy::test::typed_input;
 
-std::uint16_t half_bits(fp8::element type, float v) {
-  return type == fp8::element::bf16 ? fp8::to_bf16(v) : qp::lp::to_fp16(v);
+std::uint16_t half_bits(qpolicy::element type, float v) {
+  return type == qpolicy::element::bf16 ? fp8::to_bf16(v) : qp::lp::to_fp16(v);
 }
 
-sample make(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_t cols) {
+sample make(std::mt19937& rng, qpolicy::element type, std::int64_t rows, std::int64_t cols) {
   sample s{type, rows, cols, {}, {}};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> pick(0, 99);
   constexpr float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 448.0f, 464.0f, 0.5f, 1.5f};
-  const bool f16 = type == fp8::element::f16;
+  const bool f16 = type == qpolicy::element::f16;
   for (std::int64_t r = 0; r < rows; ++r) {
     const int row_mode = pick(rng);  // some rows all zero, some tiny, some huge
     for (std::int64_t c0 = 0; c0 < cols; c0 += 16) {
@@ -53,10 +53,10 @@ sample make(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_
       }
     }
   }
-  if (type != fp8::element::f32)
+  if (type != qpolicy::element::f32)
     for (float& v : s.full) {
       s.half.push_back(half_bits(type, v));
-      v = type == fp8::element::bf16 ? fp8::from_bf16(s.half.back()) : fp8::from_fp16(s.half.back());
+      v = type == qpolicy::element::bf16 ? fp8::from_bf16(s.half.back()) : fp8::from_fp16(s.half.back());
     }
   return s;
 }
@@ -79,8 +79,8 @@ TEMPLATE_LIST_TEST_CASE("CPU fast path of every low-precision formula equals its
                         "[numerics][property][low_precision]", qp::schemes::formula_list) {
   using Formula = TestType;
   const auto& f = qp::schemes::formula_of(Formula::id);
-  const auto type = GENERATE(fp8::element::bf16, fp8::element::f16, fp8::element::f32);
-  if (f.model_dtype_only && type == fp8::element::f32) return;  // refused before any kernel runs
+  const auto type = GENERATE(qpolicy::element::bf16, qpolicy::element::f16, qpolicy::element::f32);
+  if (f.model_dtype_only && type == qpolicy::element::f32) return;  // refused before any kernel runs
   const bool swizzled = f.block ? GENERATE(false, true) : false;
   std::mt19937 rng(20261201u + static_cast<unsigned>(Formula::id) * 131u + static_cast<unsigned>(type) * 7u + swizzled);
   for (int round = 0; round < 25; ++round) {

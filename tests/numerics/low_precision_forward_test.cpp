@@ -34,7 +34,7 @@ std::uint8_t nibble(const std::vector<std::uint8_t>& packed, std::size_t i) { re
 
 /// §9's exact weight operands Ŵ [rows, cols] from the reference quantizer of formula F (float64).
 template <class Formula>
-std::vector<double> exact_weights(const fp8::input_view& w) {
+std::vector<double> exact_weights(const qpolicy::input_view& w) {
   lp_buffers b(Formula::id, w.rows, w.cols, false);
   reference_quantize<Formula>(w, b);
   std::vector<double> out(static_cast<std::size_t>(w.size()));
@@ -56,14 +56,14 @@ std::vector<double> exact_weights(const fp8::input_view& w) {
 
 /// §9's exact activation operands Â [rows, k] after a treatment (float64), from the reference quantizers.
 std::vector<double> exact_activations(activation_treatment t, const std::vector<float>& x, std::int64_t rows, std::int64_t k) {
-  const fp8::input_view xv{x.data(), fp8::element::f32, rows, k};
+  const qpolicy::input_view xv{x.data(), qpolicy::element::f32, rows, k};
   std::vector<double> out(x.size());
   if (t == activation_treatment::none) {
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i];
   } else if (t == activation_treatment::mxfp4_qdq) {
     lp_buffers b(lp_formula::mxfp4_even, rows, k, false);
     reference_quantize<qp::formulas::mxfp4_even>(xv, b);
-    for (std::size_t i = 0; i < x.size(); ++i) out[i] = lp::round_to(fp8::element::bf16, float(e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32])));
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = lp::round_to(qpolicy::element::bf16, float(e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32])));
   } else {
     lp_buffers b(lp_formula::nvfp4_per_token, rows, k, false);
     reference_quantize<qp::formulas::nvfp4_per_token>(xv, b);

@@ -46,7 +46,7 @@ struct lp_buffers {
 
 /// The CPU reference of formula tag Formula into `out` (block scales scattered into its layout).
 template <class Formula>
-void reference_quantize(const fp8::input_view& x, lp_buffers& out) {
+void reference_quantize(const qpolicy::input_view& x, lp_buffers& out) {
   namespace ref = cpu::reference;
   using schemes::lp_formula;
   constexpr auto F = Formula::id;
@@ -68,7 +68,7 @@ void reference_quantize(const fp8::input_view& x, lp_buffers& out) {
 
 /// The CPU fast path of formula tag Formula into `out`.
 template <class Formula>
-void fast_quantize(const fp8::input_view& x, lp_buffers& out, unsigned threads = 3) {
+void fast_quantize(const qpolicy::input_view& x, lp_buffers& out, unsigned threads = 3) {
   cpu::lp_kernel<Formula>::run(x, out.outputs(), {threads});
 }
 

@@ -18,23 +18,23 @@ using namespace qpolicy::test::low_precision;
 
 namespace {
 
-using mx_quantizer = void (*)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*);
+using mx_quantizer = void (*)(const qpolicy::input_view&, std::uint8_t*, std::uint8_t*);
 namespace formulas = qpolicy::formulas;
 
 /// The fast path with the reference's signatures.
 template <class Formula>
-void fast_blocks(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales) {
+void fast_blocks(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* scales) {
   qpolicy::cpu::lp_kernel<Formula>::run(x, {q, scales, nullptr, nullptr, false}, {3});
 }
-void fast_int8(const qpolicy::fp8::input_view& x, std::int8_t* q, float* scales) {
+void fast_int8(const qpolicy::input_view& x, std::int8_t* q, float* scales) {
   qpolicy::cpu::lp_kernel<formulas::int8_per_channel>::run(x, {reinterpret_cast<std::uint8_t*>(q), nullptr, scales, nullptr, false}, {3});
 }
-ref::nvfp4_global fast_nvfp4_weight(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf) {
+ref::nvfp4_global fast_nvfp4_weight(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* sf) {
   ref::nvfp4_global g{0.0f, -1.0f};  // the fast path stores weight_scale_2 only
   qpolicy::cpu::lp_kernel<formulas::nvfp4_weight>::run(x, {q, sf, nullptr, &g.weight_scale_2, false}, {3});
   return g;
 }
-void fast_nvfp4_per_token(const qpolicy::fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* st) {
+void fast_nvfp4_per_token(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* st) {
   qpolicy::cpu::lp_kernel<formulas::nvfp4_per_token>::run(x, {q, sf, st, nullptr, false}, {3});
 }
 
@@ -42,9 +42,9 @@ void fast_nvfp4_per_token(const qpolicy::fp8::input_view& x, std::uint8_t* q, st
 struct implementation {
   const char* name;
   mx_quantizer mxfp8_torch, mxfp8_flashinfer, mxfp4_even, mxfp4_rceil;
-  void (*int8_per_channel)(const qpolicy::fp8::input_view&, std::int8_t*, float*);
-  ref::nvfp4_global (*nvfp4_weight)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*);
-  void (*nvfp4_per_token)(const qpolicy::fp8::input_view&, std::uint8_t*, std::uint8_t*, float*);
+  void (*int8_per_channel)(const qpolicy::input_view&, std::int8_t*, float*);
+  ref::nvfp4_global (*nvfp4_weight)(const qpolicy::input_view&, std::uint8_t*, std::uint8_t*);
+  void (*nvfp4_per_token)(const qpolicy::input_view&, std::uint8_t*, std::uint8_t*, float*);
 };
 const implementation implementations[] = {
     {"CPU reference", ref::mxfp8_torch, ref::mxfp8_flashinfer, ref::mxfp4_even, ref::mxfp4_flashinfer, ref::int8_per_channel,
@@ -54,7 +54,7 @@ const implementation implementations[] = {
 };
 
 /// Quantizes `x` with `quantize` and compares codes and scales with the expected hex.
-void check_mx(mx_quantizer quantize, const qpolicy::fp8::input_view& x, const bj::value& want_q, const bj::value& want_scales) {
+void check_mx(mx_quantizer quantize, const qpolicy::input_view& x, const bj::value& want_q, const bj::value& want_scales) {
   std::vector<std::uint8_t> q(static_cast<std::size_t>(x.size())), s(static_cast<std::size_t>(x.rows * (x.cols / 32)));
   quantize(x, q.data(), s.data());
   const auto wq = bytes(want_q), ws = bytes(want_scales);
@@ -114,7 +114,7 @@ namespace {
 struct mx4_result {
   std::vector<std::uint8_t> q, scales;
 };
-mx4_result run_mx4(mx_quantizer quantize, const qpolicy::fp8::input_view& x) {
+mx4_result run_mx4(mx_quantizer quantize, const qpolicy::input_view& x) {
   mx4_result r{std::vector<std::uint8_t>(static_cast<std::size_t>(x.size() / 2)),
                std::vector<std::uint8_t>(static_cast<std::size_t>(x.rows * (x.cols / 32)))};
   quantize(x, r.q.data(), r.scales.data());
@@ -133,7 +133,7 @@ void check_dequant(const mx4_result& r, const input_tensor& x, const bj::value& 
     const float v = lp::e2m1_value(i % 2 ? lp::e2m1_high(byte) : lp::e2m1_low(byte)) *
                     lp::e8m0_value(r.scales[static_cast<std::size_t>((i / x.cols) * (x.cols / 32) + (i % x.cols) / 32)]);
     INFO("element " << i);
-    if (x.type == qpolicy::fp8::element::bf16) {
+    if (x.type == qpolicy::element::bf16) {
       REQUIRE((qpolicy::fp8::to_bf16(v) & 0x7FFFu) == (want[static_cast<std::size_t>(i)] & 0x7FFFu));  // zero sign free
     } else if (v == 0.0f || (std::fabs(v) >= 0x1p-14f && std::fabs(v) <= 65504.0f)) {
       REQUIRE(std::fabs(qpolicy::fp8::from_fp16(want[static_cast<std::size_t>(i)])) == std::fabs(v));
@@ -195,10 +195,10 @@ TEST_CASE("MXFP4 MoE: experts zero-padded to 32 (gate rows at 0, up rows at Ip),
         for (std::int64_t k = 0; k < inter; ++k) p2[static_cast<std::size_t>((e * hp + r) * ip + k)] = v2.at(e * hidden + r, k);
     }
     const auto& out = c->at("output").as_object();
-    const auto r13 = run_mx4(impl.mxfp4_even, {p13.data(), qpolicy::fp8::element::f32, experts * 2 * ip, hp});
+    const auto r13 = run_mx4(impl.mxfp4_even, {p13.data(), qpolicy::element::f32, experts * 2 * ip, hp});
     check_packed(r13.q, out.at("w13_q_packed_hex_padded"));
     CHECK(r13.scales == bytes(out.at("w13_scale_e8m0_hex")));
-    const auto r2 = run_mx4(impl.mxfp4_even, {p2.data(), qpolicy::fp8::element::f32, experts * hp, ip});
+    const auto r2 = run_mx4(impl.mxfp4_even, {p2.data(), qpolicy::element::f32, experts * hp, ip});
     check_packed(r2.q, out.at("w2_q_packed_hex_padded"));
     CHECK(r2.scales == bytes(out.at("w2_scale_e8m0_hex")));
   }
@@ -285,7 +285,7 @@ TEST_CASE("NVFP4 per-token activations, FlashInfer's fast-math kernel (§6.3)", 
 namespace {
 
 /// Dequantized operands (float64, exact) of the §9 GEMM references.
-std::vector<double> dequant_mx8(const qpolicy::fp8::input_view& x, mx_quantizer quantize, bool marlin_zero_scale) {
+std::vector<double> dequant_mx8(const qpolicy::input_view& x, mx_quantizer quantize, bool marlin_zero_scale) {
   std::vector<std::uint8_t> q(static_cast<std::size_t>(x.size())), s(static_cast<std::size_t>(x.rows * (x.cols / 32)));
   quantize(x, q.data(), s.data());
   std::vector<double> out(q.size());
@@ -295,7 +295,7 @@ std::vector<double> dequant_mx8(const qpolicy::fp8::input_view& x, mx_quantizer 
   }
   return out;
 }
-std::vector<double> dequant_mx4(const qpolicy::fp8::input_view& x, mx_quantizer quantize, bool round_to_d) {
+std::vector<double> dequant_mx4(const qpolicy::input_view& x, mx_quantizer quantize, bool round_to_d) {
   const auto r = run_mx4(quantize, x);
   std::vector<double> out(static_cast<std::size_t>(x.size()));
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -305,7 +305,7 @@ std::vector<double> dequant_mx4(const qpolicy::fp8::input_view& x, mx_quantizer 
   }
   return out;
 }
-std::vector<double> dequant_nvfp4(const qpolicy::fp8::input_view& x, bool per_token) {
+std::vector<double> dequant_nvfp4(const qpolicy::input_view& x, bool per_token) {
   std::vector<std::uint8_t> q(static_cast<std::size_t>(x.size() / 2)), sf(static_cast<std::size_t>(x.size() / 16));
   std::vector<float> st(static_cast<std::size_t>(x.rows));
   float scale2 = 0;
@@ -319,12 +319,12 @@ std::vector<double> dequant_nvfp4(const qpolicy::fp8::input_view& x, bool per_to
   }
   return out;
 }
-std::vector<double> values_of(const qpolicy::fp8::input_view& x) {
+std::vector<double> values_of(const qpolicy::input_view& x) {
   std::vector<double> out(static_cast<std::size_t>(x.size()));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = x.at(static_cast<std::int64_t>(i));
   return out;
 }
-std::vector<double> dequant_int8(const qpolicy::fp8::input_view& w) {
+std::vector<double> dequant_int8(const qpolicy::input_view& w) {
   std::vector<std::int8_t> q(static_cast<std::size_t>(w.size()));
   std::vector<float> s(static_cast<std::size_t>(w.rows));
   ref::int8_per_channel(w, q.data(), s.data());

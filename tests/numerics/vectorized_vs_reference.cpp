@@ -36,7 +36,7 @@ std::uint16_t to_fp16(float f) {
   return static_cast<std::uint16_t>(sign | ((e + 14) << 10) | (static_cast<int>(std::lround(m * 2048)) & 0x3FF));
 }
 
-sample make(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_t cols) {
+sample make(std::mt19937& rng, qpolicy::element type, std::int64_t rows, std::int64_t cols) {
   sample s{type, rows, cols, {}, {}};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> pick(0, 99);
@@ -47,7 +47,7 @@ sample make(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) {
       float v = zero_row ? 0.0f : normal(rng) * scale;
       const int p = pick(rng);
-      if (type != fp8::element::f16) {
+      if (type != qpolicy::element::f16) {
         if (p == 0) v = std::numeric_limits<float>::quiet_NaN();
         else if (p == 1) v = (rng() & 1) ? INFINITY : -INFINITY;
       }
@@ -56,13 +56,13 @@ sample make(std::mt19937& rng, fp8::element type, std::int64_t rows, std::int64_
       else if (p == 4) v = 464.0f;                          // ties down to 448
       else if (p == 5) v = 0.53125f * scale;                // a rounding tie at scale 1
       else if (p == 6) v = -0.0f;
-      if (type == fp8::element::f16) v = std::clamp(v, -60000.0f, 60000.0f);
+      if (type == qpolicy::element::f16) v = std::clamp(v, -60000.0f, 60000.0f);
       s.full.push_back(v);
     }
   }
-  if (type == fp8::element::bf16)
+  if (type == qpolicy::element::bf16)
     for (float v : s.full) s.half.push_back(to_bf16(v));
-  if (type == fp8::element::f16)
+  if (type == qpolicy::element::f16)
     for (float v : s.full) s.half.push_back(to_fp16(v));
   return s;
 }
@@ -101,7 +101,7 @@ TEMPLATE_LIST_TEST_CASE("CPU vectorized kernels equal the reference bit for bit"
                         qp::schemes::kernel_key_list) {
   using Key = TestType;
   const auto o = options_for<Key>();
-  const auto type = GENERATE(fp8::element::bf16, fp8::element::f16, fp8::element::f32);
+  const auto type = GENERATE(qpolicy::element::bf16, qpolicy::element::f16, qpolicy::element::f32);
   const auto& scale = qp::key_of(Key::id).scale;
   const std::int64_t group = !scale.is_static && scale.group.row == 1 && scale.group.col > 0 ? scale.group.col : 1;
   std::mt19937 rng(20261130 + static_cast<unsigned>(Key::id) * 31 + static_cast<unsigned>(type));

@@ -43,7 +43,7 @@ struct weight_only_case {
     row_scales.resize(static_cast<std::size_t>(experts * n));
     tensor_scales.resize(static_cast<std::size_t>(experts));
     for (std::int64_t e = 0; e < experts; ++e)
-      cpu::lp_kernel<formula_tag<F>>::run({w.data() + e * n * k, fp8::element::bf16, n, k},
+      cpu::lp_kernel<formula_tag<F>>::run({w.data() + e * n * k, qpolicy::element::bf16, n, k},
                                           {codes.data() + e * code_step, scales.data() + e * scale_step, row_scales.data() + e * n,
                                            tensor_scales.data() + e, false});
   }

@@ -54,8 +54,8 @@ inline void check_scales(const float* got, const std::vector<std::uint32_t>& wan
   }
 }
 
-inline fp8::input_view view(const std::vector<std::uint16_t>& data, std::int64_t rows, std::int64_t cols) {
-  return {data.data(), fp8::element::bf16, rows, cols};
+inline qpolicy::input_view view(const std::vector<std::uint16_t>& data, std::int64_t rows, std::int64_t cols) {
+  return {data.data(), qpolicy::element::bf16, rows, cols};
 }
 
 }  // namespace qpolicy::test::fp8_cases

@@ -42,15 +42,15 @@ inline std::vector<std::uint16_t> halves(const bj::value& v) { return hex_halves
 /// A case's input tensor (`bf16_hex` or `f16_hex`) as [rows, cols], the last dimension as cols.
 struct input_tensor {
   std::vector<std::uint16_t> bits;
-  fp8::element type = fp8::element::bf16;
+  qpolicy::element type = qpolicy::element::bf16;
   std::int64_t rows = 0, cols = 0;
-  fp8::input_view view() const { return {bits.data(), type, rows, cols}; }
+  qpolicy::input_view view() const { return {bits.data(), type, rows, cols}; }
 };
 inline input_tensor input_of(const bj::value& input) {
   input_tensor t;
   const auto& o = input.as_object();
-  t.type = o.contains("f16_hex") ? fp8::element::f16 : fp8::element::bf16;
-  t.bits = halves(o.at(t.type == fp8::element::f16 ? "f16_hex" : "bf16_hex"));
+  t.type = o.contains("f16_hex") ? qpolicy::element::f16 : qpolicy::element::bf16;
+  t.bits = halves(o.at(t.type == qpolicy::element::f16 ? "f16_hex" : "bf16_hex"));
   const auto shape = shape_of(o.at("shape"));
   t.cols = shape.back();
   t.rows = static_cast<std::int64_t>(t.bits.size()) / t.cols;

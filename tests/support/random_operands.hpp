@@ -19,7 +19,7 @@ using synthetic::widen;
 struct bf16_tensor {
   std::int64_t rows, cols;
   std::vector<std::uint16_t> bits;
-  fp8::input_view view() const { return {bits.data(), fp8::element::bf16, rows, cols}; }
+  qpolicy::input_view view() const { return {bits.data(), qpolicy::element::bf16, rows, cols}; }
   std::vector<float> floats() const { return widen(bits); }
 };
 
@@ -30,12 +30,12 @@ inline bf16_tensor random_bf16(std::int64_t rows, std::int64_t cols, float sd, s
 
 /// An input of any element type the kernels read: its float32 values, and for bf16 and fp16 its bits.
 struct typed_input {
-  fp8::element type;
+  qpolicy::element type;
   std::int64_t rows, cols;
   std::vector<std::uint16_t> half;
   std::vector<float> full;
-  fp8::input_view view() const {
-    return {type == fp8::element::f32 ? static_cast<const void*>(full.data()) : half.data(), type, rows, cols};
+  qpolicy::input_view view() const {
+    return {type == qpolicy::element::f32 ? static_cast<const void*>(full.data()) : half.data(), type, rows, cols};
   }
 };
 

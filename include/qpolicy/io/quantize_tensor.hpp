@@ -64,11 +64,11 @@ struct stored_part {
 /// Throws config_error, before any work, for a K the formula's block does not tile (with vLLM's
 /// message), an fp32 input to a formula that computes in the model dtype, an empty or overflowing
 /// shape and a scale layout or option the formula does not have; cuda::cuda_error for a failed CUDA call.
-std::vector<stored_part> quantize_low_precision(schemes::lp_formula f, const fp8::input_view& x,
+std::vector<stored_part> quantize_low_precision(schemes::lp_formula f, const input_view& x,
                                                 const tensor_quant_options& options);
 
 /// Any formula's codes and scales as stored tensors (an FP8 key gives T and T.scale).
-std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const fp8::input_view& x,
+std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const input_view& x,
                                                const tensor_quant_options& options);
 
 /// A formula's name as quantize-tensor's --key and its output metadata give it.
@@ -80,7 +80,7 @@ std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std:
 
 /// `data` ([rows, cols] of `type`) as a kernel input. safetensors promises no alignment, so data that
 /// is not aligned for its element type is copied into `scratch` first: kernels load aligned elements.
-fp8::input_view aligned_input(std::span<const std::byte> data, fp8::element type, std::int64_t rows, std::int64_t cols,
+input_view aligned_input(std::span<const std::byte> data, element type, std::int64_t rows, std::int64_t cols,
                               std::vector<std::uint32_t>& scratch);
 
 /// One output of a formula in device memory: its name suffix, element type and shape.
@@ -95,16 +95,16 @@ struct device_part {
 /// outputs are new device memory (what a DLPack caller hands over and takes back, with no copy to the
 /// host). The same refusals first (config_error); cuda::cuda_error for a failed CUDA call or a build
 /// without CUDA. Runs on the default stream and waits for the kernels before returning.
-std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const fp8::input_view& x,
+std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const input_view& x,
                                                          const tensor_quant_options& options);
 
 /// Quantizes `x` with the formula of `key` (a weight for static keys, an activation for dynamic ones).
 /// Throws config_error for a key without a kernel, a shape the formula cannot take or an empty or
 /// overflowing shape, and
 /// cuda::cuda_error for a failed CUDA call.
-quantized_tensor quantize_tensor(key_id key, const fp8::input_view& x, const tensor_quant_options& options);
+quantized_tensor quantize_tensor(key_id key, const input_view& x, const tensor_quant_options& options);
 
 /// quantize_tensor into `out`, reusing its buffers' memory (a stream of equal chunks allocates once).
-void quantize_tensor_into(key_id key, const fp8::input_view& x, const tensor_quant_options& options, quantized_tensor& out);
+void quantize_tensor_into(key_id key, const input_view& x, const tensor_quant_options& options, quantized_tensor& out);
 
 }  // namespace qpolicy

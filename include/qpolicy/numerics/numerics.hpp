@@ -7,9 +7,9 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
-#define QP_HD __host__ __device__ __forceinline__
+#define QPOLICY_HD __host__ __device__ __forceinline__
 #else
-#define QP_HD inline
+#define QPOLICY_HD inline
 #endif
 
 namespace qpolicy::fp8 {
@@ -25,54 +25,54 @@ inline constexpr std::uint32_t block_floor_bits = 0x38D1B717u;
 /// f32(1/448), for the compiled (Inductor) variant of the block scale.
 inline constexpr std::uint32_t inv_448_bits = 0x3B124925u;
 
-QP_HD std::uint32_t bits_of(float x) {
+QPOLICY_HD std::uint32_t bits_of(float x) {
   std::uint32_t b;
   std::memcpy(&b, &x, sizeof b);
   return b;
 }
-QP_HD float float_of(std::uint32_t b) {
+QPOLICY_HD float float_of(std::uint32_t b) {
   float x;
   std::memcpy(&x, &b, sizeof x);
   return x;
 }
 
-QP_HD float min_scale_factor() { return float_of(min_scale_factor_bits); }
-QP_HD float group_eps() { return float_of(group_eps_bits); }
-QP_HD float block_floor() { return float_of(block_floor_bits); }
+QPOLICY_HD float min_scale_factor() { return float_of(min_scale_factor_bits); }
+QPOLICY_HD float group_eps() { return float_of(group_eps_bits); }
+QPOLICY_HD float block_floor() { return float_of(block_floor_bits); }
 
 /// IEEE maxNum / minNum (CUDA fmaxf / fminf): a NaN operand yields the other one.
-QP_HD float max_num(float a, float b) {
+QPOLICY_HD float max_num(float a, float b) {
   if (a != a) return b;
   if (b != b) return a;
   return a > b ? a : b;
 }
-QP_HD float min_num(float a, float b) {
+QPOLICY_HD float min_num(float a, float b) {
   if (a != a) return b;
   if (b != b) return a;
   return a < b ? a : b;
 }
 /// torch's max / clamp: NaN propagates.
-QP_HD float max_nan(float a, float b) {
+QPOLICY_HD float max_nan(float a, float b) {
   if (a != a || b != b) return a != a ? a : b;
   return a > b ? a : b;
 }
-QP_HD float abs_f32(float x) { return float_of(bits_of(x) & 0x7FFFFFFFu); }
-QP_HD bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+QPOLICY_HD float abs_f32(float x) { return float_of(bits_of(x) & 0x7FFFFFFFu); }
+QPOLICY_HD bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 // The clamps against the constant +-448 (never NaN) as selects: minNum(v, M) is (v < M ? v : M) since a
 // NaN v fails the comparison, and likewise for maxNum. Branch-free, so loops over them vectorize.
 /// clampS: maxNum(-M, minNum(v, M)); NaN becomes +448.
-QP_HD float clamp_s(float v) {
+QPOLICY_HD float clamp_s(float v) {
   const float t = v < max_e4m3 ? v : max_e4m3;
   return t > -max_e4m3 ? t : -max_e4m3;
 }
 /// clampG: minNum(maxNum(v, -M), M); NaN becomes -448.
-QP_HD float clamp_g(float v) {
+QPOLICY_HD float clamp_g(float v) {
   const float t = v > -max_e4m3 ? v : -max_e4m3;
   return t < max_e4m3 ? t : max_e4m3;
 }
 /// clampT: torch clamp(v, -M, M); NaN passes through.
-QP_HD float clamp_t(float v) {
+QPOLICY_HD float clamp_t(float v) {
   if (is_nan(v)) return v;
   return v < -max_e4m3 ? -max_e4m3 : (v > max_e4m3 ? max_e4m3 : v);
 }
@@ -87,7 +87,7 @@ enum class overflow : std::uint8_t {
 /// float32 -> e4m3fn, round to nearest, ties to even; the sign is kept on zero. Written as selects
 /// over integer and float operations (no branches) so CPU loops vectorize and GPU warps do not diverge.
 template <overflow Mode>
-QP_HD std::uint8_t encode(float x) {
+QPOLICY_HD std::uint8_t encode(float x) {
   const std::uint32_t b = bits_of(x);
   const std::uint32_t sign = (b >> 24) & 0x80u;
   const std::uint32_t a = b & 0x7FFFFFFFu;
@@ -108,14 +108,14 @@ QP_HD std::uint8_t encode(float x) {
 
 /// The two conversions of the spec (§2): CUDA's saturating cast, and torch's (PyTorch >= 2.12, which
 /// vLLM pins) that saturates finite overflow and infinities too but keeps a NaN's sign.
-QP_HD std::uint8_t sat(float x) { return encode<overflow::saturate>(x); }
-QP_HD std::uint8_t tcvt(float x) { return encode<overflow::saturate_keep_nan>(x); }
+QPOLICY_HD std::uint8_t sat(float x) { return encode<overflow::saturate>(x); }
+QPOLICY_HD std::uint8_t tcvt(float x) { return encode<overflow::saturate_keep_nan>(x); }
 /// torch's cast before 2.12 (overflow and infinities to NaN), which ml_dtypes' float8_e4m3fn still
 /// implements: kept for the ml_dtypes witness and the vectors' `torch_before_2_12` column only.
-QP_HD std::uint8_t tcvt_before_2_12(float x) { return encode<overflow::to_nan>(x); }
+QPOLICY_HD std::uint8_t tcvt_before_2_12(float x) { return encode<overflow::to_nan>(x); }
 
 /// e4m3fn -> float32 (exact).
-QP_HD float decode(std::uint8_t q) {
+QPOLICY_HD float decode(std::uint8_t q) {
   const std::uint32_t sign = static_cast<std::uint32_t>(q & 0x80u) << 24;
   const std::uint32_t e = (q >> 3) & 0xFu, m = q & 7u;
   if (e == 15 && m == 7) return float_of(sign | 0x7FC00000u);
@@ -124,7 +124,7 @@ QP_HD float decode(std::uint8_t q) {
 }
 
 /// UE8M0: a positive float32 rounded up to a power of two (exponent + 1 when the mantissa is not 0).
-QP_HD float ue8m0(float v) {
+QPOLICY_HD float ue8m0(float v) {
   const std::uint32_t b = bits_of(v);
   std::uint32_t e = (b >> 23) & 0xFFu;
   if (b & 0x7FFFFFu) ++e;
@@ -133,14 +133,14 @@ QP_HD float ue8m0(float v) {
 
 /// Widening of 16-bit inputs to float32 (exact).
 /// float32 -> bf16 bits, round to nearest even; a NaN stays a quiet NaN of the same sign.
-QP_HD std::uint16_t to_bf16(float x) {
+QPOLICY_HD std::uint16_t to_bf16(float x) {
   const std::uint32_t u = bits_of(x);
   const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   const std::uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<std::uint16_t>(is_nan(x) ? nan : rounded);
 }
-QP_HD float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
-QP_HD float from_fp16(std::uint16_t h) {
+QPOLICY_HD float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
+QPOLICY_HD float from_fp16(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   std::uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
   if (e == 0x1F) return float_of(sign | 0x7F800000u | (m << 13));  // inf / NaN

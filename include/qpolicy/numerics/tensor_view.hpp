@@ -6,7 +6,7 @@
 
 #include "numerics.hpp"
 
-namespace qpolicy::fp8 {
+namespace qpolicy {
 
 /// Element types a kernel reads.
 enum class element : std::uint8_t { bf16, f16, f32 };
@@ -19,7 +19,7 @@ struct input_view {
 
   /// Loads through memcpy: file data may sit at any byte offset (safetensors promises no alignment),
   /// and a memcpy of 2 or 4 bytes compiles to one plain load.
-  QP_HD float at(std::int64_t i) const {
+  QPOLICY_HD float at(std::int64_t i) const {
     const char* p = static_cast<const char*>(data);
     if (type == element::f32) {
       float v;
@@ -28,16 +28,20 @@ struct input_view {
     }
     std::uint16_t h;
     std::memcpy(&h, p + i * 2, 2);
-    return type == element::bf16 ? from_bf16(h) : from_fp16(h);
+    return type == element::bf16 ? fp8::from_bf16(h) : fp8::from_fp16(h);
   }
-  QP_HD float at(std::int64_t r, std::int64_t c) const { return at(r * cols + c); }
-  QP_HD std::int64_t size() const { return rows * cols; }
+  QPOLICY_HD float at(std::int64_t r, std::int64_t c) const { return at(r * cols + c); }
+  QPOLICY_HD std::int64_t size() const { return rows * cols; }
   /// Rows [first, first + count) as a view of their own.
-  QP_HD input_view rows_from(std::int64_t first, std::int64_t count) const {
+  QPOLICY_HD input_view rows_from(std::int64_t first, std::int64_t count) const {
     const auto bytes = type == element::f32 ? 4 : 2;
     return {static_cast<const char*>(data) + first * cols * bytes, type, count, cols};
   }
 };
+
+}  // namespace qpolicy
+
+namespace qpolicy::fp8 {
 
 /// Where a 1x128-group kernel stores scale (m, g) of an [M, G] scale tensor (spec §7).
 enum class scale_layout : std::uint8_t {
@@ -47,11 +51,11 @@ enum class scale_layout : std::uint8_t {
 };
 
 /// Elements a scale tensor of `layout` occupies for M rows and G groups.
-QP_HD std::int64_t scale_storage(scale_layout layout, std::int64_t m, std::int64_t g) {
+QPOLICY_HD std::int64_t scale_storage(scale_layout layout, std::int64_t m, std::int64_t g) {
   if (layout == scale_layout::column_major_tma) return g * ((m + 3) / 4 * 4);
   return m * g;
 }
-QP_HD std::int64_t scale_offset(scale_layout layout, std::int64_t m_rows, std::int64_t groups, std::int64_t m,
+QPOLICY_HD std::int64_t scale_offset(scale_layout layout, std::int64_t m_rows, std::int64_t groups, std::int64_t m,
                                 std::int64_t g) {
   switch (layout) {
     case scale_layout::row_major: return m * groups + g;

@@ -151,17 +151,17 @@ routing_plan plan_routing(const routing& route, std::int64_t tokens, std::int64_
 
 /// The unquantized passes in float32: out = x W^T + bias, and the MoE pass over the original experts
 /// (float32 weights used in place, others widened on each call).
-void linear_forward_f32(const fp8::input_view& w, const float* bias, const fp8::input_view& x, float* out,
+void linear_forward_f32(const input_view& w, const float* bias, const input_view& x, float* out,
                         const forward_options& options = {});
-void moe_forward_f32(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
-                     const fp8::input_view& x, const routing& route, float* out, const forward_options& options = {});
+void moe_forward_f32(const input_view& w13, const input_view& w2, std::int64_t experts,
+                     const input_view& x, const routing& route, float* out, const forward_options& options = {});
 
 namespace detail {
 
 /// Throws std::invalid_argument "WHAT: REASON" when can_implement refuses.
 void check_implementable(weight_scales weights, activation_quant activation, std::int64_t in_features, const char* what);
 /// x's elements widened to float32.
-std::vector<float> widen_all(const fp8::input_view& x);
+std::vector<float> widen_all(const input_view& x);
 /// Writes float32 values as bf16 bits.
 void store_bf16(const std::vector<float>& from, std::uint16_t* out);
 /// Adds bias[n] to every row of out[rows, n].
@@ -171,7 +171,7 @@ void add_bias(float* out, std::int64_t rows, std::int64_t n, const float* bias);
 struct moe_shape {
   std::int64_t experts, hidden, inter;
 };
-moe_shape check_moe_shape(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts);
+moe_shape check_moe_shape(const input_view& w13, const input_view& w2, std::int64_t experts);
 
 /// Expert e's projection: which == 13 multiplies [rows, hp] by w13 into [rows, 2 ip], which == 2
 /// multiplies [rows, ip] by w2 into [rows, hp]; `threads` for the GEMM.
@@ -179,7 +179,7 @@ using expert_matmul = std::function<void(std::int64_t e, int which, const float*
 /// The MoE pass shared by every scheme and the float32 pass: routing, per-expert w13, SiLU-and-mul,
 /// w2, and the weighted sum per token into sum[T, H] (float32).
 void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std::int64_t hp, std::int64_t ip,
-             const fp8::input_view& x, const routing& route, bool round_intermediates, unsigned threads,
+             const input_view& x, const routing& route, bool round_intermediates, unsigned threads,
              const expert_matmul& matmul, float* sum);
 
 /// out[rows, n] = quantize(x[rows, k]) with Act's quantizer, times Scheme's weights w [n, k] with
@@ -189,7 +189,7 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
                       std::int64_t k, const float* bias, float* out, const forward_options& o) {
   using pairing = forward_pairing<Scheme, Act>;
   if (rows == 0) return;
-  const fp8::input_view xv{x, fp8::element::f32, rows, k};
+  const input_view xv{x, element::f32, rows, k};
   std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * k));
   const auto grid = schemes::scale_grid(Act::id, rows, k);
   std::vector<float> sa(static_cast<std::size_t>(grid[0] * grid[1]));
@@ -216,7 +216,7 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
 /// std::invalid_argument with can_implement's reason when the layer cannot run.
 template <class Scheme, class Act = linear_activation<Scheme>>
   requires(!is_low_precision<Scheme>)
-linear_layer<Scheme, Act> quantize_linear(const fp8::input_view& w, const float* bias, const forward_options& options = {}) {
+linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
   using layer_t = linear_layer<Scheme, Act>;
   detail::check_implementable(layer_t::weights, layer_t::activation, w.cols, "linear layer");
   layer_t l;
@@ -233,7 +233,7 @@ linear_layer<Scheme, Act> quantize_linear(const fp8::input_view& w, const float*
 
 /// out[M, out_features] (bf16 bits) = x[M, in_features] W^T + bias, activations quantized by Act.
 template <class Scheme, class Act>
-void linear_forward(const linear_layer<Scheme, Act>& layer, const fp8::input_view& x, std::uint16_t* out,
+void linear_forward(const linear_layer<Scheme, Act>& layer, const input_view& x, std::uint16_t* out,
                     const forward_options& options = {}) {
   if (x.cols != layer.in_features)
     throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) +
@@ -251,7 +251,7 @@ void linear_forward(const linear_layer<Scheme, Act>& layer, const fp8::input_vie
 /// whole 128x128 blocks first for block schemes.
 template <class Scheme, class Act = moe_activation<Scheme>>
   requires(!is_low_precision<Scheme>)
-moe_layer<Scheme, Act> quantize_moe(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
+moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
                                     const forward_options& options = {}) {
   using layer_t = moe_layer<Scheme, Act>;
   constexpr auto& contract = schemes::contract_of(Scheme::id);
@@ -282,11 +282,11 @@ moe_layer<Scheme, Act> quantize_moe(const fp8::input_view& w13, const fp8::input
     pad2.resize(static_cast<std::size_t>(hp * ip));
   }
   for (std::int64_t e = 0; e < experts; ++e) {
-    fp8::input_view x13 = w13.rows_from(e * 2 * s.inter, 2 * s.inter), x2 = w2.rows_from(e * s.hidden, s.hidden);
+    input_view x13 = w13.rows_from(e * 2 * s.inter, 2 * s.inter), x2 = w2.rows_from(e * s.hidden, s.hidden);
     if (pad > 1) {  // spec §9: the expert's matrices zero-padded (bit-identical to reference::moe_per_block)
       reference::moe_pad_expert(w13, w2, e, s.inter, s.hidden, pad13.data(), pad2.data());
-      x13 = {pad13.data(), fp8::element::f32, 2 * ip, hp};
-      x2 = {pad2.data(), fp8::element::f32, hp, ip};
+      x13 = {pad13.data(), element::f32, 2 * ip, hp};
+      x2 = {pad2.data(), element::f32, hp, ip};
     }
     run_key_kernel<key13>(x13, {}, m.w13.data() + e * 2 * ip * hp, m.s13.data() + e * m.s13_step, co);
     run_key_kernel<key2>(x2, {}, m.w2.data() + e * hp * ip, m.s2.data() + e * m.s2_step, co);
@@ -298,7 +298,7 @@ moe_layer<Scheme, Act> quantize_moe(const fp8::input_view& w13, const fp8::input
 /// w2(silu(gate) * up). Tokens are grouped per expert in token order (a per-tensor activation scale
 /// covers an expert's whole group). Throws std::invalid_argument for an expert id out of range.
 template <class Scheme, class Act>
-void moe_forward(const moe_layer<Scheme, Act>& layer, const fp8::input_view& x, const routing& route, std::uint16_t* out,
+void moe_forward(const moe_layer<Scheme, Act>& layer, const input_view& x, const routing& route, std::uint16_t* out,
                  const forward_options& options = {}) {
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
   detail::check_implementable(layer.weights, layer.activation, hp, "moe_forward w13");

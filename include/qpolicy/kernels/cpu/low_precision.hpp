@@ -19,7 +19,7 @@ namespace qpolicy::cpu {
 /// shard or a row range at a time: gate and up share one global scale, spec §6.2).
 template <class Formula>
 struct lp_kernel {
-  static void run(const fp8::input_view& x, const lp::outputs& out, const cpu_options& = {},
+  static void run(const input_view& x, const lp::outputs& out, const cpu_options& = {},
                   std::optional<float> tensor_amax = std::nullopt);
 };
 

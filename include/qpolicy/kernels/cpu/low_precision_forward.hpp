@@ -38,7 +38,7 @@ using weight_formula = formula_tag<*schemes::weight_formula_of(Scheme::id)>;
 
 /// w quantized by formula tag Formula (the fast kernel: bit-identical to the reference).
 template <class Formula>
-lp_matrix quantize_matrix(const fp8::input_view& w, unsigned threads) {
+lp_matrix quantize_matrix(const input_view& w, unsigned threads) {
   const auto& f = schemes::formula_of(Formula::id);
   lp_matrix m;
   m.rows = w.rows;
@@ -125,7 +125,7 @@ struct lp_moe_layer {
 /// std::invalid_argument with vLLM's message when K is not a multiple of the block.
 template <class Scheme>
   requires is_low_precision<Scheme>
-lp_linear_layer<Scheme> quantize_linear(const fp8::input_view& w, const float* bias, const forward_options& options = {}) {
+lp_linear_layer<Scheme> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
   lp_linear_layer<Scheme> l;
   detail::check_lp_linear_k(schemes::formula_of(detail::weight_formula<Scheme>::id), w.cols);
   l.out_features = w.rows;
@@ -137,7 +137,7 @@ lp_linear_layer<Scheme> quantize_linear(const fp8::input_view& w, const float* b
 
 /// out[M, out_features] (bf16 bits) = x[M, in_features] W^T + bias, the weight-only GEMM of Scheme.
 template <class Scheme>
-void linear_forward(const lp_linear_layer<Scheme>& layer, const fp8::input_view& x, std::uint16_t* out, const forward_options& options = {}) {
+void linear_forward(const lp_linear_layer<Scheme>& layer, const input_view& x, std::uint16_t* out, const forward_options& options = {}) {
   if (x.cols != layer.in_features)
     throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) + " features per row, the layer takes " +
                                 std::to_string(layer.in_features));
@@ -153,7 +153,7 @@ void linear_forward(const lp_linear_layer<Scheme>& layer, const fp8::input_view&
 /// first where the scheme pads; throws std::invalid_argument with vLLM's message for sizes it refuses.
 template <class Scheme>
   requires is_low_precision<Scheme>
-lp_moe_layer<Scheme> quantize_moe(const fp8::input_view& w13, const fp8::input_view& w2, std::int64_t experts,
+lp_moe_layer<Scheme> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
                                   const forward_options& options = {}) {
   constexpr auto& c = schemes::lp_layers_of(Scheme::id);
   const auto s = detail::check_moe_shape(w13, w2, experts);
@@ -173,11 +173,11 @@ lp_moe_layer<Scheme> quantize_moe(const fp8::input_view& w13, const fp8::input_v
   }
   using formula = detail::weight_formula<Scheme>;
   for (std::int64_t e = 0; e < experts; ++e) {
-    fp8::input_view x13 = w13.rows_from(e * 2 * s.inter, 2 * s.inter), x2 = w2.rows_from(e * s.hidden, s.hidden);
+    input_view x13 = w13.rows_from(e * 2 * s.inter, 2 * s.inter), x2 = w2.rows_from(e * s.hidden, s.hidden);
     if (pad > 1) {  // §4.1: zero padding, gate rows at 0 and up rows at Ip
       reference::moe_pad_expert(w13, w2, e, s.inter, s.hidden, pad13.data(), pad2.data(), pad);
-      x13 = {pad13.data(), fp8::element::f32, 2 * ip, hp};
-      x2 = {pad2.data(), fp8::element::f32, hp, ip};
+      x13 = {pad13.data(), element::f32, 2 * ip, hp};
+      x2 = {pad2.data(), element::f32, hp, ip};
     }
     m.w13.push_back(detail::quantize_matrix<formula>(x13, options.threads));
     m.w2.push_back(detail::quantize_matrix<formula>(x2, options.threads));
@@ -189,7 +189,7 @@ lp_moe_layer<Scheme> quantize_moe(const fp8::input_view& w13, const fp8::input_v
 /// w2(silu(gate) * up), each projection the weight-only GEMM of Scheme after its MoE activation
 /// treatment. Throws std::invalid_argument for an expert id out of range.
 template <class Scheme>
-void moe_forward(const lp_moe_layer<Scheme>& layer, const fp8::input_view& x, const routing& route, std::uint16_t* out,
+void moe_forward(const lp_moe_layer<Scheme>& layer, const input_view& x, const routing& route, std::uint16_t* out,
                  const forward_options& options = {}) {
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
   constexpr auto treatment = schemes::lp_layers_of(Scheme::id).moe;

@@ -12,26 +12,26 @@ namespace qpolicy::cpu::reference {
 /// 32-block, b = CEIL(max(amaxT, tiny) / 448) and q = tcvt(x / E8(b)); a block holding NaN gives NaN
 /// codes and byte 0. cols must be a multiple of 32 (checked by the caller). q: [rows, cols] e4m3fn;
 /// scales: [rows, cols / 32] E8M0 bytes.
-void mxfp8_torch(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+void mxfp8_torch(const input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
 /// §3.3, MXFP8 on Blackwell (FlashInfer's cute-dsl kernel, weights and activations): b =
 /// UE8M0-RP(amaxN * (1/448)), inv = 2^(127 - b) (0 for b = 0 and b = 254), q = sat(x * inv).
-void mxfp8_flashinfer(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+void mxfp8_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
 /// §4.2, MXFP4 weights (and MoE emulation activations, before their dequantization): per row and
 /// 32-block, b = EVEN(amax) and c = e2m1(x * 2^(127 - b)), packed two codes a byte (element 2j in the
 /// low nibble). NaN in a block is unspecified by vLLM (§11); here NaN is ignored in the amax.
 /// q: [rows, cols / 2]; scales: [rows, cols / 32].
-void mxfp4_even(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+void mxfp4_even(const input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
 /// §4.3, MXFP4 activations of Blackwell linear layers (FlashInfer, RCEIL): b = UE8M0-RP(amaxN * (1/6)),
 /// inv as in §3.3, c = e2m1(x * inv). Outputs as mxfp4_even.
-void mxfp4_flashinfer(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* scales);
+void mxfp4_flashinfer(const input_view& x, std::uint8_t* q, std::uint8_t* scales);
 
 /// §5.2, INT8 per-channel weights (weight-only MoE), all arithmetic in the input's dtype D: per row,
 /// s = rD(amaxT / 127), t = rD(w / s), q = clamp(round half even(t), -127, 127), NaN -> 0. q: [rows,
 /// cols] int8; scales: [rows] (the D value s, widened exactly).
-void int8_per_channel(const fp8::input_view& w, std::int8_t* q, float* scales);
+void int8_per_channel(const input_view& w, std::int8_t* q, float* scales);
 
 /// §6.2, NVFP4 weights of one expert matrix: global scale gs = rcp(max(amaxT, 1e-8)) * 2688, per
 /// 16-block e4m3 scale sf = sat(gs * (amaxN * rcp(6))), codes e2m1(x * rcp(F8(sf) * rcp(gs))) (0 when
@@ -40,11 +40,11 @@ void int8_per_channel(const fp8::input_view& w, std::int8_t* q, float* scales);
 struct nvfp4_global {
   float weight_scale_2 = 0, global_scale = 0;
 };
-nvfp4_global nvfp4_weight(const fp8::input_view& w, std::uint8_t* q, std::uint8_t* sf);
+nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf);
 
 /// §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel): per row, st = amaxN * (1/2688)
 /// and E = rcp(st); per 16-block, sf = sat(E * (amaxN * rcp(6))) and codes e2m1(x * rcp(F8(sf) * rcp(E)))
 /// (0 for an all-zero block). q: [rows, cols / 2]; sf: [rows, cols / 16]; per_token: [rows] (st).
-void nvfp4_per_token(const fp8::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* per_token);
+void nvfp4_per_token(const input_view& x, std::uint8_t* q, std::uint8_t* sf, float* per_token);
 
 }  // namespace qpolicy::cpu::reference

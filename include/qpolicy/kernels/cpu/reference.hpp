@@ -9,7 +9,6 @@
 
 namespace qpolicy::cpu::reference {
 
-using fp8::input_view;
 using fp8::scale_layout;
 
 /// §4: one scale for the whole weight, reciprocal multiply, clampS, sat. scale: [1].

@@ -25,21 +25,21 @@ struct weight_kernel {
 template <>
 struct weight_kernel<fp8_per_tensor> {
   /// q: [rows, cols]; scale: [1].
-  static void run(const fp8::input_view& w, std::uint8_t* q, float* scale, const cpu_options& = {});
+  static void run(const input_view& w, std::uint8_t* q, float* scale, const cpu_options& = {});
   /// With the amax given (the joint amax of a fused layer's shards or of an expert's w13).
-  static void run_with_amax(const fp8::input_view& w, float amax, std::uint8_t* q, float* scale,
+  static void run_with_amax(const input_view& w, float amax, std::uint8_t* q, float* scale,
                             const cpu_options& = {});
-  static float amax(const fp8::input_view& w, const cpu_options& = {});
+  static float amax(const input_view& w, const cpu_options& = {});
 };
 template <>
 struct weight_kernel<fp8_per_channel> {
   /// q: [rows, cols]; scales: [rows].
-  static void run(const fp8::input_view& w, std::uint8_t* q, float* scales, const cpu_options& = {});
+  static void run(const input_view& w, std::uint8_t* q, float* scales, const cpu_options& = {});
 };
 template <>
 struct weight_kernel<fp8_per_block> {
   /// q: [rows, cols]; scales: [ceil(rows/128), ceil(cols/128)].
-  static void run(const fp8::input_view& w, const reference::block_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& w, const reference::block_options& o, std::uint8_t* q, float* scales,
                   const cpu_options& = {});
 };
 
@@ -50,20 +50,20 @@ struct activation_kernel {
 };
 template <>
 struct activation_kernel<fp8_per_token> {
-  static void run(const fp8::input_view& x, std::uint8_t* q, float* scales, const cpu_options& = {});
+  static void run(const input_view& x, std::uint8_t* q, float* scales, const cpu_options& = {});
 };
 template <>
 struct activation_kernel<fp8_per_tensor_dynamic> {
-  static void run(const fp8::input_view& x, std::uint8_t* q, float* scale, const cpu_options& = {});
+  static void run(const input_view& x, std::uint8_t* q, float* scale, const cpu_options& = {});
 };
 template <>
 struct activation_kernel<fp8_per_block_dynamic> {
-  static void run(const fp8::input_view& x, const reference::group_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& x, const reference::group_options& o, std::uint8_t* q, float* scales,
                   const cpu_options& = {});
 };
 
 /// How many elements of x are NaN or infinite (read from the bits: an all-ones exponent), one pass.
-std::int64_t count_non_finite(const fp8::input_view& x);
+std::int64_t count_non_finite(const input_view& x);
 
 /// The options a key's formula may take; a kernel reads the ones its formula has.
 struct key_options {
@@ -75,7 +75,7 @@ struct key_options {
 /// dynamic ones: schemes::kernel_of_key) from family pair WeightKernel / ActivationKernel. q: the
 /// codes; s: the scales in the shape schemes::scale_grid gives (groups: `o.groups.layout`).
 template <class Key, template <class> class WeightKernel, template <class> class ActivationKernel, class Options>
-void run_key_kernel(const fp8::input_view& x, const key_options& o, std::uint8_t* q, float* s, const Options& co) {
+void run_key_kernel(const input_view& x, const key_options& o, std::uint8_t* q, float* s, const Options& co) {
   static_assert(schemes::has_tensor_kernel(Key::id), "this quant key has no kernel in this build");
   using kernel = schemes::kernel_of_key<WeightKernel, ActivationKernel, Key>;
   // The kernels' signatures differ by what their formula needs: block or group options.
@@ -86,7 +86,7 @@ void run_key_kernel(const fp8::input_view& x, const key_options& o, std::uint8_t
 
 /// The vectorized kernel of quant key tag Key.
 template <class Key>
-void run_key_kernel(const fp8::input_view& x, const key_options& o, std::uint8_t* q, float* s, const cpu_options& co = {}) {
+void run_key_kernel(const input_view& x, const key_options& o, std::uint8_t* q, float* s, const cpu_options& co = {}) {
   run_key_kernel<Key, weight_kernel, activation_kernel>(x, o, q, s, co);
 }
 

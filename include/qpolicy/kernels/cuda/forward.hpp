@@ -67,7 +67,7 @@ using activation_quantizer = std::function<void(forward_context& ctx, const std:
 template <class Act>
 void quantize_activation(forward_context& ctx, const std::uint16_t* x, std::int64_t rows, std::int64_t k,
                          fp8::scale_layout groups, const std::int64_t* segment_offsets, std::int64_t segments) {
-  const fp8::input_view xv{x, fp8::element::bf16, rows, k};
+  const input_view xv{x, element::bf16, rows, k};
   ctx.codes.reserve(static_cast<std::size_t>(rows * k));
   using kernel = activation_kernel<Act>;
   constexpr bool per_tensor = key_of(Act::id).scale.group == qpolicy::per_tensor;  // one scale per segment

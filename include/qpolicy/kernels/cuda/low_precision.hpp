@@ -19,14 +19,14 @@ namespace qpolicy::cuda {
 /// `tensor_amax` when given: see cpu::lp_kernel).
 template <class Formula>
 struct lp_kernel {
-  static void run(const fp8::input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& = {},
+  static void run(const input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& = {},
                   std::optional<float> tensor_amax = std::nullopt);
 };
 
 /// Copies a host tensor to the device, runs lp_kernel<Formula> there and copies the outputs back into
 /// the host buffers of `out`, sized as schemes::formula_of(Formula::id) says for x's shape.
 template <class Formula>
-void quantize_host_low_precision(const fp8::input_view& host, const lp::outputs& out, const launch_options& = {},
+void quantize_host_low_precision(const input_view& host, const lp::outputs& out, const launch_options& = {},
                                  std::optional<float> tensor_amax = std::nullopt);
 
 }  // namespace qpolicy::cuda

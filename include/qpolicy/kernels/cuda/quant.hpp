@@ -35,16 +35,16 @@ struct weight_kernel {
 template <>
 struct weight_kernel<fp8_per_tensor> {
   /// q: [rows, cols]; scale: [1] (device). `amax_scratch`: one device uint32 the kernel may overwrite.
-  static void run(const fp8::input_view& w, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
+  static void run(const input_view& w, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
                   const launch_options& = {});
 };
 template <>
 struct weight_kernel<fp8_per_channel> {
-  static void run(const fp8::input_view& w, std::uint8_t* q, float* scales, const launch_options& = {});
+  static void run(const input_view& w, std::uint8_t* q, float* scales, const launch_options& = {});
 };
 template <>
 struct weight_kernel<fp8_per_block> {
-  static void run(const fp8::input_view& w, const cpu::reference::block_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& w, const cpu::reference::block_options& o, std::uint8_t* q, float* scales,
                   const launch_options& = {});
 };
 
@@ -54,16 +54,16 @@ struct activation_kernel {
 };
 template <>
 struct activation_kernel<fp8_per_token> {
-  static void run(const fp8::input_view& x, std::uint8_t* q, float* scales, const launch_options& = {});
+  static void run(const input_view& x, std::uint8_t* q, float* scales, const launch_options& = {});
 };
 template <>
 struct activation_kernel<fp8_per_tensor_dynamic> {
-  static void run(const fp8::input_view& x, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
+  static void run(const input_view& x, std::uint8_t* q, float* scale, std::uint32_t* amax_scratch,
                   const launch_options& = {});
 };
 template <>
 struct activation_kernel<fp8_per_block_dynamic> {
-  static void run(const fp8::input_view& x, const cpu::reference::group_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& x, const cpu::reference::group_options& o, std::uint8_t* q, float* scales,
                   const launch_options& = {});
 };
 
@@ -71,14 +71,14 @@ struct activation_kernel<fp8_per_block_dynamic> {
 /// segment s is rows [offsets[s], offsets[s + 1]) (device array of segments + 1), and gets the codes
 /// and scale scales[s] that activation_kernel<fp8_per_tensor_dynamic> gives it alone. An empty
 /// segment's scale is left unspecified. `amax_scratch`: `segments` device uint32 the kernels overwrite.
-void quantize_segments_per_tensor(const fp8::input_view& x, const std::int64_t* offsets, std::int64_t segments,
+void quantize_segments_per_tensor(const input_view& x, const std::int64_t* offsets, std::int64_t segments,
                                   std::uint8_t* q, float* scales, std::uint32_t* amax_scratch, const launch_options& = {});
 
 /// Copies a host tensor to the device, runs the kernel of quant key tag `Key` there and copies the
 /// codes and `scale_count` scales back. Instantiated for every key of the key table; a key without a
 /// tensor kernel (schemes::has_tensor_kernel) throws std::invalid_argument.
 template <class Key>
-void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::block_options& blocks,
+void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
                           const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                           std::size_t scale_count, const launch_options& = {});
 
@@ -86,7 +86,7 @@ void quantize_host_tensor(const fp8::input_view& host, const cpu::reference::blo
 /// scale grid) are device pointers; runs on the default stream and waits for it. Instantiated and
 /// refused like quantize_host_tensor.
 template <class Key>
-void quantize_device_tensor(const fp8::input_view& x, const cpu::reference::block_options& blocks,
+void quantize_device_tensor(const input_view& x, const cpu::reference::block_options& blocks,
                             const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
                             const launch_options& = {});
 

@@ -17,9 +17,9 @@
 
 // Accumulators must stay in registers: the device compiler unrolls every loop that indexes them.
 #if defined(__CUDA_ARCH__)
-#define QP_UNROLL _Pragma("unroll")
+#define QPOLICY_UNROLL _Pragma("unroll")
 #else
-#define QP_UNROLL
+#define QPOLICY_UNROLL
 #endif
 
 namespace qpolicy::fp8::grouped {
@@ -70,14 +70,14 @@ inline std::vector<tile> make_tiles(const std::int64_t* offsets, std::int64_t ex
 //  B register r: column group, k 4 thread + 16 r + byte;
 //  accumulator i: row group + 8 (i >> 1), column 2 thread + (i & 1).
 // Only the pairing of A's and B's k matters for the sum; rows and columns place the results.
-QP_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
-QP_HD int a_k(int lane, int reg) { return 4 * (lane & 3) + 16 * (reg >> 1); }
-QP_HD int b_col(int lane) { return lane >> 2; }
-QP_HD int b_k(int lane, int reg) { return 4 * (lane & 3) + 16 * reg; }
-QP_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
-QP_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
+QPOLICY_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
+QPOLICY_HD int a_k(int lane, int reg) { return 4 * (lane & 3) + 16 * (reg >> 1); }
+QPOLICY_HD int b_col(int lane) { return lane >> 2; }
+QPOLICY_HD int b_k(int lane, int reg) { return 4 * (lane & 3) + 16 * reg; }
+QPOLICY_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
+QPOLICY_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
 
-QP_HD std::uint32_t load_word(const std::uint8_t* p) {
+QPOLICY_HD std::uint32_t load_word(const std::uint8_t* p) {
 #if defined(__CUDA_ARCH__)
   return *reinterpret_cast<const std::uint32_t*>(p);
 #else
@@ -88,34 +88,34 @@ QP_HD std::uint32_t load_word(const std::uint8_t* p) {
 }
 
 /// The staged tiles of one stage: A rows first, then W rows, smem_row bytes each.
-QP_HD const std::uint8_t* w_part(const std::uint8_t* stage) { return stage + tile_m * smem_row; }
+QPOLICY_HD const std::uint8_t* w_part(const std::uint8_t* stage) { return stage + tile_m * smem_row; }
 
 /// Lane `lane`'s A fragment of mma tile `mf` of warp row `wm` at k step `ks`.
-QP_HD void load_a(const std::uint8_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
+QPOLICY_HD void load_a(const std::uint8_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
   const std::uint8_t* base = stage + (wm * warp_m + mf * 16) * smem_row + ks * 32;
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = load_word(base + a_row(lane, r) * smem_row + a_k(lane, r));
 }
 /// Lane `lane`'s B fragment (W rows are B's columns) of mma tile `nf` of warp column `wn` at step `ks`.
-QP_HD void load_b(const std::uint8_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
+QPOLICY_HD void load_b(const std::uint8_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
   const std::uint8_t* base = w_part(stage) + (wn * warp_n + nf * 8 + b_col(lane)) * smem_row + ks * 32;
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int r = 0; r < 2; ++r) b[r] = load_word(base + b_k(lane, r));
 }
 
 /// Accumulator `i` of mma tile (mf, nf) in a lane's array.
-QP_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
+QPOLICY_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
 /// The output row (in the tile) and column (in the tile) of a lane's accumulator.
-QP_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
-QP_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
+QPOLICY_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
+QPOLICY_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
 
 /// One 16-byte copy of a stage: from which operand, its row in the tile, its byte offset in the row.
 struct chunk {
   bool weight;
   int row, col;
-  QP_HD int smem_offset() const { return ((weight ? tile_m : 0) + row) * smem_row + col; }
+  QPOLICY_HD int smem_offset() const { return ((weight ? tile_m : 0) + row) * smem_row + col; }
 };
-QP_HD chunk chunk_of(int c) {
+QPOLICY_HD chunk chunk_of(int c) {
   const bool weight = c >= tile_m * chunks_per_row;
   const int local = weight ? c - tile_m * chunks_per_row : c;
   return {weight, local / chunks_per_row, 16 * (local % chunks_per_row)};
@@ -141,7 +141,7 @@ struct chunk_source {
   std::int64_t offset;
   bool valid;
 };
-QP_HD chunk_source source_of(const chunk& c, const problem& p, const tile& t, std::int64_t n0, std::int64_t kt) {
+QPOLICY_HD chunk_source source_of(const chunk& c, const problem& p, const tile& t, std::int64_t n0, std::int64_t kt) {
   const std::int64_t k = kt * tile_k + c.col;
   if (!c.weight) {
     const std::int64_t r = t.row_begin + c.row;
@@ -152,7 +152,7 @@ QP_HD chunk_source source_of(const chunk& c, const problem& p, const tile& t, st
 }
 
 /// The activation scale of global row `row` (of expert `expert`) for K chunk `kb`.
-QP_HD float a_scale_of(const problem& p, std::int32_t expert, std::int64_t row, std::int64_t kb) {
+QPOLICY_HD float a_scale_of(const problem& p, std::int32_t expert, std::int64_t row, std::int64_t kb) {
   switch (p.activation) {
     case activation_quant::per_tensor: return p.a_scale[expert];
     case activation_quant::per_token: return p.a_scale[row];
@@ -160,7 +160,7 @@ QP_HD float a_scale_of(const problem& p, std::int32_t expert, std::int64_t row, 
   }
 }
 /// The weight scale of output column `col` of expert `expert` for K chunk `kb`.
-QP_HD float w_scale_of(const problem& p, std::int32_t expert, std::int64_t col, std::int64_t kb) {
+QPOLICY_HD float w_scale_of(const problem& p, std::int32_t expert, std::int64_t col, std::int64_t kb) {
   const float* s = p.w_scale + expert * p.w_step;
   switch (p.weights) {
     case weight_scales::per_tensor: return s[0];
@@ -171,10 +171,10 @@ QP_HD float w_scale_of(const problem& p, std::int32_t expert, std::int64_t col, 
 
 /// Block scaling: the activation scales of a lane's rows for K chunk `kb` (zero for rows past the
 /// tile's end, whose sums are zero too), indexed as fold_chunk reads them.
-QP_HD void chunk_row_scales(const problem& p, const tile& t, int wm, int lane, std::int64_t kb, float (&out)[m_frags][2]) {
-  QP_UNROLL
+QPOLICY_HD void chunk_row_scales(const problem& p, const tile& t, int wm, int lane, std::int64_t kb, float (&out)[m_frags][2]) {
+  QPOLICY_UNROLL
   for (int mf = 0; mf < m_frags; ++mf)
-    QP_UNROLL
+    QPOLICY_UNROLL
     for (int h = 0; h < 2; ++h) {
       const std::int64_t row = t.row_begin + out_row(wm, mf, lane, 2 * h);
       out[mf][h] = row < t.row_end ? a_scale_of(p, t.expert, row, kb) : 0.0f;
@@ -183,13 +183,13 @@ QP_HD void chunk_row_scales(const problem& p, const tile& t, int wm, int lane, s
 
 /// Block scaling: adds a K chunk's partial sums, scaled by both scales (spec §10), to the
 /// accumulators. `a_scales[mf][h]`: the scale of the lane's row c_row(lane, 2h) of mma tile row mf.
-QP_HD void fold_chunk(const float (&partial)[accumulators], const float (&a_scales)[m_frags][2], float w_scale,
+QPOLICY_HD void fold_chunk(const float (&partial)[accumulators], const float (&a_scales)[m_frags][2], float w_scale,
                       float (&acc)[accumulators]) {
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int mf = 0; mf < m_frags; ++mf)
-    QP_UNROLL
+    QPOLICY_UNROLL
     for (int nf = 0; nf < n_frags; ++nf)
-      QP_UNROLL
+      QPOLICY_UNROLL
       for (int i = 0; i < 4; ++i) {
         const int j = acc_index(mf, nf, i);
         acc[j] += partial[j] * a_scales[mf][i >> 1] * w_scale;
@@ -199,17 +199,17 @@ QP_HD void fold_chunk(const float (&partial)[accumulators], const float (&a_scal
 /// Writes a lane's outputs of the CTA at (t, n0) as bf16; outer scaling applies the scales here. Rows
 /// past the tile's end and columns past n are skipped (n is even, so a pair is in or out together).
 template <class Scaling>
-QP_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane,
+QPOLICY_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane,
                          const float (&acc)[accumulators]) {
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int mf = 0; mf < m_frags; ++mf)
-    QP_UNROLL
+    QPOLICY_UNROLL
     for (int h = 0; h < 2; ++h) {
       const std::int64_t row = t.row_begin + out_row(wm, mf, lane, 2 * h);
       if (row >= t.row_end) continue;
       float sa = 1.0f;
       if constexpr (!std::is_same_v<Scaling, block_scales>) sa = a_scale_of(p, t.expert, row, 0);
-      QP_UNROLL
+      QPOLICY_UNROLL
       for (int nf = 0; nf < n_frags; ++nf) {
         const std::int64_t col = n0 + out_col(wn, nf, lane, 2 * h);
         if (col >= p.n) continue;

@@ -32,30 +32,30 @@ struct outputs {
 };
 
 /// Where block scale (row, j) of a tensor with `per_row` blocks a row goes.
-QP_HD std::int64_t block_scale_offset(std::int64_t row, std::int64_t j, std::int64_t per_row, bool swizzled) {
+QPOLICY_HD std::int64_t block_scale_offset(std::int64_t row, std::int64_t j, std::int64_t per_row, bool swizzled) {
   return swizzled ? swizzled_offset(row, j, per_row) : row * per_row + j;
 }
 
 /// FlashInfer's inverse scale for byte b (§3.3 step 4): 2^(127 - b), but 0 for b = 0 and b = 254.
-QP_HD float flashinfer_inverse(std::uint8_t b) {
+QPOLICY_HD float flashinfer_inverse(std::uint8_t b) {
   return b == 0 ? 0.0f : fp8::float_of(static_cast<std::uint32_t>(b < 254 ? 254 - b : 0) << 23);
 }
 
 /// NaN-ignoring abs-max (amaxN) of n values.
-QP_HD float amax_ignoring_nan(const float* x, int n) {
+QPOLICY_HD float amax_ignoring_nan(const float* x, int n) {
   float a = 0.0f;
   for (int i = 0; i < n; ++i) a = max_num(a, abs_f32(x[i]));
   return a;
 }
 
 /// Packs the e2m1 codes of x[0..n) times `multiplier` into n / 2 bytes.
-QP_HD void pack_e2m1(const float* x, int n, float multiplier, std::uint8_t* out) {
+QPOLICY_HD void pack_e2m1(const float* x, int n, float multiplier, std::uint8_t* out) {
   for (int i = 0; i < n; i += 2) out[i / 2] = e2m1_pack(e2m1_encode(x[i] * multiplier), e2m1_encode(x[i + 1] * multiplier));
 }
 
 /// §3.2: one MXFP8 block, the torch path. b = CEIL(max(amaxT, tiny) / 448), q = tcvt(x / E8(b)); a
 /// NaN block gives NaN codes and byte 0.
-QP_HD std::uint8_t mxfp8_torch_block(const float* x, std::uint8_t* q) {
+QPOLICY_HD std::uint8_t mxfp8_torch_block(const float* x, std::uint8_t* q) {
   float a = 0.0f;
   for (int i = 0; i < mx_block; ++i) a = max_nan(a, abs_f32(x[i]));
   a = max_nan(a, fp8::float_of(0x00800000u));
@@ -66,7 +66,7 @@ QP_HD std::uint8_t mxfp8_torch_block(const float* x, std::uint8_t* q) {
 }
 
 /// §3.3: one MXFP8 block, FlashInfer's path. b = UE8M0-RP(amaxN * R448), q = sat(x * inv(b)).
-QP_HD std::uint8_t mxfp8_flashinfer_block(const float* x, std::uint8_t* q) {
+QPOLICY_HD std::uint8_t mxfp8_flashinfer_block(const float* x, std::uint8_t* q) {
   const std::uint8_t b = e8m0_round_up(amax_ignoring_nan(x, mx_block) * fp8::float_of(fp8::inv_448_bits));
   const float inv = flashinfer_inverse(b);
   for (int i = 0; i < mx_block; ++i) q[i] = fp8::sat(x[i] * inv);
@@ -75,14 +75,14 @@ QP_HD std::uint8_t mxfp8_flashinfer_block(const float* x, std::uint8_t* q) {
 
 /// §4.2: one MXFP4 block with the EVEN scale; codes packed into 16 bytes. NaN is ignored in the amax
 /// (unspecified by vLLM, §11).
-QP_HD std::uint8_t mxfp4_even_block(const float* x, std::uint8_t* packed) {
+QPOLICY_HD std::uint8_t mxfp4_even_block(const float* x, std::uint8_t* packed) {
   const std::uint8_t b = e8m0_even(amax_ignoring_nan(x, mx_block));
   pack_e2m1(x, mx_block, 1.0f / e8m0_value(b), packed);  // 2^(127 - b), exact; 2^127 for b = 0
   return b;
 }
 
 /// §4.3: one MXFP4 block with Blackwell's RCEIL scale (b = UE8M0-RP(amaxN * R6)).
-QP_HD std::uint8_t mxfp4_rceil_block(const float* x, std::uint8_t* packed) {
+QPOLICY_HD std::uint8_t mxfp4_rceil_block(const float* x, std::uint8_t* packed) {
   const std::uint8_t b = e8m0_round_up(amax_ignoring_nan(x, mx_block) * fp8::float_of(0x3E2AAAABu));
   pack_e2m1(x, mx_block, flashinfer_inverse(b), packed);
   return b;
@@ -92,7 +92,7 @@ QP_HD std::uint8_t mxfp4_rceil_block(const float* x, std::uint8_t* packed) {
 /// a token's E). Returns the e4m3 scale byte; the codes are 0 when the block's scale is 0 (weights,
 /// `zero_if_scale_zero`) or its amax is 0 (per-token activations). rcp.approx is modelled as the
 /// correctly rounded reciprocal (§11).
-QP_HD std::uint8_t nvfp4_block(const float* x, float encode, bool zero_if_scale_zero, std::uint8_t* packed) {
+QPOLICY_HD std::uint8_t nvfp4_block(const float* x, float encode, bool zero_if_scale_zero, std::uint8_t* packed) {
   const float v = amax_ignoring_nan(x, nv_block);
   const std::uint8_t sf = fp8::sat(encode * (v * fp8::float_of(0x3E2AAAABu)));
   const float scale = fp8::decode(sf);
@@ -102,17 +102,17 @@ QP_HD std::uint8_t nvfp4_block(const float* x, float encode, bool zero_if_scale_
 }
 
 /// §6.2 steps 1-2: NVFP4's global scale from the matrix's amaxT: rcp(max(A, 1e-8)) * 2688.
-QP_HD float nvfp4_global_scale(float amax) { return (1.0f / max_nan(amax, fp8::float_of(0x322BCC77u))) * 2688.0f; }
+QPOLICY_HD float nvfp4_global_scale(float amax) { return (1.0f / max_nan(amax, fp8::float_of(0x322BCC77u))) * 2688.0f; }
 
 /// §6.3 step 2: a token's decode scale st = amaxN(row) * (1/2688).
-QP_HD float nvfp4_token_scale(float row_amax) { return row_amax * fp8::float_of(0x39C30C31u); }
+QPOLICY_HD float nvfp4_token_scale(float row_amax) { return row_amax * fp8::float_of(0x39C30C31u); }
 
 /// §5.2 step 2: INT8's row scale s = rD(amaxT / 127) in the model dtype D.
-QP_HD float int8_scale(fp8::element d, float amax) { return round_to(d, amax / 127.0f); }
+QPOLICY_HD float int8_scale(element d, float amax) { return round_to(d, amax / 127.0f); }
 
 /// §5.2 steps 3-4: one INT8 code, q = clamp(round half even(rD(w / s)), -127, 127), NaN -> 0.
 /// Clamping first changes nothing (the bounds are integers) and keeps the rounding trick in range.
-QP_HD std::int8_t int8_code(fp8::element d, float w, float s) {
+QPOLICY_HD std::int8_t int8_code(element d, float w, float s) {
   const float t = round_to(d, w / s);
   if (is_nan(t)) return 0;
   const float c = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
@@ -128,7 +128,7 @@ QP_HD std::int8_t int8_code(fp8::element d, float w, float s) {
 /// bf16 within the normal range. MXFP8 follows Marlin, whose scale byte 0 decodes as 0 (§3.5).
 /// `codes` and `block_scales` are row-major.
 template <schemes::lp_formula F>
-QP_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
+QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
                            std::int64_t k) {
   using lf = schemes::lp_formula;
   static_assert(schemes::formula_of(F).weight, "weight_operand decodes weights");

@@ -36,35 +36,35 @@ static_assert(tile_m == 128, "the expert tile table hands out 128-row tiles");
 //  A register r: row group + 8 (r & 1), k 2 thread + 8 (r >> 1) (+0, +1);
 //  B register r: column group, k 2 thread + 8 r (+0, +1);
 //  accumulator i: row group + 8 (i >> 1), column 2 thread + (i & 1).
-QP_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
-QP_HD int a_k(int lane, int reg) { return 2 * (lane & 3) + 8 * (reg >> 1); }
-QP_HD int b_col(int lane) { return lane >> 2; }
-QP_HD int b_k(int lane, int reg) { return 2 * (lane & 3) + 8 * reg; }
-QP_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
-QP_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
+QPOLICY_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
+QPOLICY_HD int a_k(int lane, int reg) { return 2 * (lane & 3) + 8 * (reg >> 1); }
+QPOLICY_HD int b_col(int lane) { return lane >> 2; }
+QPOLICY_HD int b_k(int lane, int reg) { return 2 * (lane & 3) + 8 * reg; }
+QPOLICY_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
+QPOLICY_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
 
 /// Two staged bf16 values (k, k + 1) as one register.
-QP_HD std::uint32_t load_pair(const std::uint16_t* p) {
+QPOLICY_HD std::uint32_t load_pair(const std::uint16_t* p) {
   return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 16);
 }
 
 /// Lane `lane`'s A fragment of mma tile `mf` of warp row `wm` at k step `ks`.
-QP_HD void load_a(const std::uint16_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
+QPOLICY_HD void load_a(const std::uint16_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
   const std::uint16_t* base = stage + (wm * warp_m + mf * 16) * smem_row + ks * 16;
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = load_pair(base + a_row(lane, r) * smem_row + a_k(lane, r));
 }
 /// Lane `lane`'s B fragment (W rows are B's columns) of mma tile `nf` of warp column `wn` at step `ks`.
-QP_HD void load_b(const std::uint16_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
+QPOLICY_HD void load_b(const std::uint16_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
   const std::uint16_t* base = stage + (tile_m + wn * warp_n + nf * 8 + b_col(lane)) * smem_row + ks * 16;
-  QP_UNROLL
+  QPOLICY_UNROLL
   for (int r = 0; r < 2; ++r) b[r] = load_pair(base + b_k(lane, r));
 }
 
 /// Accumulator `i` of mma tile (mf, nf) in a lane's array, and where it lands in the CTA tile.
-QP_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
-QP_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
-QP_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
+QPOLICY_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
+QPOLICY_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
+QPOLICY_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
 
 /// A weight-only GEMM over experts: out[r, n] for r in expert e's rows =
 /// (sum_k a[r, k] * w_e[n, k]) * a_scale[r] * w_row_scale_e[n] * tensor_scale[e], bf16 out. The weights
@@ -83,7 +83,7 @@ struct problem {
 };
 
 /// Staged A element `idx` (row idx / tile_k, k idx % tile_k) of K tile `kt`: bf16 bits, 0 out of bounds.
-QP_HD std::uint16_t stage_a(const problem& p, const tile& t, std::int64_t kt, int idx) {
+QPOLICY_HD std::uint16_t stage_a(const problem& p, const tile& t, std::int64_t kt, int idx) {
   const std::int64_t r = t.row_begin + idx / tile_k, k = kt * tile_k + idx % tile_k;
   return r < t.row_end && k < p.k ? p.a[r * p.k + k] : std::uint16_t{0};
 }
@@ -91,7 +91,7 @@ QP_HD std::uint16_t stage_a(const problem& p, const tile& t, std::int64_t kt, in
 /// Staged W element `idx` (column n0 + idx / tile_k, k idx % tile_k) of K tile `kt`, dequantized up to
 /// its outer scale by formula F and converted to bf16, which is exact (schemes/formulas.hpp rows).
 template <schemes::lp_formula F>
-QP_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int64_t n0, std::int64_t kt, int idx) {
+QPOLICY_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int64_t n0, std::int64_t kt, int idx) {
   const std::int64_t n = n0 + idx / tile_k, k = kt * tile_k + idx % tile_k;
   if (n >= p.n || k >= p.k) return 0;
   const float v = weight_operand<F>(p.codes + expert * p.code_step, p.block_scales ? p.block_scales + expert * p.scale_step : nullptr,
@@ -100,17 +100,17 @@ QP_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int64_t 
 }
 
 /// Where staged element `idx` of A (weight = false) or W goes in a stage.
-QP_HD int stage_offset(bool weight, int idx) { return ((weight ? tile_m : 0) + idx / tile_k) * smem_row + idx % tile_k; }
+QPOLICY_HD int stage_offset(bool weight, int idx) { return ((weight ? tile_m : 0) + idx / tile_k) * smem_row + idx % tile_k; }
 
 /// Writes a lane's outputs of the CTA at (t, n0) as bf16 after the outer scales, in a fixed order:
 /// token, row (INT8), tensor (NVFP4's scale_2), then the bias. Rows past the tile's end and columns past
 /// n are skipped.
-QP_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane, const float (&acc)[accumulators]) {
-  QP_UNROLL
+QPOLICY_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane, const float (&acc)[accumulators]) {
+  QPOLICY_UNROLL
   for (int mf = 0; mf < m_frags; ++mf)
-    QP_UNROLL
+    QPOLICY_UNROLL
     for (int nf = 0; nf < n_frags; ++nf)
-      QP_UNROLL
+      QPOLICY_UNROLL
       for (int i = 0; i < 4; ++i) {
         const std::int64_t row = t.row_begin + out_row(wm, mf, lane, i), col = n0 + out_col(wn, nf, lane, i);
         if (row >= t.row_end || col >= p.n) continue;

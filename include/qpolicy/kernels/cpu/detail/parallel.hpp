@@ -14,9 +14,9 @@
 // of memcpy (build/tests/quant_bench). FMA is never formed: ISO C++ mode compiles with
 // -ffp-contract=off, and the reference adds each product after rounding it.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define QP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "avx", "arch=x86-64-v2", "default")))
+#define QPOLICY_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "avx", "arch=x86-64-v2", "default")))
 #else
-#define QP_CLONES
+#define QPOLICY_CPU_CLONES
 #endif
 
 namespace qpolicy::cpu::detail {
