@@ -19,9 +19,8 @@ meson test -C build-sanitized --print-errorlogs --num-processes 2 --timeout-mult
   --suite numerics --suite cli --suite checkpoint --suite compile-time --suite fuzz --suite hostile --no-suite compile-only \
   >"$log" 2>&1
 grep -vE "^\[[0-9]+/[0-9]+\] " "$log"
-count() { local n; n=$(grep -E "^$1:" "$log" | tail -1 | awk -F: '{gsub(/ /, "", $2); print $2}'); echo "${n:-0}"; }
-passed=$(count Ok); failed=$(( $(count Fail) + $(count Timeout) ))
-grep -q "^Ok:" "$log" || failed=$((failed + 1))  # the build failed
+source scripts/meson-test-counts.sh
+passed=$(meson_count "$log" Ok) failed=$(meson_failures "$log")
 reports=$(grep -cE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$log" || true)
 [ "$reports" -eq 0 ] || { echo "sanitized: $reports sanitizer reports in $log"; failed=$((failed + 1)); }
 echo "sanitized: $passed passed, $failed failed"

@@ -36,14 +36,12 @@ else
 fi
 
 passed=0 failed=0 skipped=0
-# Adds a meson test log's totals (its "Ok:", "Fail:", ... lines) to the counts.
+source scripts/meson-test-counts.sh
+# Adds a meson test log's totals to the counts.
 count_meson_log() {
-  local log=$1 n
-  field() { n=$(grep -E "^$1:" "$log" | tail -1 | awk -F: '{gsub(/ /, "", $2); print $2}'); echo "${n:-0}"; }
-  if ! grep -q "^Ok:" "$log"; then failed=$((failed + 1)); return; fi  # the build or meson itself failed
-  passed=$((passed + $(field Ok)))
-  failed=$((failed + $(field Fail) + $(field Timeout) + $(field 'Unexpected Pass')))
-  skipped=$((skipped + $(field Skipped)))
+  passed=$((passed + $(meson_count "$1" Ok)))
+  failed=$((failed + $(meson_failures "$1")))
+  skipped=$((skipped + $(meson_count "$1" Skipped)))
 }
 finish() {
   [ "$skipped" -eq 0 ] || echo "run-tests: $skipped skipped (their reasons: build/meson-logs/testlog.txt, and the lines above for fuzz)"
