@@ -118,7 +118,8 @@ for e in range(4):
 write_safetensors(moe, moe_tensors)
 out, cfg = os.path.join(work, "out.safetensors"), os.path.join(work, "config-out.json")
 for name, ckpt in (("dense", dense), ("moe", moe)):
-    for scheme in ("fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "int8_per_channel_weight_only"):
+    for scheme in ("fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "mxfp4", "int8_per_channel_weight_only",
+                   "nvfp4_per_token"):
         record(f"quantize-{name}-{scheme}", ["quantize", "-q", scheme, "-o", out, "--config-out", cfg,
                                              "--threads", "2", ckpt], [out, cfg])
     record(f"quantize-{name}-targets", ["quantize", "-q", "online", "-c",
@@ -132,12 +133,20 @@ tensors = os.path.join(work, "tensors.safetensors")
 write_safetensors(tensors, [("a", [200, 256], 60), ("b", [3, 384], 61), ("c", [129, 128], 62)])
 odd = os.path.join(work, "odd.safetensors")
 write_safetensors(odd, [("d", [5, 100], 63)])
+f32 = os.path.join(work, "f32.safetensors")
+with open(f32, "wb") as f:
+    text = json.dumps({"e": {"dtype": "F32", "shape": [4, 64], "data_offsets": [0, 1024]}}).encode()
+    f.write(struct.pack("<Q", len(text)) + text + struct.pack("<256f", *(random.Random(64).gauss(0, 1) for _ in range(256))))
 keys = ["fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
-        "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4", "int8_per_channel_static", "nvfp4",
-        "no_such_key"]
+        "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp8_dynamic", "mxfp4", "mxfp4_dynamic",
+        "int8_per_channel_static", "nvfp4", "nvfp4_per_token", "no_such_key"]
 for key in keys:
     record(f"qt-{key}", ["quantize-tensor", "--key", key, tensors, "-o", out], [out])
     record(f"qt-{key}-odd", ["quantize-tensor", "--key", key, odd, "-o", out], [out])
+    record(f"qt-{key}-f32", ["quantize-tensor", "--key", key, f32, "-o", out], [out])
+    for extra in (["--scale-layout", "swizzled"], ["--ue8m0"], ["--scale-layout", "col"], ["--device", "cuda"]):
+        record(f"qt-{key}-{'-'.join(x.strip('-') for x in extra)}", ["quantize-tensor", "--key", key] + extra +
+               [tensors, "-o", out], [out])
 for extra in (["--ue8m0"], ["--scale-layout", "col"], ["--scale-layout", "col-tma"], ["--ue8m0", "--scale-layout", "col-tma"]):
     for key in ("fp8_per_block_dynamic", "fp8_per_block_static"):
         record(f"qt-{key}-{'-'.join(x.strip('-') for x in extra)}", ["quantize-tensor", "--key", key] + extra +
