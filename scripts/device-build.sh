@@ -9,6 +9,18 @@ export PATH="/usr/local/cuda/bin:$PATH"
 out=build-device
 mkdir -p "$out/obj"
 flags=(-std=c++20 -O3 -DNDEBUG -Iinclude -I. --expt-relaxed-constexpr -Xcompiler -pthread)
+# Boost.Hana (the registry's type lists, header-only and self-contained) where the image has none: a
+# copy staged on a machine that has it (`bash scripts/device-build.sh --stage` copies it to
+# build-device/include, which the device tool carries).
+if [ "${1:-}" = "--stage" ]; then
+  mkdir -p "$out/include/boost"
+  cp -r /usr/include/boost/hana /usr/include/boost/hana.hpp "$out/include/boost/"
+  echo "staged Boost.Hana in $out/include"
+  exit 0
+fi
+# version.hpp, which meson writes: this build has the CUDA kernels.
+bash scripts/write-version-header.sh "$out/include" 1
+flags+=(-isystem "$out/include")  # version.hpp, and Boost.Hana where staged
 arch=(-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90)
 compile() {  # source, extra flags...
   local src=$1
@@ -19,7 +31,7 @@ pids=()
 for src in kernels/cuda/device_info.cu kernels/cuda/device_memory.cu kernels/cuda/quant.cu kernels/cuda/low_precision.cu kernels/cuda/weight_only_gemm.cu kernels/cuda/low_precision_forward.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
   compile "$src" "${arch[@]}" & pids+=($!)
 done
-for src in kernels/cpu/reference.cpp kernels/cpu/low_precision_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cpu/low_precision_forward.cpp kernels/cuda/gemm_check.cpp; do
+for src in kernels/cpu/reference.cpp kernels/cpu/quantize.cpp kernels/cpu/low_precision_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cpu/low_precision_forward.cpp kernels/cuda/gemm_check.cpp; do
   compile "$src" & pids+=($!)
 done
 for src in kernels/cpu/vectorized.cpp kernels/cpu/e4m3_encoder.cpp kernels/cpu/worker_pool.cpp kernels/cpu/gemm_tiled.cpp kernels/cpu/low_precision.cpp; do
@@ -41,4 +53,4 @@ for src in "${programs[@]}"; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
-echo "built: $(cd "$out" && ls -1 | grep -v obj | tr '\n' ' ')"
+echo "built: $(cd "$out" && ls -1 | grep -v -x -e obj -e include | tr '\n' ' ')"

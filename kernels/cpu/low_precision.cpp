@@ -6,38 +6,39 @@
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cpu {
 
-using schemes::lp_formula;
+using schemes::formula;
 
 namespace {
 
 /// One row of formula F: `row` holds its widened values, r its index.
-template <lp_formula F>
+template <formula F>
 void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::outputs& out) {
   constexpr auto& f = schemes::formula_of(F);
-  if constexpr (F == lp_formula::int8_per_channel) {
+  if constexpr (F == formula::int8_per_channel) {
     const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
     auto* q = reinterpret_cast<std::int8_t*>(out.codes) + r * cols;
     for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(type, row[k], s);
     out.row_scales[r] = s;
   } else {
-    const std::int64_t blocks = cols / f.block;
-    if constexpr (F == lp_formula::nvfp4_per_token) {
+    const std::int64_t blocks = cols / f.block();
+    if constexpr (F == formula::nvfp4_per_token) {
       const float st = lp::nvfp4_token_scale(detail::amax_range(row, cols, false));
       encode = 1.0f / st;  // a zero row gives +inf
       out.row_scales[r] = st;
     }
     for (std::int64_t j = 0; j < blocks; ++j) {
-      const float* x = row + j * f.block;
-      const std::int64_t first = r * cols + j * f.block;
+      const float* x = row + j * f.block();
+      const std::int64_t first = r * cols + j * f.block();
       std::uint8_t scale;
-      if constexpr (F == lp_formula::mxfp8_torch) scale = lp::mxfp8_torch_block(x, out.codes + first);
-      else if constexpr (F == lp_formula::mxfp8_flashinfer) scale = lp::mxfp8_flashinfer_block(x, out.codes + first);
-      else if constexpr (F == lp_formula::mxfp4_even) scale = lp::mxfp4_even_block(x, out.codes + first / 2);
-      else if constexpr (F == lp_formula::mxfp4_rceil) scale = lp::mxfp4_rceil_block(x, out.codes + first / 2);
-      else if constexpr (F == lp_formula::nvfp4_weight) scale = lp::nvfp4_block(x, encode, true, out.codes + first / 2);
+      if constexpr (F == formula::mxfp8_torch) scale = lp::mxfp8_torch_block(x, out.codes + first);
+      else if constexpr (F == formula::mxfp8_flashinfer) scale = lp::mxfp8_flashinfer_block(x, out.codes + first);
+      else if constexpr (F == formula::mxfp4_even) scale = lp::mxfp4_even_block(x, out.codes + first / 2);
+      else if constexpr (F == formula::mxfp4_rceil) scale = lp::mxfp4_rceil_block(x, out.codes + first / 2);
+      else if constexpr (F == formula::nvfp4_weight) scale = lp::nvfp4_block(x, encode, true, out.codes + first / 2);
       else scale = lp::nvfp4_block(x, encode, false, out.codes + first / 2);
       out.block_scales[lp::block_scale_offset(r, j, blocks, out.swizzled)] = scale;
     }
@@ -49,9 +50,9 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
 template <class Formula>
 void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, const cpu_options& o,
                              std::optional<float> tensor_amax) {
-  constexpr lp_formula F = Formula::id;
+  constexpr formula F = Formula::id;
   float encode = 0.0f;
-  if constexpr (F == lp_formula::nvfp4_weight) {
+  if constexpr (F == formula::nvfp4_weight) {
     encode = lp::nvfp4_global_scale(tensor_amax ? *tensor_amax : detail::tensor_amax(x, true, o));  // amaxT of the matrix
     *out.tensor_scale = 1.0f / encode;                                  // weight_scale_2
   }
@@ -64,15 +65,12 @@ void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, const 
   });
 }
 
-// One instantiation per row of the formula table (a formula joins by getting a row): an external
-// function odr-uses every kernel, so each is emitted here.
+// Every low-precision formula of the registry: an external table odr-uses each kernel.
 namespace detail {
-template <std::size_t... I>
-auto every_formula(std::index_sequence<I...>) {
-  return std::array{&lp_kernel<formula_tag<static_cast<lp_formula>(I)>>::run...};
-}
 const void* lp_kernel_table() {
-  static const auto table = every_formula(std::make_index_sequence<schemes::lp_formula_count>{});
+  static const auto table = registry::table_of(
+      registry::low_precision_formula_types,
+      [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
   return &table;
 }
 }  // namespace detail

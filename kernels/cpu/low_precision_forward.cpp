@@ -8,9 +8,9 @@
 namespace qpolicy::cpu::detail {
 
 using schemes::activation_treatment;
-using schemes::lp_formula;
+using schemes::formula;
 
-template <lp_formula F>
+template <formula F>
 std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
   std::vector<float> out(static_cast<std::size_t>(w.rows * w.cols));
   detail::parallel_ranges(w.rows, threads, [&](std::int64_t first, std::int64_t last) {
@@ -20,10 +20,10 @@ std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
   });
   return out;
 }
-template std::vector<float> decode_weights<lp_formula::mxfp8_torch>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<lp_formula::mxfp4_even>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<lp_formula::int8_per_channel>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<lp_formula::nvfp4_weight>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<formula::mxfp8_torch>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<formula::mxfp4_even>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<formula::int8_per_channel>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<formula::nvfp4_weight>(const lp_matrix&, unsigned);
 
 treated_activations treat_activations(activation_treatment t, const float* x, std::int64_t rows, std::int64_t k, unsigned threads) {
   treated_activations a;
@@ -85,8 +85,8 @@ void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden
     if (size % c.moe_multiple != 0) throw std::invalid_argument(schemes::with_k(c.moe_message, size));
 }
 
-void check_lp_linear_k(const schemes::formula_contract& f, std::int64_t k) {
-  if (f.block && k % f.block != 0) throw std::invalid_argument(schemes::block_message(f, k));
+void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k) {
+  if (k % f.k_multiple != 0) throw std::invalid_argument(schemes::block_message(f, k));
 }
 
 }  // namespace qpolicy::cpu::detail

@@ -119,9 +119,11 @@ std::uint8_t nvfp4_block(const input_view& x, std::int64_t first, float encode, 
 }
 }  // namespace
 
-nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf) {
+nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf, const float* given_amax) {
   float a = 0.0f;
-  for (std::int64_t i = 0; i < w.size(); ++i) a = max_nan(a, abs_f32(w.at(i)));  // amaxT
+  if (given_amax) a = *given_amax;
+  else
+    for (std::int64_t i = 0; i < w.size(); ++i) a = max_nan(a, abs_f32(w.at(i)));  // amaxT
   a = max_nan(a, float_of(0x322BCC77u));                                          // max(., f32(1e-8))
   nvfp4_global g;
   g.global_scale = (1.0f / a) * 2688.0f;  // torch: tensor.reciprocal() * python_float

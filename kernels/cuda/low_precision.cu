@@ -12,10 +12,11 @@
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
 #include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cuda {
 
-using schemes::lp_formula;
+using schemes::formula;
 
 namespace {
 
@@ -26,24 +27,24 @@ using detail::check_launch;
 using detail::stream_of;
 
 /// The block function of a block formula over one block in registers; returns the block's scale byte.
-template <lp_formula F>
+template <formula F>
 __device__ __forceinline__ std::uint8_t quantize_block(const float* v, float encode, std::uint8_t* codes, std::int64_t first) {
-  if constexpr (F == lp_formula::mxfp8_torch) return lp::mxfp8_torch_block(v, codes + first);
-  else if constexpr (F == lp_formula::mxfp8_flashinfer) return lp::mxfp8_flashinfer_block(v, codes + first);
-  else if constexpr (F == lp_formula::mxfp4_even) return lp::mxfp4_even_block(v, codes + first / 2);
-  else if constexpr (F == lp_formula::mxfp4_rceil) return lp::mxfp4_rceil_block(v, codes + first / 2);
-  else if constexpr (F == lp_formula::nvfp4_weight) return lp::nvfp4_block(v, encode, true, codes + first / 2);
+  if constexpr (F == formula::mxfp8_torch) return lp::mxfp8_torch_block(v, codes + first);
+  else if constexpr (F == formula::mxfp8_flashinfer) return lp::mxfp8_flashinfer_block(v, codes + first);
+  else if constexpr (F == formula::mxfp4_even) return lp::mxfp4_even_block(v, codes + first / 2);
+  else if constexpr (F == formula::mxfp4_rceil) return lp::mxfp4_rceil_block(v, codes + first / 2);
+  else if constexpr (F == formula::nvfp4_weight) return lp::nvfp4_block(v, encode, true, codes + first / 2);
   else return lp::nvfp4_block(v, encode, false, codes + first / 2);
 }
 
 /// One thread per (row, block) of a block formula. NVFP4 weights read the matrix's amax bits from
 /// `amax_bits` (the previous kernel's result) for their global scale.
-template <lp_formula F>
+template <formula F>
 __global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t* amax_bits) {
-  constexpr int block = static_cast<int>(schemes::formula_of(F).block);
+  constexpr int block = static_cast<int>(schemes::formula_of(F).block());
   const std::int64_t per_row = x.cols / block, blocks = x.rows * per_row;
   float encode = 0.0f;
-  if constexpr (F == lp_formula::nvfp4_weight) {
+  if constexpr (F == formula::nvfp4_weight) {
     encode = lp::nvfp4_global_scale(fp8::float_of(*amax_bits));
     if (blockIdx.x == 0 && threadIdx.x == 0) *out.tensor_scale = 1.0f / encode;
   }
@@ -69,9 +70,9 @@ __global__ void amax_kernel(input_view x, std::uint32_t* amax_bits) {
 
 /// One CUDA block per row: INT8 per-channel (amaxT, scale in the model dtype, one code per element) or
 /// NVFP4 per-token (amaxN, the token's scale, one 16-block per thread).
-template <lp_formula F>
+template <formula F>
 __global__ void row_kernel(input_view x, lp::outputs out) {
-  constexpr bool int8 = F == lp_formula::int8_per_channel;
+  constexpr bool int8 = F == formula::int8_per_channel;
   const std::int64_t r = blockIdx.x, first = r * x.cols;
   float a = 0.0f;
   for (std::int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
@@ -114,19 +115,19 @@ unsigned grid_for(std::int64_t items) {
 template <class Formula>
 void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o,
                              std::optional<float> tensor_amax) {
-  constexpr lp_formula F = Formula::id;
+  constexpr formula F = Formula::id;
   constexpr auto& f = schemes::formula_of(F);
   if (x.size() == 0) return;
-  if (f.block && x.cols % f.block != 0)
-    throw std::invalid_argument(std::string(f.name) + " needs cols to be a multiple of " + std::to_string(f.block) + ", got " +
+  if (x.cols % f.k_multiple != 0)
+    throw std::invalid_argument(std::string(f.name) + " needs cols to be a multiple of " + std::to_string(f.k_multiple) + ", got " +
                                 std::to_string(x.cols) + (o.layer.empty() ? "" : " for layer " + o.layer));
   const auto stream = stream_of(o);
-  if constexpr (F == lp_formula::int8_per_channel || F == lp_formula::nvfp4_per_token) {
+  if constexpr (F == formula::int8_per_channel || F == formula::nvfp4_per_token) {
     if (x.rows > 0x7FFFFFFF) throw std::invalid_argument(std::string(f.name) + " takes at most 2^31 - 1 rows");
     row_kernel<F><<<static_cast<unsigned>(x.rows), threads_per_block, 0, stream>>>(x, out);
     check_launch("row_kernel (low precision)", o);
   } else {
-    if constexpr (F == lp_formula::nvfp4_weight) {
+    if constexpr (F == formula::nvfp4_weight) {
       if (tensor_amax) {
         // The bits as the amax kernel leaves them: a non-negative float's bits order as its value.
         const std::uint32_t bits = fp8::bits_of(*tensor_amax);
@@ -138,46 +139,12 @@ void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::u
         check_launch("amax_kernel (NVFP4 weights)", o);
       }
     }
-    block_kernel<F><<<grid_for(x.rows * (x.cols / f.block)), threads_per_block, 0, stream>>>(x, out, amax_scratch);
+    block_kernel<F><<<grid_for(x.rows * (x.cols / f.block())), threads_per_block, 0, stream>>>(x, out, amax_scratch);
     check_launch("block_kernel (low precision)", o);
   }
 }
 
-template <class Formula>
-void quantize_host_low_precision(const input_view& host, const lp::outputs& out, const launch_options& o,
-                                 std::optional<float> tensor_amax) {
-  constexpr auto& f = schemes::formula_of(Formula::id);
-  const std::int64_t rows = host.rows, cols = host.cols;
-  const std::size_t in_bytes = static_cast<std::size_t>(host.size()) * (host.type == element::f32 ? 4 : 2);
-  const auto scale_shape = schemes::block_scale_shape(f, rows, cols, out.swizzled);
-  const std::size_t code_bytes = static_cast<std::size_t>(schemes::code_bytes(f, rows, cols));
-  const std::size_t scale_bytes = out.block_scales ? static_cast<std::size_t>(scale_shape[0] * scale_shape[1]) : 0;
-  const std::size_t row_bytes = out.row_scales ? static_cast<std::size_t>(rows) * sizeof(float) : 0;
-  device_memory in(in_bytes), codes(code_bytes), scales(scale_bytes), row_scales(row_bytes), tensor(sizeof(float)),
-      scratch(sizeof(std::uint32_t));
-  check(cudaMemcpy(in.get(), host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
-  if (scale_bytes) check(cudaMemset(scales.get(), 0, scale_bytes), "cudaMemset (block scales)", o);
-  const lp::outputs device_out{codes.as<std::uint8_t>(), scale_bytes ? scales.as<std::uint8_t>() : nullptr,
-                               row_bytes ? row_scales.as<float>() : nullptr, tensor.as<float>(), out.swizzled};
-  lp_kernel<Formula>::run({in.get(), host.type, rows, cols}, device_out, scratch.as<std::uint32_t>(), o, tensor_amax);
-  check(cudaMemcpy(out.codes, codes.get(), code_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
-  if (scale_bytes) check(cudaMemcpy(out.block_scales, scales.get(), scale_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
-  if (row_bytes) check(cudaMemcpy(out.row_scales, row_scales.get(), row_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (row scales back)", o);
-  if (out.tensor_scale && f.second == schemes::second_scale::per_tensor)
-    check(cudaMemcpy(out.tensor_scale, tensor.get(), sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (tensor scale back)", o);
-}
-
-namespace detail {
-// Every formula of the table, instantiated (a formula joins by getting a row).
-template <std::size_t... I>
-auto every_formula(std::index_sequence<I...>) {
-  return std::array{std::pair{&lp_kernel<formula_tag<static_cast<lp_formula>(I)>>::run,
-                              &quantize_host_low_precision<formula_tag<static_cast<lp_formula>(I)>>}...};
-}
-const void* lp_kernel_table() {
-  static const auto table = every_formula(std::make_index_sequence<schemes::lp_formula_count>{});
-  return &table;
-}
-}  // namespace detail
+// Every low-precision formula of the registry: an external table odr-uses each kernel.
+extern const auto lp_kernel_entries = registry::table_of(registry::low_precision_formula_types, [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
 
 }  // namespace qpolicy::cuda

@@ -9,8 +9,9 @@
 #include "block_reduce.cuh"
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
-#include "qpolicy/schemes/detail/kernel_select.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cuda {
 
@@ -237,43 +238,28 @@ void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cp
 }
 
 
-template <class Key>
-void quantize_device_tensor(const input_view& x, const cpu::reference::block_options& blocks,
-                            const cpu::reference::group_options& groups, std::uint8_t* c, float* s, const launch_options& o) {
-  if constexpr (!schemes::has_tensor_kernel(Key::id)) {
-    throw std::invalid_argument("no CUDA kernel for quant key " + key_name(Key::id) + "; there are kernels for " +
-                                schemes::tensor_kernel_keys());
+template <class Formula>
+void quantize(const input_view& x, const quantized_outputs& out, const quantize_options& opt, std::uint32_t* amax_scratch,
+              const launch_options& o) {
+  constexpr auto& f = schemes::formula_of(Formula::id);
+  if constexpr (f.low_precision()) {
+    lp_kernel<Formula>::run(x, lp::outputs_of(f, out, opt.swizzled), amax_scratch, o,
+                            opt.has_amax ? std::optional<float>(opt.amax) : std::nullopt);
   } else {
-    device_memory scratch(sizeof(std::uint32_t));
-    using kernel = schemes::kernel_of_key<weight_kernel, activation_kernel, Key>;
+    if (opt.has_amax) throw std::invalid_argument("a given amax is a CPU option of fp8_per_tensor_static");
+    using kernel = schemes::fp8_kernel_of<weight_kernel, activation_kernel, Formula>;
+    const cpu::reference::block_options blocks{opt.ue8m0, false};
+    const cpu::reference::group_options groups{f.group.col, opt.ue8m0, opt.layout};
+    auto* s = static_cast<float*>(out.scales);
     // The kernels' signatures differ by what their formula needs: block or group options, an amax scratch.
-    if constexpr (requires { kernel::run(x, blocks, c, s, o); }) kernel::run(x, blocks, c, s, o);
-    else if constexpr (requires { kernel::run(x, groups, c, s, o); }) kernel::run(x, groups, c, s, o);
-    else if constexpr (requires { kernel::run(x, c, s, scratch.as<std::uint32_t>(), o); }) kernel::run(x, c, s, scratch.as<std::uint32_t>(), o);
-    else kernel::run(x, c, s, o);
-    check(cudaStreamSynchronize(stream_of(o)), "cudaStreamSynchronize (quantize)", o);  // scratch lives until here
+    if constexpr (requires { kernel::run(x, blocks, out.codes, s, o); }) kernel::run(x, blocks, out.codes, s, o);
+    else if constexpr (requires { kernel::run(x, groups, out.codes, s, o); }) kernel::run(x, groups, out.codes, s, o);
+    else if constexpr (requires { kernel::run(x, out.codes, s, amax_scratch, o); }) kernel::run(x, out.codes, s, amax_scratch, o);
+    else kernel::run(x, out.codes, s, o);
   }
 }
 
-template <class Key>
-void quantize_host_tensor(const input_view& host, const cpu::reference::block_options& blocks,
-                          const cpu::reference::group_options& groups, std::uint8_t* q, float* scales,
-                          std::size_t scale_count, const launch_options& o) {
-  if constexpr (!schemes::has_tensor_kernel(Key::id)) {
-    throw std::invalid_argument("no CUDA kernel for quant key " + key_name(Key::id) + "; there are kernels for " +
-                                schemes::tensor_kernel_keys());
-  } else {
-    const std::size_t n = static_cast<std::size_t>(host.size());
-    const std::size_t in_bytes = n * (host.type == element::f32 ? 4 : 2);
-    device_memory in(in_bytes), codes(n), sc(scale_count * sizeof(float));
-    check(cudaMemcpy(in.get(), host.data, in_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)", o);
-    quantize_device_tensor<Key>({in.get(), host.type, host.rows, host.cols}, blocks, groups, codes.as<std::uint8_t>(), sc.as<float>(), o);
-    check(cudaMemcpy(q, codes.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy (codes back)", o);
-    check(cudaMemcpy(scales, sc.get(), scale_count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scales back)", o);
-  }
-}
-
-// Instantiated for every key with a tensor kernel, as the contract lists them.
-extern const auto quantize_host_tensor_entries = detail::every_key_entry(std::make_index_sequence<key_count>{});
+// Every formula of the registry: an external table odr-uses each instantiation.
+extern const auto quantize_entries = registry::table_of(registry::formula_types, [](auto tag) { return &quantize<decltype(tag)>; });
 
 }  // namespace qpolicy::cuda

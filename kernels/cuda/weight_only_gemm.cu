@@ -11,11 +11,12 @@
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
 #include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cuda {
 
 namespace wo = lp::weight_only;
-using schemes::lp_formula;
+using schemes::formula;
 
 namespace {
 
@@ -30,7 +31,7 @@ __device__ __forceinline__ void mma_bf16(const std::uint32_t (&a)[4], const std:
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <lp_formula F>
+template <formula F>
 __global__ void __launch_bounds__(wo::threads) weight_only_kernel(wo::problem p, const wo::tile* tiles) {
   __shared__ __align__(16) std::uint16_t stage[wo::stage_elements];
   const wo::tile t = tiles[blockIdx.x];
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(wo::threads) weight_only_kernel(wo::problem p,
 
 template <class Formula>
 void weight_only_gemm_tiles(const wo::problem& p, const wo::tile* tiles, std::int64_t tile_count, const launch_options& o) {
-  constexpr lp_formula F = Formula::id;
+  constexpr formula F = Formula::id;
   static_assert(schemes::formula_of(F).weight, "the weight-only GEMM takes a weight formula");
   if (const auto why = wo::can_implement(schemes::formula_of(F), p.n, p.k); !why.empty())
     throw std::invalid_argument(why + (o.layer.empty() ? "" : " (layer " + o.layer + ")"));
@@ -88,23 +89,10 @@ void weight_only_gemm(const wo::problem& p, const std::int64_t* offsets, std::in
   check(cudaStreamSynchronize(stream_of(o)), "cudaStreamSynchronize", o);
 }
 
-namespace detail {
-// Every weight formula, instantiated (a formula joins by getting a row with `weight` set): an external
-// function takes each one's address.
-using weight_only_entry = void (*)(const wo::problem&, const std::int64_t*, std::int64_t, const launch_options&);
-using weight_only_tiles_entry = void (*)(const wo::problem&, const wo::tile*, std::int64_t, const launch_options&);
-template <std::size_t I>
-void add_weight_formula(std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>>& out) {
-  using formula = formula_tag<static_cast<lp_formula>(I)>;
-  if constexpr (schemes::formula_table[I].weight) out.emplace_back(&weight_only_gemm<formula>, &weight_only_gemm_tiles<formula>);
-}
-template <std::size_t... I>
-std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>> every_weight_formula(std::index_sequence<I...>) {
-  std::vector<std::pair<weight_only_entry, weight_only_tiles_entry>> out;
-  (add_weight_formula<I>(out), ...);
-  return out;
-}
-std::size_t weight_only_entries() { return every_weight_formula(std::make_index_sequence<schemes::lp_formula_count>{}).size(); }
-}  // namespace detail
+// Every weight formula of the weight-only GEMM in the registry: an external table odr-uses each.
+extern const auto weight_only_entries = registry::table_of(registry::weight_only_formula_types, [](auto tag) {
+  using formula = decltype(tag);
+  return std::pair{&weight_only_gemm<formula>, &weight_only_gemm_tiles<formula>};
+});
 
 }  // namespace qpolicy::cuda

@@ -200,8 +200,6 @@ def _as_2d(tensor: Any) -> Tuple[Any, str]:
 
         if tensor.device.type not in ("cpu", "cuda"):
             raise ValueError(f"quantize_tensor takes CPU and CUDA tensors, got one on {tensor.device}")
-        if tensor.device.type == "cuda" and not WITH_CUDA:
-            raise ValueError(f"this qpolicy was built without CUDA: quantize_tensor takes CPU tensors, got one on {tensor.device}")
         kinds = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
         if tensor.dtype not in kinds:
             raise TypeError(f"quantize_tensor takes bfloat16, float16 or float32 tensors, got {tensor.dtype}")

@@ -15,7 +15,7 @@ namespace qpolicy::cli {
 
 int quantize_tensor(const options& o) {
   const auto& input = o.inputs.front();
-  const auto formula = find_tensor_formula(o.key);
+  const auto formula = schemes::find_formula(o.key);
   if (!formula)
     throw config_error("--key", fmt::format("unknown quantization name {}; quantize-tensor takes {}", text::py_repr(o.key),
                                             quantize_tensor_keys()));
@@ -55,7 +55,7 @@ int quantize_tensor(const options& o) {
     bytes_in += t->end - t->begin;
   }
   output_transaction outputs;
-  safetensors::writer out(outputs.stage(o.output), specs, {{"qpolicy.quantize_tensor", formula_name(*formula)}});
+  safetensors::writer out(outputs.stage(o.output), specs, {{"qpolicy.quantize_tensor", std::string(schemes::formula_of(*formula).name)}});
   std::uint64_t bytes_out = 0;
   for (const auto& parts : results)
     for (const auto& part : parts) {
@@ -66,7 +66,7 @@ int quantize_tensor(const options& o) {
   outputs.commit();
   for (const auto& n : outputs.notes()) fmt::print(stderr, "note: {}\n", n);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), formula_name(*formula),
+  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), schemes::formula_of(*formula).name,
              bytes_in / 1e6, bytes_out / 1e6, secs);
   return 0;
 }

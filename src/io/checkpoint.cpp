@@ -1,6 +1,7 @@
 // `qpolicy quantize`: plan, map checkpoint tensors to the plan's layers, quantize unit by unit
 // (a weight, a fused layer's shards, an expert's gate/up/down), stream everything into one output.
 #include "qpolicy/io/checkpoint.hpp"
+#include "qpolicy/kernels/cuda/availability.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -172,6 +173,7 @@ conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& re
   if (const auto* e = p.first_error()) throw config_error("", *e);
   sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
   c.format = sum.format = choose_format(req.format, c.model, p, sum.warnings);
+  if (req.device == device_kind::cuda) cuda::require_cuda("quantize on the GPU (--device cuda)");
   c.units = plan_units(ck, c.model, p, c.format);
   c.layout = plan_output(ck, c.units, c.model, p);
   return c;

@@ -93,22 +93,22 @@ json::object quant_args(const args_of& x) {
 /// How compressed-tensors 0.19 stores a low-precision formula's weights (read from what llm-compressor
 /// 0.14 writes for the MXFP8, MXFP4A16, NVFP4A16 presets and an 8-bit channel INT scheme).
 struct low_precision_layout {
-  schemes::lp_formula formula;
+  schemes::formula formula;
   std::string_view format;       // the config group's format
   std::string_view codes;        // the codes' tensor suffix
   std::string_view second;       // the third tensor's suffix, if any
   args_of weights;
 };
 constexpr low_precision_layout low_precision_layouts[] = {
-    {schemes::lp_formula::mxfp8_torch, "mxfp8-quantized", "weight", "", {8, "float", "group", false, 32, false, "torch.uint8"}},
-    {schemes::lp_formula::mxfp4_even, "mxfp4-pack-quantized", "weight_packed", "", {4, "float", "group", false, 32, false, "torch.uint8"}},
-    {schemes::lp_formula::nvfp4_weight, "nvfp4-pack-quantized", "weight_packed", "weight_global_scale",
+    {schemes::formula::mxfp8_torch, "mxfp8-quantized", "weight", "", {8, "float", "group", false, 32, false, "torch.uint8"}},
+    {schemes::formula::mxfp4_even, "mxfp4-pack-quantized", "weight_packed", "", {4, "float", "group", false, 32, false, "torch.uint8"}},
+    {schemes::formula::nvfp4_weight, "nvfp4-pack-quantized", "weight_packed", "weight_global_scale",
      {4, "float", "tensor_group", false, 16, false, "torch.float8_e4m3fn"}},
     // 8-bit INT weights packed four to an int32 (offset by 128), the shape beside them.
-    {schemes::lp_formula::int8_per_channel, "pack-quantized", "weight_packed", "weight_shape",
+    {schemes::formula::int8_per_channel, "pack-quantized", "weight_packed", "weight_shape",
      {8, "int", "channel", false, std::nullopt, false, ""}},
 };
-const low_precision_layout& layout_of(schemes::lp_formula f) {
+const low_precision_layout& layout_of(schemes::formula f) {
   for (const auto& l : low_precision_layouts)
     if (l.formula == f) return l;
   throw std::logic_error("no checkpoint layout for formula " + std::string(schemes::formula_of(f).name));
@@ -224,7 +224,7 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
   return requested;
 }
 
-std::vector<stored_tensor> low_precision_tensors(schemes::lp_formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols) {
+std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols) {
   using st = safetensors::dtype;
   const auto& l = layout_of(f);
   const auto& formula = schemes::formula_of(f);

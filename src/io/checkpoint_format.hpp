@@ -45,7 +45,7 @@ struct stored_tensor {
 /// The tensors compressed-tensors stores formula `f`'s [rows, cols] weight of element type `d` as, in
 /// the order the writer writes them: the codes, the block or row scales, then the NVFP4 global scale
 /// or the packed INT weight's shape.
-std::vector<stored_tensor> low_precision_tensors(schemes::lp_formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols);
+std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors::dtype d, std::int64_t rows, std::int64_t cols);
 
 /// The quantization_config object for the model's config.json, from the plan alone. `f` is a chosen
 /// format (not automatic).

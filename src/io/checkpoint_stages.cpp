@@ -64,16 +64,16 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
 
 /// Refuses, before any output, a weight low-precision formula `f` cannot take: an F32 weight for a
 /// formula that computes in the model dtype, a width its blocks do not tile.
-void check_low_precision_input(const tensor_ref& t, schemes::lp_formula id, const layer_desc& layer) {
+void check_low_precision_input(const tensor_ref& t, method scheme, schemes::formula id, const layer_desc& layer) {
   const auto& f = schemes::formula_of(id);
   const auto where = " (tensor " + text::py_repr(t.info->name) + " of layer " + layer.name + ")";
   if (f.model_dtype_only && t.info->type == st::dtype::F32)
-    throw config_error("", std::string(to_string(f.scheme)) + " computes in the model's dtype (low-precision-numerics.md " +
+    throw config_error("", std::string(to_string(scheme)) + " computes in the model's dtype (low-precision-numerics.md " +
                                std::string(f.section) + ") and takes BF16 or F16 weights, not F32" + where);
   const auto cols = t.info->shape[1];
-  if (f.block && cols % f.block != 0) {
+  if (cols % f.k_multiple != 0) {
     // The online MXFP4 MoE path pads experts to whole blocks (§4.1); a checkpoint stores whole blocks.
-    const bool padded = layer.kind == layer_kind::moe && schemes::lp_layers_of(f.scheme).moe_pads;
+    const bool padded = layer.kind == layer_kind::moe && schemes::lp_layers_of(scheme).moe_pads;
     throw config_error("", schemes::block_message(f, cols) + where +
                                (padded ? "; vLLM's online path pads experts to whole blocks, but a checkpoint stores the "
                                          "unpadded weights and must tile them"
@@ -100,7 +100,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
   auto add = [&](const std::string& tensor, key_id key, int joint_id) {
     const auto& t = need(ck, layer.name, tensor);
-    if (formula) check_low_precision_input(t, *formula, layer);
+    if (formula) check_low_precision_input(t, lp.decided, *formula, layer);
     u.members[tensor] = member{tensor, key, formula, scale_suffix(format, lp.decided), joint_id};
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
@@ -353,7 +353,7 @@ void tensor_streamer::write_low_precision_member(const tensor_ref& t, const memb
     const auto rows = static_cast<std::int64_t>(bytes.size() / row_bytes);
     const input_view x{bytes.data(), element_of(t.info->type), rows, cols};
     if (cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
-    auto parts = quantize_low_precision(*m.formula, x, options_);
+    auto parts = quantize_tensor_parts(*m.formula, x, options_);
     auto& codes = writer.buffer().codes;
     if (f.codes == schemes::code_format::int8) {
       // compressed-tensors' pack_to_int32 at 8 bits: code + 128 in byte i of each little-endian int32,

@@ -23,7 +23,7 @@ namespace qpolicy::checkpoint_io {
 struct member {
   std::string tensor;  // "P.weight"
   key_id key = key_id::fp8_per_tensor_static;
-  std::optional<schemes::lp_formula> formula;  // a low-precision scheme's weight formula (then not `key`'s)
+  std::optional<schemes::formula> formula;  // a low-precision scheme's weight formula (then not `key`'s)
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
   int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
                    // global scale)

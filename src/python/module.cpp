@@ -108,7 +108,7 @@ nb::dlpack::dtype dlpack_of(qpolicy::dtype t) {
 
 /// A CUDA tensor quantized where it is (DLPack in, torch tensors on the same device out, no copy to the
 /// host); the kernels run on the default stream and are finished when this returns.
-named_arrays quantize_on_device(const qpolicy::tensor_formula& formula, const qpolicy::input_view& x,
+named_arrays quantize_on_device(qpolicy::schemes::formula formula, const qpolicy::input_view& x,
                                 const qpolicy::tensor_quant_options& o, int device) {
   std::vector<qpolicy::device_part> parts;
   std::optional<std::string> failed;
@@ -145,14 +145,14 @@ named_arrays quantize_on_device(const qpolicy::tensor_formula& formula, const qp
 named_arrays quantize_tensor(
     nb::ndarray<nb::ro, nb::c_contig> x, const std::string& element, const std::string& key, bool ue8m0,
     const std::string& scale_layout, unsigned threads) {
-  const auto formula = qpolicy::find_tensor_formula(key);
+  const auto formula = qpolicy::schemes::find_formula(key);
   if (!formula) throw nb::value_error(("unknown key '" + key + "'; expected one of " + qpolicy::quantize_tensor_keys()).c_str());
   if (x.ndim() != 2) throw nb::value_error(("quantize_tensor takes a 2-D tensor, got " + std::to_string(x.ndim()) + " dimensions").c_str());
   const bool on_device = x.device_type() == nb::device::cuda::value;
   if (!on_device && x.device_type() != nb::device::cpu::value)
     throw nb::value_error("quantize_tensor takes CPU arrays and CUDA tensors");
-  if (on_device && !QPOLICY_WITH_CUDA)
-    throw nb::value_error("this qpolicy was built without CUDA: quantize_tensor takes CPU arrays (x.cpu())");
+  if (on_device && !qpolicy::cuda::built_with_cuda)
+    throw nb::value_error(qpolicy::cuda::without_cuda_sentence("quantize CUDA tensors; pass CPU arrays (x.cpu())").c_str());
   const auto type = element == "bf16" ? qpolicy::element::bf16 : element == "f16" ? qpolicy::element::f16 : qpolicy::element::f32;
   qpolicy::tensor_quant_options o;
   o.ue8m0 = ue8m0;
@@ -185,7 +185,7 @@ named_arrays quantize_tensor(
 NB_MODULE(_qpolicy, m) {
   m.doc() = "qpolicy's C++ library; use the qpolicy package, not this module";
   m.attr("__version__") = QPOLICY_VERSION_STRING;
-  m.attr("with_cuda") = static_cast<bool>(QPOLICY_WITH_CUDA);
+  m.attr("with_cuda") = qpolicy::cuda::built_with_cuda;
   m.def("resolve", &resolve, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a);
   m.def("plan", &plan, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "model_text"_a, "check_shapes"_a, "tp"_a);
   m.def("quantize_tensor", &quantize_tensor, "x"_a, "element"_a, "key"_a, "ue8m0"_a, "scale_layout"_a, "threads"_a);

@@ -17,7 +17,7 @@ namespace qp = qpolicy;
 namespace wo = qpolicy::lp::weight_only;
 using qpolicy::bench::best_gpu_seconds;
 using qpolicy::test::device_buffer;
-using qp::schemes::lp_formula;
+using qp::schemes::formula;
 
 namespace {
 
@@ -28,7 +28,7 @@ std::vector<std::uint8_t> random_bytes(std::size_t n, std::mt19937& rng, std::ui
 }
 
 /// Operands of `experts` weight matrices [n, k] of formula F, and activations [rows, k].
-template <lp_formula F>
+template <formula F>
 struct operands {
   device_buffer<std::uint16_t> a, out;
   device_buffer<std::uint8_t> codes, scales;
@@ -43,13 +43,13 @@ struct operands {
         tensor_scales(std::vector<float>(static_cast<std::size_t>(experts), 0.01f)),
         a_scale(std::vector<float>(static_cast<std::size_t>(rows), 1.0f)) {
     const auto& f = qp::schemes::formula_of(F);
-    const bool int8 = F == lp_formula::int8_per_channel, nvfp4 = F == lp_formula::nvfp4_weight;
+    const bool int8 = F == formula::int8_per_channel, nvfp4 = F == formula::nvfp4_weight;
     p = {a.ptr, codes.ptr, int8 ? nullptr : scales.ptr, int8 ? row_scales.ptr : nullptr, nvfp4 ? tensor_scales.ptr : nullptr,
          nvfp4 ? a_scale.ptr : nullptr, qp::schemes::code_bytes(f, n, k), n * qp::schemes::scales_per_row(f, k), out.ptr, n, k};
   }
 };
 
-template <lp_formula F>
+template <formula F>
 void dense(qp::cuda::gemm_runner& runner, const char* shape, std::int64_t m, std::int64_t n, std::int64_t k, std::mt19937& rng) {
   operands<F> o(m, n, k, 1, rng);
   const std::int64_t offsets[] = {0, m};
@@ -63,7 +63,7 @@ void dense(qp::cuda::gemm_runner& runner, const char* shape, std::int64_t m, std
 
 /// Grouped W4A16 MoE (Qwen3-30B-A3B's w13: E = 128, [2I, H] = [1536, 2048], 8 of 128 experts per token):
 /// one launch over every expert against one launch per expert.
-template <lp_formula F>
+template <formula F>
 void grouped(std::int64_t tokens, std::mt19937& rng) {
   const std::int64_t experts = 128, n = 1536, k = 2048, rows = tokens * 8;
   operands<F> o(rows, n, k, experts, rng);
@@ -114,14 +114,14 @@ int main() {
     std::int64_t n, k;
   } shapes[] = {{"dsv3_qkv_a_2112x7168", 2112, 7168}, {"dsv3_down_7168x18432", 7168, 18432}, {"qwen3_qkv_5120x2048", 5120, 2048}};
   for (const auto& s : shapes) {
-    dense<lp_formula::mxfp8_torch>(runner, s.name, 2048, s.n, s.k, rng);
-    dense<lp_formula::mxfp4_even>(runner, s.name, 2048, s.n, s.k, rng);
-    dense<lp_formula::int8_per_channel>(runner, s.name, 2048, s.n, s.k, rng);
-    dense<lp_formula::nvfp4_weight>(runner, s.name, 2048, s.n, s.k, rng);
+    dense<formula::mxfp8_torch>(runner, s.name, 2048, s.n, s.k, rng);
+    dense<formula::mxfp4_even>(runner, s.name, 2048, s.n, s.k, rng);
+    dense<formula::int8_per_channel>(runner, s.name, 2048, s.n, s.k, rng);
+    dense<formula::nvfp4_weight>(runner, s.name, 2048, s.n, s.k, rng);
   }
   for (const std::int64_t tokens : {256, 4096}) {
-    grouped<lp_formula::mxfp4_even>(tokens, rng);
-    grouped<lp_formula::nvfp4_weight>(tokens, rng);
+    grouped<formula::mxfp4_even>(tokens, rng);
+    grouped<formula::nvfp4_weight>(tokens, rng);
   }
   return 0;
 }

@@ -1,11 +1,10 @@
-// CPU quantization throughput per scheme: input bytes per second of the fast path, against memcpy of
+// CPU quantization throughput per formula (every row of the registry): input bytes per second of the fast path, against memcpy of
 // the same bytes and against the scalar reference, both measured in this run. Best of several runs.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -13,9 +12,9 @@
 
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;
@@ -36,47 +35,17 @@ int main() {
   const double memcpy_s = best_seconds(runs, [&] { std::memcpy(copy.data(), w.data(), n * 2); });
   fmt::print("# {}x{} bf16 ({:.0f} MB), {} hardware threads; memcpy {:.2f} GB/s\n", rows, cols, bytes / 1e6,
              std::thread::hardware_concurrency(), bytes / memcpy_s / 1e9);
-  const ref::block_options blocks{};
-  const ref::group_options groups{};
-  struct kernel {
-    const char* name;
-    std::function<void()> fast, reference;
-  };
-  const std::vector<kernel> kernels{
-      {"weight_per_tensor", [&] { qp::cpu::weight_kernel<qp::fp8_per_tensor>::run(x, q.data(), s.data()); },
-       [&] { ref::weight_per_tensor(x, q.data(), s.data()); }},
-      {"weight_per_channel", [&] { qp::cpu::weight_kernel<qp::fp8_per_channel>::run(x, q.data(), s.data()); },
-       [&] { ref::weight_per_channel(x, q.data(), s.data()); }},
-      {"weight_block_128x128", [&] { qp::cpu::weight_kernel<qp::fp8_per_block>::run(x, blocks, q.data(), s.data()); },
-       [&] { ref::block_128x128(x, blocks, q.data(), s.data()); }},
-      {"act_per_token", [&] { qp::cpu::activation_kernel<qp::fp8_per_token>::run(x, q.data(), s.data()); },
-       [&] { ref::dynamic_per_token(x, q.data(), s.data()); }},
-      {"act_per_tensor", [&] { qp::cpu::activation_kernel<qp::fp8_per_tensor_dynamic>::run(x, q.data(), s.data()); },
-       [&] { ref::dynamic_per_tensor(x, q.data(), s.data()); }},
-      {"act_group_1x128", [&] { qp::cpu::activation_kernel<qp::fp8_per_block_dynamic>::run(x, groups, q.data(), s.data()); },
-       [&] { ref::per_token_group(x, groups, q.data(), s.data()); }},
-      // The low-precision formulas (quantize-tensor's keys), outputs as they store them.
-      {"mxfp8", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp8_torch>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
-       [&] { ref::mxfp8_torch(x, q.data(), sb.data()); }},
-      {"mxfp8_dynamic", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp8_flashinfer>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
-       [&] { ref::mxfp8_flashinfer(x, q.data(), sb.data()); }},
-      {"mxfp4", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp4_even>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
-       [&] { ref::mxfp4_even(x, q.data(), sb.data()); }},
-      {"mxfp4_dynamic", [&] { qp::cpu::lp_kernel<qp::formulas::mxfp4_rceil>::run(x, {q.data(), sb.data(), nullptr, nullptr, false}); },
-       [&] { ref::mxfp4_flashinfer(x, q.data(), sb.data()); }},
-      {"int8_per_channel_static",
-       [&] { qp::cpu::lp_kernel<qp::formulas::int8_per_channel>::run(x, {q.data(), nullptr, s.data(), nullptr, false}); },
-       [&] { ref::int8_per_channel(x, reinterpret_cast<std::int8_t*>(q.data()), s.data()); }},
-      {"nvfp4", [&] { qp::cpu::lp_kernel<qp::formulas::nvfp4_weight>::run(x, {q.data(), sb.data(), nullptr, s.data(), false}); },
-       [&] { ref::nvfp4_weight(x, q.data(), sb.data()); }},
-      {"nvfp4_per_token",
-       [&] { qp::cpu::lp_kernel<qp::formulas::nvfp4_per_token>::run(x, {q.data(), sb.data(), s.data(), nullptr, false}); },
-       [&] { ref::nvfp4_per_token(x, q.data(), sb.data(), s.data()); }},
-  };
-  for (const auto& k : kernels) {
-    const double fast = best_seconds(runs, k.fast), slow = best_seconds(2, k.reference);
-    fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", k.name, bytes / fast / 1e9, memcpy_s / fast);
-    fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", k.name, slow / fast, slow / fast);
-  }
+  // Every formula of the registry, fast path against reference, outputs as the formula stores them.
+  std::vector<float> second(static_cast<std::size_t>(rows));
+  qp::registry::for_each_type(qp::registry::formula_types, [&](auto tag) {
+    using formula = decltype(tag);
+    const auto& f = qp::schemes::formula_of(formula::id);
+    void* scales = f.scales == qp::schemes::scale_format::f32 ? static_cast<void*>(s.data()) : sb.data();
+    const qp::quantized_outputs out{q.data(), scales, second.data()};
+    const double fast = best_seconds(runs, [&] { qp::cpu::quantize<formula>(x, out); });
+    const double slow = best_seconds(2, [&] { ref::quantize<formula>(x, out); });
+    fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, bytes / fast / 1e9, memcpy_s / fast);
+    fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", f.name, slow / fast, slow / fast);
+  });
   return 0;
 }

@@ -23,7 +23,7 @@
 namespace st = qpolicy::safetensors;
 namespace fs = std::filesystem;
 namespace json = boost::json;
-using qpolicy::schemes::lp_formula;
+using qpolicy::schemes::formula;
 
 namespace {
 
@@ -61,14 +61,14 @@ std::map<std::string, stored> tensors_of(const fs::path& file) {
 }
 
 /// The online formula on a bf16 weight (the rows of `parts` stacked: an expert's w13).
-std::vector<qpolicy::stored_part> online(lp_formula f, const std::vector<const qpolicy::test::tensor*>& parts) {
+std::vector<qpolicy::stored_part> online(formula f, const std::vector<const qpolicy::test::tensor*>& parts) {
   std::vector<std::uint16_t> rows;
   std::int64_t n = 0;
   for (const auto* t : parts) {
     rows.insert(rows.end(), t->bf16.begin(), t->bf16.end());
     n += t->shape[0];
   }
-  return qpolicy::quantize_low_precision(f, {rows.data(), qpolicy::element::bf16, n, parts[0]->shape[1]}, {});
+  return qpolicy::quantize_tensor_parts(f, {rows.data(), qpolicy::element::bf16, n, parts[0]->shape[1]}, {});
 }
 
 std::vector<std::uint8_t> slice(const std::vector<std::uint8_t>& v, std::size_t from, std::size_t n) {
@@ -77,7 +77,7 @@ std::vector<std::uint8_t> slice(const std::vector<std::uint8_t>& v, std::size_t 
 
 struct lp_case {
   const char* config;  // the quantization_config
-  lp_formula formula;
+  qpolicy::schemes::formula formula;
   const char* format;  // the config group's format
   bool linear;         // whether the attention projections are quantized too
   bool activations;    // whether the group has input_activations
@@ -88,10 +88,10 @@ struct lp_case {
 TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' formats, with the online formulas' bits",
           "[checkpoint][quantize][dir][low-precision]") {
   const auto c = GENERATE(values<lp_case>({
-      {R"({"linear": "mxfp8", "moe": "mxfp8"})", lp_formula::mxfp8_torch, "mxfp8-quantized", true, true},
-      {R"({"linear": "mxfp4", "moe": "mxfp4"})", lp_formula::mxfp4_even, "mxfp4-pack-quantized", true, true},
-      {R"({"moe": "int8_per_channel_weight_only"})", lp_formula::int8_per_channel, "pack-quantized", false, false},
-      {R"({"moe": "nvfp4_per_token"})", lp_formula::nvfp4_weight, "nvfp4-pack-quantized", false, false},
+      {R"({"linear": "mxfp8", "moe": "mxfp8"})", formula::mxfp8_torch, "mxfp8-quantized", true, true},
+      {R"({"linear": "mxfp4", "moe": "mxfp4"})", formula::mxfp4_even, "mxfp4-pack-quantized", true, true},
+      {R"({"moe": "int8_per_channel_weight_only"})", formula::int8_per_channel, "pack-quantized", false, false},
+      {R"({"moe": "nvfp4_per_token"})", formula::nvfp4_weight, "nvfp4-pack-quantized", false, false},
   }));
   INFO(c.config);
   const qpolicy::test::temp_dir tmp("lp-checkpoint");
@@ -102,7 +102,7 @@ TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' form
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Catch::Contains("format: compressed-tensors"));
-  CHECK((r.err.find("no per-token NVFP4 activations") != std::string::npos) == (c.formula == lp_formula::nvfp4_weight));
+  CHECK((r.err.find("no per-token NVFP4 activations") != std::string::npos) == (c.formula == formula::nvfp4_weight));
 
   // The config group, as llm-compressor writes it for the matching preset.
   const auto qc = json::parse(qpolicy::test::slurp(out / "config.json")).as_object().at("quantization_config").as_object();
@@ -113,9 +113,9 @@ TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' form
   CHECK(group.at("format") == c.format);
   CHECK(group.at("input_activations").is_null() == !c.activations);
   const auto& w = group.at("weights").as_object();
-  const bool int8 = c.formula == lp_formula::int8_per_channel, nvfp4 = c.formula == lp_formula::nvfp4_weight;
+  const bool int8 = c.formula == formula::int8_per_channel, nvfp4 = c.formula == formula::nvfp4_weight;
   CHECK(w.at("type") == (int8 ? "int" : "float"));
-  CHECK(w.at("num_bits") == (c.formula == lp_formula::mxfp8_torch || int8 ? 8 : 4));
+  CHECK(w.at("num_bits") == (c.formula == formula::mxfp8_torch || int8 ? 8 : 4));
   CHECK(w.at("strategy") == (int8 ? "channel" : nvfp4 ? "tensor_group" : "group"));
   CHECK(w.at("scale_dtype") == (int8 ? json::value(nullptr) : json::value(nvfp4 ? "torch.float8_e4m3fn" : "torch.uint8")));
   const auto& ignore = qc.at("ignore").as_array();
@@ -179,7 +179,7 @@ TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' form
       CHECK((shape[0] == rows && shape[1] == cols));
       continue;
     }
-    const bool mxfp8 = c.formula == lp_formula::mxfp8_torch;
+    const bool mxfp8 = c.formula == formula::mxfp8_torch;
     const auto& codes = got.at(base + (mxfp8 ? ".weight" : ".weight_packed"));
     CHECK(codes.type == (mxfp8 ? st::dtype::F8_E4M3 : st::dtype::U8));
     CHECK(codes.bytes == parts[0].bytes);

@@ -13,10 +13,12 @@ export QPOLICY_MODELS=${QPOLICY_MODELS:-$root/../shared/models}
 [ -f "$QPOLICY_CONFIG_CASES" ] || { echo "fuzz: $QPOLICY_CONFIG_CASES is missing (set QPOLICY_CONFIG_CASES)"; exit 1; }
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found, skipped"; exit 0; }
 if [ "$arg" = LONG ]; then limit=(-runs="${QPOLICY_FUZZ_RUNS:-10000000}"); else limit=(-max_total_time="$arg"); fi
-flags=(-std=c++20 -O1 -g -I"$root/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-# The runtime library, once, instrumented for coverage (the CPU kernels and the CUDA-less stubs).
+bash "$root/scripts/write-version-header.sh" "$work/include" 0  # a build without CUDA
+flags=(-std=c++20 -O1 -g -I"$root/include" -I"$work/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined
+       -fno-sanitize-recover=undefined)
+# The runtime library, once, instrumented for coverage (the CPU kernels, and the CUDA backend as a build without CUDA has it).
 lib_srcs=("$root"/src/match/*.cpp "$root"/src/json/*.cpp "$root"/src/plan/*.cpp "$root"/src/io/*.cpp
-          "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/*_none.cpp "$root"/kernels/cuda/gemm_check.cpp "$root"/src/cli/args.cpp)
+          "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/without_cuda.cpp "$root"/kernels/cuda/gemm_check.cpp "$root"/src/cli/args.cpp)
 mkdir -p "$work/obj"
 if [ ! -f "$work/obj/.built" ]; then  # a second run into the same directory reuses the objects
   printf '%s\n' "${lib_srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \

@@ -10,6 +10,7 @@
 
 #include "qpolicy/kernels/cuda/device_info.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy::test {
 
@@ -33,6 +34,34 @@ inline bool have_device(const char* what) {
   }
   std::printf("CUDA device: %s\n", report.description.c_str());
   return true;
+}
+
+/// Host buffers a formula's outputs are copied back into: byte counts per part (0: the part is absent).
+struct host_parts {
+  std::uint8_t* codes = nullptr;
+  std::size_t code_bytes = 0;
+  void* scales = nullptr;
+  std::size_t scale_bytes = 0;
+  float* second = nullptr;
+  std::size_t second_count = 0;
+};
+
+/// Formula tag Formula run by cuda::quantize on a device copy of host input `x`, its parts copied back
+/// into `out` (byte block scales zero-filled first when `o.swizzled`, as callers of cuda::quantize do).
+template <class Formula>
+void quantize_on_device(const qpolicy::input_view& x, const host_parts& out, const qpolicy::quantize_options& o = {}) {
+  namespace cuda = qpolicy::cuda;
+  const auto in = cuda::to_device(x.data, static_cast<std::size_t>(x.size()) * (x.type == qpolicy::element::f32 ? 4 : 2));
+  cuda::device_memory codes(out.code_bytes), scales(out.scale_bytes), second(out.second_count * sizeof(float)),
+      scratch(sizeof(std::uint32_t));
+  if (out.scale_bytes) cuda::fill_zero(scales);
+  cuda::quantize<Formula>({in.get(), x.type, x.rows, x.cols},
+                          {codes.as<std::uint8_t>(), scales.get(), out.second_count ? second.as<float>() : nullptr}, o,
+                          scratch.as<std::uint32_t>());
+  cuda::synchronize();
+  cuda::to_host(codes, out.codes, out.code_bytes);
+  if (out.scale_bytes) cuda::to_host(scales, out.scales, out.scale_bytes);
+  if (out.second_count) cuda::to_host(second, out.second, out.second_count * sizeof(float));
 }
 
 }  // namespace qpolicy::test

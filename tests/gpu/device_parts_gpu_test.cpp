@@ -29,7 +29,7 @@ int main() {
     const auto end = keys.find(", ", at);
     const std::string name = keys.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? keys.size() : end + 2;
-    const auto formula = *qp::find_tensor_formula(name);
+    const auto formula = *qp::schemes::find_formula(name);
     for (auto type : {qp::element::bf16, qp::element::f16, qp::element::f32}) {
       std::vector<std::uint16_t> half(values.size());
       for (std::size_t i = 0; i < values.size(); ++i)

@@ -11,6 +11,7 @@
 
 #include "../support/moe_routing.hpp"
 #include "../support/random_operands.hpp"
+#include "../support/type_lists.hpp"
 #include "device_buffer.hpp"
 #include "qpolicy/kernels/cuda/low_precision_forward.hpp"
 
@@ -84,7 +85,7 @@ int main() {
   cuda::forward_context ctx;
   std::mt19937 rng(31);
   try {
-    check_all(ctx, rng, static_cast<cpu::lp_scheme_list*>(nullptr));
+    check_all(ctx, rng, static_cast<qpolicy::test::weight_only_schemes*>(nullptr));
   } catch (const std::exception& e) {
     fail(std::string("threw: ") + e.what());
   }

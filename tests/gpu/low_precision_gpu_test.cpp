@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../numerics/low_precision_impls.hpp"
+#include "../support/type_lists.hpp"
 #include "device_buffer.hpp"
 #include "qpolicy/kernels/cuda/low_precision.hpp"
 
@@ -103,16 +104,28 @@ input random_input(std::mt19937& rng, qpolicy::element type, std::int64_t rows, 
 
 bool same_float(float a, float b) { return fp8::bits_of(a) == fp8::bits_of(b) || (std::isnan(a) && std::isnan(b)); }
 
+/// Formula tag Formula on the device (cuda::quantize), its parts copied into `out`.
+template <class Formula>
+void cuda_quantize(const qpolicy::input_view& x, lp_buffers& out) {
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  const auto o = out.outputs(f);
+  const bool floats = out.block_scales.empty();
+  qpolicy::test::quantize_on_device<Formula>(
+      x, {o.codes, out.codes.size(), o.scales, floats ? out.row_scales.size() * sizeof(float) : out.block_scales.size(), o.second,
+          f.second == qp::schemes::second_scale::none ? 0 : f.second == qp::schemes::second_scale::per_token ? out.row_scales.size() : 1},
+      {false, {}, out.swizzled});
+}
+
 /// CUDA against the CPU reference for formula tag Formula on one input, both scale layouts.
 template <class Formula>
 void check(const input& t, int& runs) {
   const auto& f = qp::schemes::formula_of(Formula::id);
-  if (f.block && t.cols % f.block != 0) return;
+  if (t.cols % f.k_multiple != 0) return;
   const qpolicy::input_view x{t.bits.data(), t.type, t.rows, t.cols};
   for (const bool swizzled : {false, true}) {
-    if (swizzled && !f.block) continue;
+    if (swizzled && !f.block()) continue;
     lp_buffers gpu(Formula::id, t.rows, t.cols, swizzled), cpu(Formula::id, t.rows, t.cols, swizzled);
-    qp::cuda::quantize_host_low_precision<Formula>(x, gpu.outputs());
+    cuda_quantize<Formula>(x, gpu);
     qp::test::low_precision::reference_quantize<Formula>(x, cpu);
     ++runs;
     const std::string where = std::string(f.name) + " on " + t.id + " " + std::to_string(t.rows) + "x" + std::to_string(t.cols) +
@@ -135,7 +148,7 @@ void check(const input& t, int& runs) {
 }
 
 void check_all(const input& t, int& runs) {
-  std::apply([&](auto... formula) { (check<decltype(formula)>(t, runs), ...); }, qp::schemes::formula_list{});
+  std::apply([&](auto... formula) { (check<decltype(formula)>(t, runs), ...); }, qpolicy::test::low_precision_formulas{});
 }
 
 }  // namespace

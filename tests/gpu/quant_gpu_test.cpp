@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/type_lists.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
@@ -58,23 +59,23 @@ void compare(const std::vector<std::uint8_t>& qg, const std::vector<std::uint8_t
   for (std::size_t i = 0; i < sr.size(); ++i) expect(same_float(sg[i], sr[i]), what, round, i);
 }
 
-/// The CUDA kernel of quant key Key (through quantize_host_tensor) against the CPU reference of the
-/// same key, on one input: codes and scales bit for bit.
-template <class Key>
-void check_key(const std::vector<std::uint16_t>& host, std::int64_t rows, std::int64_t cols, const qp::cpu::key_options& o,
-               int round) {
-  const auto& scale = qp::key_of(Key::id).scale;
-  const std::int64_t group = !scale.is_static && scale.group.row == 1 && scale.group.col > 0 ? scale.group.col : 1;
-  if (cols % group) return;  // 1xG groups take whole groups
+/// The CUDA kernel of FP8 formula Formula (cuda::quantize on a device copy) against the CPU
+/// reference of the same formula, on one input: codes and scales bit for bit.
+template <class Formula>
+void check_formula(const std::vector<std::uint16_t>& host, std::int64_t rows, std::int64_t cols, const qp::quantize_options& o,
+                   int round) {
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  if (cols % f.k_multiple) return;  // 1xG groups take whole groups
   const qpolicy::input_view hx{host.data(), qpolicy::element::bf16, rows, cols};
-  const auto grid = qp::schemes::scale_grid(Key::id, rows, cols);
-  const auto count = static_cast<std::size_t>(group > 1 ? fp8::scale_storage(o.groups.layout, rows, cols / group) : grid[0] * grid[1]);
+  const auto grid = qp::schemes::scale_grid(f.group, rows, cols);
+  const auto count = static_cast<std::size_t>(f.k_multiple > 1 ? fp8::scale_storage(o.layout, rows, cols / f.k_multiple)
+                                                                : grid[0] * grid[1]);
   const auto n = static_cast<std::size_t>(rows * cols);
   std::vector<std::uint8_t> qg(n), qr(n);
   std::vector<float> sg(count, -1.0f), sr(count, -2.0f);
-  qp::cuda::quantize_host_tensor<Key>(hx, o.blocks, o.groups, qg.data(), sg.data(), count);
-  qp::cpu::run_key_kernel<Key, ref::weight_kernel, ref::activation_kernel>(hx, o, qr.data(), sr.data(), ref::no_threads{});
-  compare(qg, qr, sg, sr, Key::name.data(), round);
+  qpolicy::test::quantize_on_device<Formula>(hx, {qg.data(), n, sg.data(), count * sizeof(float)}, o);
+  ref::quantize<Formula>(hx, {qr.data(), sr.data(), nullptr}, o);
+  compare(qg, qr, sg, sr, Formula::name.data(), round);
 }
 
 }  // namespace
@@ -86,11 +87,12 @@ int main() {
     const std::int64_t rows = 1 + rng() % 300, cols = round % 2 ? 128 * (1 + rng() % 6) : 1 + rng() % 700;
     const auto n = static_cast<std::size_t>(rows * cols);
     const auto host = special_bf16(rng, n);
-    // Every key with a kernel (the contract's list), with block and group options varied by round.
+    // Every FP8 formula of the registry, with UE8M0 and the group layouts varied by round.
     constexpr fp8::scale_layout layouts[] = {fp8::scale_layout::row_major, fp8::scale_layout::column_major,
                                              fp8::scale_layout::column_major_tma};
-    const qp::cpu::key_options o{{round % 4 == 1, round % 4 == 3}, {128, round % 3 == 0, layouts[(round / 2) % 3]}};
-    std::apply([&](auto... key) { (check_key<decltype(key)>(host, rows, cols, o, round), ...); }, qp::schemes::kernel_key_list{});
+    const qp::quantize_options o{round % 3 == 0, layouts[(round / 2) % 3]};
+    std::apply([&](auto... formula) { (check_formula<decltype(formula)>(host, rows, cols, o, round), ...); },
+               qpolicy::test::fp8_formulas{});
   }
   if (cudaDeviceSynchronize() != cudaSuccess) ++failures;
   std::printf("%s: %d mismatches\n", failures ? "FAIL" : "ok", failures);

@@ -18,7 +18,7 @@ using qpolicy::test::failures;
 
 namespace {
 
-template <qp::schemes::lp_formula F>
+template <qp::schemes::formula F>
 void check(std::int64_t k) {
   const qp::test::weight_only_case<F> c(k);
   const device_buffer<std::uint16_t> a(c.a);
@@ -39,11 +39,11 @@ void check(std::int64_t k) {
 
 int main() {
   if (!qpolicy::test::have_device("GPU weight-only GEMM tests")) return 77;
-  check<qp::schemes::lp_formula::mxfp8_torch>(96);
-  check<qp::schemes::lp_formula::mxfp4_even>(160);
-  check<qp::schemes::lp_formula::int8_per_channel>(72);
-  check<qp::schemes::lp_formula::nvfp4_weight>(48);
-  check<qp::schemes::lp_formula::mxfp4_even>(2048);
+  check<qp::schemes::formula::mxfp8_torch>(96);
+  check<qp::schemes::formula::mxfp4_even>(160);
+  check<qp::schemes::formula::int8_per_channel>(72);
+  check<qp::schemes::formula::nvfp4_weight>(48);
+  check<qp::schemes::formula::mxfp4_even>(2048);
   if (cudaDeviceSynchronize() != cudaSuccess) fail("cudaDeviceSynchronize");
   std::printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
   return failures ? 1 : 0;

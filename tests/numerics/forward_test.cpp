@@ -16,7 +16,7 @@
 #include "qpolicy/kernels/cpu/gemm_reference.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
-#include "qpolicy/schemes/detail/kernel_select.hpp"
+#include "../support/type_lists.hpp"
 #include "../support/random_operands.hpp"
 
 namespace qp = qpolicy;
@@ -94,7 +94,7 @@ constexpr bool coarse = cpu::linear_layer<typename Pair::scheme, typename Pair::
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("linear forward per scheme: vectorized = reference, error within the FP8 bound", "[forward]",
-                        qp::schemes::forward_pair_list) {
+                        qpolicy::test::forward_pairs) {
   using Scheme = typename TestType::scheme;
   using Act = typename TestType::activation;
   const double bound = coarse<TestType> ? linear_bound_per_tensor : linear_bound_fine;
@@ -120,7 +120,7 @@ TEMPLATE_LIST_TEST_CASE("linear forward per scheme: vectorized = reference, erro
 }
 
 TEMPLATE_LIST_TEST_CASE("MoE forward per scheme: vectorized = reference, error within the FP8 bound", "[forward]",
-                        qp::schemes::forward_pair_list) {
+                        qpolicy::test::forward_pairs) {
   using Scheme = typename TestType::scheme;
   using Act = typename TestType::activation;
   const double bound = coarse<TestType> ? moe_bound_per_tensor : moe_bound_fine;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
+#include "../support/type_lists.hpp"
 #include "low_precision_impls.hpp"
 
 namespace qp = qpolicy;
@@ -76,16 +77,16 @@ void require_same(const std::vector<T>& fast, const std::vector<T>& reference, S
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("CPU fast path of every low-precision formula equals its reference bit for bit",
-                        "[numerics][property][low_precision]", qp::schemes::formula_list) {
+                        "[numerics][property][low_precision]", qpolicy::test::low_precision_formulas) {
   using Formula = TestType;
   const auto& f = qp::schemes::formula_of(Formula::id);
   const auto type = GENERATE(qpolicy::element::bf16, qpolicy::element::f16, qpolicy::element::f32);
   if (f.model_dtype_only && type == qpolicy::element::f32) return;  // refused before any kernel runs
-  const bool swizzled = f.block ? GENERATE(false, true) : false;
+  const bool swizzled = f.block() ? GENERATE(false, true) : false;
   std::mt19937 rng(20261201u + static_cast<unsigned>(Formula::id) * 131u + static_cast<unsigned>(type) * 7u + swizzled);
   for (int round = 0; round < 25; ++round) {
     const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % (round % 5 == 0 ? 300 : 40));
-    const std::int64_t cols = f.block ? f.block * (1 + static_cast<std::int64_t>(rng() % 9)) : 1 + static_cast<std::int64_t>(rng() % 200);
+    const std::int64_t cols = f.block() ? f.block() * (1 + static_cast<std::int64_t>(rng() % 9)) : 1 + static_cast<std::int64_t>(rng() % 200);
     const auto s = make(rng, type, rows, cols);
     INFO("round " << round << ": " << rows << "x" << cols << (swizzled ? ", 128x4 scales" : ""));
     lp_buffers fast(Formula::id, rows, cols, swizzled), reference(Formula::id, rows, cols, swizzled);

@@ -5,6 +5,8 @@
 // refuses are refused with its message, and MXFP4 experts are padded as vLLM pads them.
 #include <catch2/catch.hpp>
 
+#include "../support/type_lists.hpp"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -20,7 +22,7 @@ namespace fp8 = qpolicy::fp8;
 namespace cpu = qpolicy::cpu;
 namespace lp = qpolicy::lp;
 using qp::schemes::activation_treatment;
-using qp::schemes::lp_formula;
+using qp::schemes::formula;
 using qpolicy::test::bf16_tensor;
 using qpolicy::test::random_bf16;
 using qpolicy::test::relative_error;
@@ -40,12 +42,12 @@ std::vector<double> exact_weights(const qpolicy::input_view& w) {
   std::vector<double> out(static_cast<std::size_t>(w.size()));
   for (std::size_t i = 0; i < out.size(); ++i) {
     const auto row = i / static_cast<std::size_t>(w.cols);
-    if constexpr (Formula::id == lp_formula::mxfp8_torch) {
+    if constexpr (Formula::id == formula::mxfp8_torch) {
       const auto s = b.block_scales[i / 32];
       out[i] = s == 0 ? 0.0 : double(fp8::decode(b.codes[i])) * lp::e8m0_value(s);  // Marlin: byte 0 is 0
-    } else if constexpr (Formula::id == lp_formula::mxfp4_even) {
+    } else if constexpr (Formula::id == formula::mxfp4_even) {
       out[i] = e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32]);
-    } else if constexpr (Formula::id == lp_formula::int8_per_channel) {
+    } else if constexpr (Formula::id == formula::int8_per_channel) {
       out[i] = double(static_cast<std::int8_t>(b.codes[i])) * b.row_scales[row];
     } else {
       out[i] = e2m1(nibble(b.codes, i)) * fp8::decode(b.block_scales[i / 16]) * b.tensor_scale[0];
@@ -61,11 +63,11 @@ std::vector<double> exact_activations(activation_treatment t, const std::vector<
   if (t == activation_treatment::none) {
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i];
   } else if (t == activation_treatment::mxfp4_qdq) {
-    lp_buffers b(lp_formula::mxfp4_even, rows, k, false);
+    lp_buffers b(formula::mxfp4_even, rows, k, false);
     reference_quantize<qp::formulas::mxfp4_even>(xv, b);
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = lp::round_to(qpolicy::element::bf16, float(e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32])));
   } else {
-    lp_buffers b(lp_formula::nvfp4_per_token, rows, k, false);
+    lp_buffers b(formula::nvfp4_per_token, rows, k, false);
     reference_quantize<qp::formulas::nvfp4_per_token>(xv, b);
     for (std::size_t i = 0; i < x.size(); ++i) {
       const auto c = nibble(b.codes, i);
@@ -119,7 +121,7 @@ const linear_case linear_cases[] = {{"llama qkv_proj", 1536, 1024}, {"llama o_pr
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("low-precision linear layers: GEMMs within §9's bound, outputs near float32", "[forward][low_precision]",
-                        cpu::lp_scheme_list) {
+                        qpolicy::test::weight_only_schemes) {
   using Scheme = TestType;
   if constexpr (qp::schemes::contract_of(Scheme::id).linear) {
     const auto& c = GENERATE(from_range(std::begin(linear_cases), std::end(linear_cases)));
@@ -144,7 +146,7 @@ TEMPLATE_LIST_TEST_CASE("low-precision linear layers: GEMMs within §9's bound, 
 }
 
 TEMPLATE_LIST_TEST_CASE("low-precision MoE layers: expert GEMMs within §9's bound, outputs near float32", "[forward][low_precision]",
-                        cpu::lp_scheme_list) {
+                        qpolicy::test::weight_only_schemes) {
   using Scheme = TestType;
   // Qwen3-30B-A3B's experts (E=128, H=2048, I=768, top-8) at E=8, H=512, I=192, top-4, 48 tokens.
   const std::int64_t experts = 8, hidden = 512, inter = 192, top_k = 4, tokens = 48;

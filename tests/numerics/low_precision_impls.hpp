@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/reference.hpp"
+#include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 
@@ -19,7 +19,7 @@ struct lp_buffers {
   bool swizzled = false;
   std::int64_t rows = 0, per_row = 0;
 
-  lp_buffers(schemes::lp_formula id, std::int64_t r, std::int64_t cols, bool swizzle) : swizzled(swizzle), rows(r) {
+  lp_buffers(schemes::formula id, std::int64_t r, std::int64_t cols, bool swizzle) : swizzled(swizzle), rows(r) {
     const auto& f = schemes::formula_of(id);
     per_row = schemes::scales_per_row(f, cols);
     const auto shape = schemes::block_scale_shape(f, rows, cols, swizzled);
@@ -28,8 +28,10 @@ struct lp_buffers {
     row_scales.assign(static_cast<std::size_t>(rows), -1.0f);
     tensor_scale.assign(1, -1.0f);
   }
-  lp::outputs outputs() {
-    return {codes.data(), block_scales.empty() ? nullptr : block_scales.data(), row_scales.data(), tensor_scale.data(), swizzled};
+  /// The buffers as formula f's outputs: float32 scales and per-token second scales in row_scales.
+  quantized_outputs outputs(const schemes::formula_row& f) {
+    void* scales = block_scales.empty() ? static_cast<void*>(row_scales.data()) : block_scales.data();
+    return {codes.data(), scales, f.second == schemes::second_scale::per_token ? row_scales.data() : tensor_scale.data()};
   }
   /// Block scale (r, j) wherever the layout keeps it.
   std::uint8_t block_scale(std::int64_t r, std::int64_t j) const {
@@ -44,32 +46,16 @@ struct lp_buffers {
   }
 };
 
-/// The CPU reference of formula tag Formula into `out` (block scales scattered into its layout).
+/// The CPU reference of formula tag Formula into `out` (block scales in its layout).
 template <class Formula>
 void reference_quantize(const qpolicy::input_view& x, lp_buffers& out) {
-  namespace ref = cpu::reference;
-  using schemes::lp_formula;
-  constexpr auto F = Formula::id;
-  std::vector<std::uint8_t> scales(static_cast<std::size_t>(x.rows * out.per_row));
-  if constexpr (F == lp_formula::mxfp8_torch) ref::mxfp8_torch(x, out.codes.data(), scales.data());
-  else if constexpr (F == lp_formula::mxfp8_flashinfer) ref::mxfp8_flashinfer(x, out.codes.data(), scales.data());
-  else if constexpr (F == lp_formula::mxfp4_even) ref::mxfp4_even(x, out.codes.data(), scales.data());
-  else if constexpr (F == lp_formula::mxfp4_rceil) ref::mxfp4_flashinfer(x, out.codes.data(), scales.data());
-  else if constexpr (F == lp_formula::int8_per_channel)
-    ref::int8_per_channel(x, reinterpret_cast<std::int8_t*>(out.codes.data()), out.row_scales.data());
-  else if constexpr (F == lp_formula::nvfp4_weight) out.tensor_scale[0] = ref::nvfp4_weight(x, out.codes.data(), scales.data()).weight_scale_2;
-  else ref::nvfp4_per_token(x, out.codes.data(), scales.data(), out.row_scales.data());
-  if (!out.block_scales.empty())
-    for (std::int64_t r = 0; r < x.rows; ++r)
-      for (std::int64_t j = 0; j < out.per_row; ++j)
-        out.block_scales[static_cast<std::size_t>(lp::block_scale_offset(r, j, out.per_row, out.swizzled))] =
-            scales[static_cast<std::size_t>(r * out.per_row + j)];
+  cpu::reference::quantize<Formula>(x, out.outputs(schemes::formula_of(Formula::id)), {false, {}, out.swizzled});
 }
 
 /// The CPU fast path of formula tag Formula into `out`.
 template <class Formula>
 void fast_quantize(const qpolicy::input_view& x, lp_buffers& out, unsigned threads = 3) {
-  cpu::lp_kernel<Formula>::run(x, out.outputs(), {threads});
+  cpu::quantize<Formula>(x, out.outputs(schemes::formula_of(Formula::id)), {false, {}, out.swizzled}, {threads});
 }
 
 }  // namespace qpolicy::test::low_precision

@@ -24,18 +24,21 @@ namespace formulas = qpolicy::formulas;
 /// The fast path with the reference's signatures.
 template <class Formula>
 void fast_blocks(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* scales) {
-  qpolicy::cpu::lp_kernel<Formula>::run(x, {q, scales, nullptr, nullptr, false}, {3});
+  qpolicy::cpu::quantize<Formula>(x, {q, scales, nullptr}, {}, {3});
 }
 void fast_int8(const qpolicy::input_view& x, std::int8_t* q, float* scales) {
-  qpolicy::cpu::lp_kernel<formulas::int8_per_channel>::run(x, {reinterpret_cast<std::uint8_t*>(q), nullptr, scales, nullptr, false}, {3});
+  qpolicy::cpu::quantize<formulas::int8_per_channel>(x, {reinterpret_cast<std::uint8_t*>(q), scales, nullptr}, {}, {3});
 }
 ref::nvfp4_global fast_nvfp4_weight(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* sf) {
   ref::nvfp4_global g{0.0f, -1.0f};  // the fast path stores weight_scale_2 only
-  qpolicy::cpu::lp_kernel<formulas::nvfp4_weight>::run(x, {q, sf, nullptr, &g.weight_scale_2, false}, {3});
+  qpolicy::cpu::quantize<formulas::nvfp4_weight>(x, {q, sf, &g.weight_scale_2}, {}, {3});
   return g;
 }
 void fast_nvfp4_per_token(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* sf, float* st) {
-  qpolicy::cpu::lp_kernel<formulas::nvfp4_per_token>::run(x, {q, sf, st, nullptr, false}, {3});
+  qpolicy::cpu::quantize<formulas::nvfp4_per_token>(x, {q, sf, st}, {}, {3});
+}
+ref::nvfp4_global reference_nvfp4_weight(const qpolicy::input_view& x, std::uint8_t* q, std::uint8_t* sf) {
+  return ref::nvfp4_weight(x, q, sf);
 }
 
 /// One implementation of every quantizer: the reference, or the fast path.
@@ -48,7 +51,7 @@ struct implementation {
 };
 const implementation implementations[] = {
     {"CPU reference", ref::mxfp8_torch, ref::mxfp8_flashinfer, ref::mxfp4_even, ref::mxfp4_flashinfer, ref::int8_per_channel,
-     ref::nvfp4_weight, ref::nvfp4_per_token},
+     reference_nvfp4_weight, ref::nvfp4_per_token},
     {"CPU fast path", fast_blocks<formulas::mxfp8_torch>, fast_blocks<formulas::mxfp8_flashinfer>,
      fast_blocks<formulas::mxfp4_even>, fast_blocks<formulas::mxfp4_rceil>, fast_int8, fast_nvfp4_weight, fast_nvfp4_per_token},
 };

@@ -1,4 +1,4 @@
-// Property tests: the vectorized CPU kernels (threads, one per key of the kernel list) equal the reference bit
+// Property tests: the vectorized CPU kernels (threads, one per FP8 formula of the registry) equal the reference bit
 // for bit on random shapes (odd sizes, one row, one column), zeros, outliers, NaN and infinity, values
 // at +-448 and at rounding ties, for bf16, fp16 and fp32 inputs.
 #include <catch2/catch.hpp>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
+#include "../support/type_lists.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 
 namespace qp = qpolicy;
@@ -83,28 +84,36 @@ void require_same(const std::vector<T>& fast, const std::vector<T>& reference, S
 }  // namespace
 
 namespace {
-/// The options a key's formula reads, drawn per test run: both block variants and UE8M0 for 128x128
-/// blocks, every layout and UE8M0 for 1xG groups; nothing for the others.
-template <class Key>
-qpolicy::cpu::key_options options_for() {
-  qpolicy::cpu::key_options o;
-  const auto& k = qp::key_of(Key::id);
-  if (k.scale.is_static && k.scale.group.row > 1) o.blocks = {GENERATE(false, true), GENERATE(false, true)};
-  if (!k.scale.is_static && k.scale.group.row == 1 && k.scale.group.col > 0)
-    o.groups = {k.scale.group.col, GENERATE(false, true),
-                GENERATE(fp8::scale_layout::row_major, fp8::scale_layout::column_major, fp8::scale_layout::column_major_tma)};
+/// The options a formula reads, drawn per test run: UE8M0 for 128x128 blocks (and the torch.compile
+/// variant, through the block kernels), every layout and UE8M0 for 1xG groups; nothing for the others.
+struct drawn_options {
+  qpolicy::quantize_options kernel;
+  bool compiled_variant = false;
+};
+template <class Formula>
+drawn_options options_for() {
+  drawn_options o;
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  if (f.weight && f.group.row > 1) {
+    o.kernel.ue8m0 = GENERATE(false, true);
+    o.compiled_variant = GENERATE(false, true);
+  }
+  if (f.k_multiple > 1) {
+    o.kernel.ue8m0 = GENERATE(false, true);
+    o.kernel.layout = GENERATE(fp8::scale_layout::row_major, fp8::scale_layout::column_major, fp8::scale_layout::column_major_tma);
+  }
   return o;
 }
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("CPU vectorized kernels equal the reference bit for bit", "[numerics][property]",
-                        qp::schemes::kernel_key_list) {
-  using Key = TestType;
-  const auto o = options_for<Key>();
+                        qpolicy::test::fp8_formulas) {
+  using Formula = TestType;
+  const auto o = options_for<Formula>();
   const auto type = GENERATE(qpolicy::element::bf16, qpolicy::element::f16, qpolicy::element::f32);
-  const auto& scale = qp::key_of(Key::id).scale;
-  const std::int64_t group = !scale.is_static && scale.group.row == 1 && scale.group.col > 0 ? scale.group.col : 1;
-  std::mt19937 rng(20261130 + static_cast<unsigned>(Key::id) * 31 + static_cast<unsigned>(type));
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  const std::int64_t group = f.k_multiple;
+  std::mt19937 rng(20261130 + static_cast<unsigned>(Formula::id) * 31 + static_cast<unsigned>(type));
   for (int round = 0; round < 20; ++round) {
     const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 300);
     // K: one column now and then, else up to 700; 1xG groups take whole groups.
@@ -113,15 +122,20 @@ TEMPLATE_LIST_TEST_CASE("CPU vectorized kernels equal the reference bit for bit"
                                                : 1 + static_cast<std::int64_t>(rng() % 700);
     const auto s = make(rng, type, rows, cols);
     INFO("round " << round << ": " << rows << "x" << cols);
-    const auto grid = qp::schemes::scale_grid(Key::id, rows, cols);
-    const auto scales = static_cast<std::size_t>(group > 1 ? fp8::scale_storage(o.groups.layout, rows, cols / group)
+    const auto grid = qp::schemes::scale_grid(f.group, rows, cols);
+    const auto scales = static_cast<std::size_t>(group > 1 ? fp8::scale_storage(o.kernel.layout, rows, cols / group)
                                                            : grid[0] * grid[1]);
     const auto n = static_cast<std::size_t>(rows * cols);
     std::vector<std::uint8_t> qf(n), qr(n);
     std::vector<float> sf(scales, -1.0f), sr(scales, -2.0f);
-    qpolicy::cpu::run_key_kernel<Key>(s.view(), o, qf.data(), sf.data(), {3});
-    qpolicy::cpu::run_key_kernel<Key, ref::weight_kernel, ref::activation_kernel>(s.view(), o, qr.data(), sr.data(),
-                                                                                  ref::no_threads{});
+    if (o.compiled_variant) {
+      const ref::block_options blocks{o.kernel.ue8m0, true};
+      qpolicy::cpu::weight_kernel<qp::fp8_per_block>::run(s.view(), blocks, qf.data(), sf.data(), {3});
+      ref::block_128x128(s.view(), blocks, qr.data(), sr.data());
+    } else {
+      qpolicy::cpu::quantize<Formula>(s.view(), {qf.data(), sf.data(), nullptr}, o.kernel, {3});
+      ref::quantize<Formula>(s.view(), {qr.data(), sr.data(), nullptr}, o.kernel);
+    }
     require_same(qf, qr, same_code);
     require_same(sf, sr, same_float);
   }

@@ -15,7 +15,7 @@
 
 namespace qpolicy::test {
 
-template <schemes::lp_formula F>
+template <schemes::formula F>
 struct weight_only_case {
   static constexpr std::int64_t experts = 4, n = 200;
   std::int64_t k;
@@ -24,7 +24,7 @@ struct weight_only_case {
   std::vector<std::uint16_t> a, w;
   std::vector<float> a_scale, row_scales, tensor_scales;
   std::vector<std::uint8_t> codes, scales;
-  static constexpr bool int8 = F == schemes::lp_formula::int8_per_channel, nvfp4 = F == schemes::lp_formula::nvfp4_weight;
+  static constexpr bool int8 = F == schemes::formula::int8_per_channel, nvfp4 = F == schemes::formula::nvfp4_weight;
 
   explicit weight_only_case(std::int64_t k_) : k(k_) {
     const auto& f = schemes::formula_of(F);

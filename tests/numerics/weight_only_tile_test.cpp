@@ -18,12 +18,12 @@
 namespace fp8 = qpolicy::fp8;
 namespace wo = qpolicy::lp::weight_only;
 namespace qp = qpolicy;
-using qp::schemes::lp_formula;
+using qp::schemes::formula;
 
 namespace {
 
 /// The whole grouped GEMM of formula F through the emulated CTAs.
-template <lp_formula F>
+template <formula F>
 void emulate(const wo::problem& p, const std::vector<wo::tile>& tiles) {
   std::vector<std::uint16_t> stage(wo::stage_elements);
   for (const auto& t : tiles)
@@ -50,7 +50,7 @@ void emulate(const wo::problem& p, const std::vector<wo::tile>& tiles) {
     }
 }
 
-template <lp_formula F>
+template <formula F>
 void check_formula(std::int64_t k) {
   const auto& f = qp::schemes::formula_of(F);
   INFO(f.name << ", K = " << k);
@@ -69,8 +69,8 @@ void check_formula(std::int64_t k) {
 }  // namespace
 
 TEST_CASE("weight-only GEMM tile arithmetic meets §9's bound for every weight formula", "[numerics][low_precision][gemm]") {
-  check_formula<lp_formula::mxfp8_torch>(96);
-  check_formula<lp_formula::mxfp4_even>(160);
-  check_formula<lp_formula::int8_per_channel>(72);  // K not a multiple of the K tile
-  check_formula<lp_formula::nvfp4_weight>(48);
+  check_formula<formula::mxfp8_torch>(96);
+  check_formula<formula::mxfp4_even>(160);
+  check_formula<formula::int8_per_channel>(72);  // K not a multiple of the K tile
+  check_formula<formula::nvfp4_weight>(48);
 }

@@ -2,7 +2,7 @@
 // vLLM prints them (the literals below are vLLM's), and the contract must agree with the vocabulary.
 #include "qpolicy/dispatch/dispatch.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
-#include "qpolicy/schemes/detail/kernel_select.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qp = qpolicy;
 namespace sc = qpolicy::schemes;
@@ -15,9 +15,12 @@ static_assert(qp::shorthand_names_repr() ==
               "['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'mxfp4', 'mxfp8', "
               "'nvfp4_per_token']");
 static_assert(qp::legacy_online_names_repr() == "['fp8_per_block', 'fp8_per_tensor', 'online']");
-static_assert(sc::tensor_kernel_keys() ==
+static_assert(sc::formula_names(false) ==
               "fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token, fp8_per_channel_static, fp8_per_block_static, "
               "fp8_per_block_dynamic");
+static_assert(sc::formula_names(true) ==
+              "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, int8_per_channel_static, nvfp4, nvfp4_per_token");
+static_assert(sc::formula_names(true, true) == "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, nvfp4, nvfp4_per_token");
 static_assert(sc::kernel_methods_text() == "fp8_per_tensor, fp8_per_channel and fp8_per_block");
 
 // The dispatch table of spec §3.6, now derived from the contract.
@@ -65,7 +68,21 @@ static_assert(sc::check_pairing(sc::weight_scales::per_channel, sc::activation_q
 static_assert(sc::check_pairing(sc::weight_scales::per_tensor, sc::activation_quant::per_token, 3) == sc::pairing::ok);
 static_assert(sc::check_pairing(sc::weight_scales::per_tensor, sc::activation_quant::per_token, 0) == sc::pairing::k_not_positive);
 
-// Kernel selection: a static key runs its scheme's weight kernel, a dynamic key its activation kernel.
+// The formula table: quantize-tensor's names (the low-precision ones first), each key's formula.
+static_assert(sc::find_formula("mxfp8") == sc::formula::mxfp8_torch);
+static_assert(sc::find_formula("fp8_per_token") == sc::formula::fp8_per_token);
+static_assert(!sc::find_formula("mxfp8_static"));
+static_assert(sc::formula_of_key(qp::key_id::mxfp8_dynamic) == sc::formula::mxfp8_flashinfer);
+static_assert(sc::formula_of_key(qp::key_id::nvfp4) == sc::formula::nvfp4_weight);
+static_assert(sc::formula_of(sc::formula::fp8_per_block_dynamic).k_multiple == 128 &&
+              sc::formula_of(sc::formula::fp8_per_block_static).k_multiple == 1);
+static_assert(sc::formula_of(sc::formula::nvfp4_weight).takes_amax && sc::formula_of(sc::formula::fp8_per_tensor_static).takes_amax &&
+              !sc::formula_of(sc::formula::fp8_per_token).takes_amax);
+static_assert(sc::formula_of(sc::formula::int8_per_channel).block() == 0 && sc::formula_of(sc::formula::mxfp4_even).block() == 32);
+static_assert(sc::weight_formula_of(qp::method::mxfp4) == sc::formula::mxfp4_even && !sc::weight_formula_of(qp::method::fp8_per_block));
+
+// FP8 kernel selection: a weight formula runs its scheme's weight kernel, an activation formula its
+// key's activation kernel.
 template <class Scheme>
 struct weight_family {
   using scheme = Scheme;
@@ -74,21 +91,27 @@ template <class Key>
 struct activation_family {
   using key = Key;
 };
-static_assert(std::is_same_v<sc::kernel_of_key<weight_family, activation_family, qp::fp8_per_block_static>,
+static_assert(std::is_same_v<sc::fp8_kernel_of<weight_family, activation_family, qp::formulas::fp8_per_block_static>,
                              weight_family<qp::fp8_per_block>>);
-static_assert(std::is_same_v<sc::kernel_of_key<weight_family, activation_family, qp::fp8_per_token>,
+static_assert(std::is_same_v<sc::fp8_kernel_of<weight_family, activation_family, qp::formulas::fp8_per_token>,
                              activation_family<qp::fp8_per_token>>);
 
-// The closed lists of the dispatch: one tag per id, and the kernel lists follow the contract.
-static_assert(boost::hana::length(qp::scheme_types) == qp::method_count);
-static_assert(boost::hana::length(qp::key_types) == qp::key_count);
-static_assert(boost::hana::length(qp::kernel_scheme_types) == 3);
-static_assert(boost::hana::length(qp::kernel_key_types) == 6);
-
-// The type lists over the contract.
-static_assert(std::is_same_v<sc::kernel_scheme_list, std::tuple<qp::fp8_per_tensor, qp::fp8_per_block, qp::fp8_per_channel>>);
-static_assert(std::tuple_size_v<sc::forward_pair_list> == 5);  // per-tensor and per-channel x 2, block x 1
-static_assert(std::is_same_v<std::tuple_element_t<2, sc::forward_pair_list>,
-                             sc::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>>);
+// The registry: one tag per row of each table, and the lists derived from the tables.
+namespace reg = qpolicy::registry;
+static_assert(boost::hana::length(reg::method_types) == qp::method_count);
+static_assert(boost::hana::length(reg::key_types) == qp::key_count);
+static_assert(boost::hana::length(reg::formula_types) == sc::formula_count && sc::formula_count == 13);
+static_assert(boost::hana::length(reg::fp8_scheme_types) == 3);
+static_assert(boost::hana::length(reg::low_precision_formula_types) == 7);
+static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_formula_types)>,
+                             std::tuple<qp::formulas::mxfp8_torch, qp::formulas::mxfp4_even, qp::formulas::int8_per_channel,
+                                        qp::formulas::nvfp4_weight>>);
+static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::fp8_scheme_types)>,
+                             std::tuple<qp::fp8_per_tensor, qp::fp8_per_block, qp::fp8_per_channel>>);
+static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_scheme_types)>,
+                             std::tuple<qp::mxfp8, qp::mxfp4, qp::int8_per_channel_weight_only, qp::nvfp4_per_token>>);
+using pairs = reg::as_list<std::tuple, decltype(reg::forward_pair_types)>;
+static_assert(std::tuple_size_v<pairs> == 5);  // per-tensor and per-channel x 2, block x 1
+static_assert(std::is_same_v<std::tuple_element_t<2, pairs>, reg::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>>);
 
 int main() { return 0; }

@@ -1,13 +1,13 @@
 #pragma once
-// One quant key's formula applied to one 2-D tensor, on the CPU or the GPU: what
-// `qpolicy quantize-tensor` runs per tensor, and the building block of checkpoint conversion.
+// One formula (a row of schemes::formula_table) applied to one 2-D tensor, on the CPU or the GPU: what
+// `qpolicy quantize-tensor` runs per tensor, and the building block of checkpoint conversion. The
+// checks of what a formula cannot take come first, from its row, before any work.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <optional>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "qpolicy/kernels/cuda/device_memory.hpp"
@@ -41,15 +41,8 @@ struct quantized_tensor {
   std::vector<std::int64_t> scale_shape;
 };
 
-/// The quant keys and low-precision formulas quantize-tensor implements, by name, for messages.
+/// The formulas quantize-tensor implements, by name, for messages.
 std::string quantize_tensor_keys();
-
-/// What quantize-tensor's --key names: an FP8 quant key's formula or a low-precision formula.
-using tensor_formula = std::variant<key_id, schemes::lp_formula>;
-
-/// The formula quantize-tensor calls `name`: the low-precision formulas' names first (`mxfp8` is the
-/// MXFP8 weight formula there, cli.md), then the quant key names.
-std::optional<tensor_formula> find_tensor_formula(std::string_view name);
 
 /// One tensor a formula stores: its name suffix ("" for the codes, ".scale", ...), element type, shape
 /// and bytes.
@@ -60,19 +53,12 @@ struct stored_part {
   std::vector<std::uint8_t> bytes;
 };
 
-/// Quantizes `x` with low-precision formula `f` (low-precision-numerics.md) on the CPU or the GPU.
-/// Throws config_error, before any work, for a K the formula's block does not tile (with vLLM's
+/// Quantizes `x` with formula `f` on the CPU or the GPU into the tensors the formula stores: the codes
+/// (suffix ""), the scales (".scale", in the formula's scale type) and the second-level scale where it
+/// has one. Throws config_error, before any work, for a K the formula does not take (with vLLM's
 /// message), an fp32 input to a formula that computes in the model dtype, an empty or overflowing
-/// shape and a scale layout or option the formula does not have; cuda::cuda_error for a failed CUDA call.
-std::vector<stored_part> quantize_low_precision(schemes::lp_formula f, const input_view& x,
-                                                const tensor_quant_options& options);
-
-/// Any formula's codes and scales as stored tensors (an FP8 key gives T and T.scale).
-std::vector<stored_part> quantize_tensor_parts(const tensor_formula& f, const input_view& x,
-                                               const tensor_quant_options& options);
-
-/// A formula's name as quantize-tensor's --key and its output metadata give it.
-std::string formula_name(const tensor_formula& f);
+/// shape and an option the formula does not have; cuda::cuda_error for a failed CUDA call.
+std::vector<stored_part> quantize_tensor_parts(schemes::formula f, const input_view& x, const tensor_quant_options& options);
 
 /// The stored shape of the scales quant key `key`'s formula gives an [rows, cols] tensor (row-major
 /// layout): [1] per tensor, [rows, 1] per token or channel, the block or group grid otherwise.
@@ -95,13 +81,12 @@ struct device_part {
 /// outputs are new device memory (what a DLPack caller hands over and takes back, with no copy to the
 /// host). The same refusals first (config_error); cuda::cuda_error for a failed CUDA call or a build
 /// without CUDA. Runs on the default stream and waits for the kernels before returning.
-std::vector<device_part> quantize_tensor_parts_on_device(const tensor_formula& f, const input_view& x,
+std::vector<device_part> quantize_tensor_parts_on_device(schemes::formula f, const input_view& x,
                                                          const tensor_quant_options& options);
 
-/// Quantizes `x` with the formula of `key` (a weight for static keys, an activation for dynamic ones).
-/// Throws config_error for a key without a kernel, a shape the formula cannot take or an empty or
-/// overflowing shape, and
-/// cuda::cuda_error for a failed CUDA call.
+/// Quantizes `x` with the formula of FP8 key `key` (a weight for static keys, an activation for dynamic
+/// ones) into codes and float32 scales. Throws config_error for a key whose formula stores other
+/// scales and as quantize_tensor_parts does.
 quantized_tensor quantize_tensor(key_id key, const input_view& x, const tensor_quant_options& options);
 
 /// quantize_tensor into `out`, reusing its buffers' memory (a stream of equal chunks allocates once).

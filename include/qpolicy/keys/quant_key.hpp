@@ -80,8 +80,6 @@ enum class key_id : std::uint8_t {
   mxfp4_static,
   nvfp4,
 };
-inline constexpr std::size_t key_count = 12;
-
 /// One row of the key table: the key and its name ("" when it has none and prints its form).
 struct key_entry {
   key_id id;
@@ -90,7 +88,7 @@ struct key_entry {
   bool in_quant_key_names;
 };
 
-inline constexpr std::array<key_entry, key_count> key_table{{
+inline constexpr auto key_table = std::to_array<key_entry>({
     {key_id::fp8_per_tensor_static, "fp8_per_tensor_static", {dtype::f8e4m3fn, {dtype::f32, true, per_tensor}}, true},
     {key_id::fp8_per_tensor_dynamic, "fp8_per_tensor_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, per_tensor}}, true},
     {key_id::fp8_per_token, "fp8_per_token", {dtype::f8e4m3fn, {dtype::f32, false, per_token}}, true},
@@ -103,7 +101,10 @@ inline constexpr std::array<key_entry, key_count> key_table{{
     {key_id::mxfp8_static, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, true, {1, 32}}}, false},
     {key_id::mxfp4_static, "mxfp4", {dtype::u8, {dtype::u8, true, {1, 32}}}, false},
     {key_id::nvfp4, "", {dtype::u8, {dtype::f8e4m3fn, true, {1, 16}}, scale_desc{dtype::f32, true, per_tensor}}, false},
-}};
+});
+/// How many keys there are: the table's rows, one per key_id in its order.
+inline constexpr std::size_t key_count = key_table.size();
+static_assert(key_table[key_count - 1].id == static_cast<key_id>(key_count - 1), "key_table has one row per key_id, in order");
 
 constexpr const key_entry& entry(key_id k) { return key_table[static_cast<std::size_t>(k)]; }
 constexpr const quant_key& key_of(key_id k) { return entry(k).key; }
@@ -172,8 +173,6 @@ enum class shorthand : std::uint8_t {
   int8_per_channel_weight_only,
   nvfp4_per_token,
 };
-inline constexpr std::size_t shorthand_count = 7;
-
 /// One shorthand: its name and the weight key of its linear and MoE slots (none when the slot is None).
 struct shorthand_entry {
   shorthand id;
@@ -183,7 +182,7 @@ struct shorthand_entry {
   bool deferred;  // also a checkpoint method name: `-q` alone defers to the checkpoint
 };
 
-inline constexpr std::array<shorthand_entry, shorthand_count> shorthand_table{{
+inline constexpr auto shorthand_table = std::to_array<shorthand_entry>({
     {shorthand::fp8_per_tensor, "fp8_per_tensor", key_id::fp8_per_tensor_static, key_id::fp8_per_tensor_static, false},
     {shorthand::fp8_per_block, "fp8_per_block", key_id::fp8_per_block_static, key_id::fp8_per_block_static, false},
     {shorthand::fp8_per_channel, "fp8_per_channel", key_id::fp8_per_channel_static, key_id::fp8_per_channel_static, false},
@@ -191,7 +190,10 @@ inline constexpr std::array<shorthand_entry, shorthand_count> shorthand_table{{
     {shorthand::mxfp4, "mxfp4", key_id::mxfp4_static, key_id::mxfp4_static, true},
     {shorthand::int8_per_channel_weight_only, "int8_per_channel_weight_only", std::nullopt, key_id::int8_per_channel_static, false},
     {shorthand::nvfp4_per_token, "nvfp4_per_token", std::nullopt, key_id::nvfp4, false},
-}};
+});
+inline constexpr std::size_t shorthand_count = shorthand_table.size();
+static_assert(shorthand_table[shorthand_count - 1].id == static_cast<shorthand>(shorthand_count - 1),
+              "shorthand_table has one row per shorthand, in order");
 
 constexpr const shorthand_entry& entry(shorthand s) { return shorthand_table[static_cast<std::size_t>(s)]; }
 constexpr std::string_view to_string(shorthand s) { return entry(s).name; }
@@ -231,8 +233,8 @@ constexpr std::string legacy_online_names_repr() {
   return sorted_names_repr(names);
 }
 
-/// What a layer gets in the plan (spec §3.6); `none` prints as null. Keep nvfp4_per_token last
-/// (method_count and the dispatch's coverage check rely on it).
+/// What a layer gets in the plan (spec §3.6); `none` prints as null. One name per value in
+/// method_names, in order.
 enum class method : std::uint8_t {
   none,
   unquantized,
@@ -245,14 +247,14 @@ enum class method : std::uint8_t {
   nvfp4_per_token,
 };
 
-inline constexpr std::size_t method_count = 9;
+/// The methods' printed names, in `method` order.
+inline constexpr auto method_names = std::to_array<std::string_view>(
+    {"null", "unquantized", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "mxfp4",
+     "int8_per_channel_weight_only", "nvfp4_per_token"});
+/// How many methods there are: one name each.
+inline constexpr std::size_t method_count = method_names.size();
 
-constexpr std::string_view to_string(method m) {
-  constexpr std::array<std::string_view, 9> names{"null",  "unquantized", "fp8_per_tensor",
-                                                  "fp8_per_block", "fp8_per_channel", "mxfp8",
-                                                  "mxfp4", "int8_per_channel_weight_only", "nvfp4_per_token"};
-  return names[static_cast<std::size_t>(m)];
-}
+constexpr std::string_view to_string(method m) { return method_names[static_cast<std::size_t>(m)]; }
 
 /// Layer kinds of a model description.
 enum class layer_kind : std::uint8_t { linear, moe, other };

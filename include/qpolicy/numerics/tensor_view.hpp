@@ -65,3 +65,24 @@ QPOLICY_HD std::int64_t scale_offset(scale_layout layout, std::int64_t m_rows, s
 }
 
 }  // namespace qpolicy::fp8
+
+namespace qpolicy {
+
+/// Where a formula's quantizer writes, each part in the storage of its formula row
+/// (schemes::formula_row says which parts a formula has; the others stay null).
+struct quantized_outputs {
+  std::uint8_t* codes = nullptr;  // e4m3 / int8 [rows, cols], or packed e2m1 [rows, cols / 2]
+  void* scales = nullptr;         // first-level scales: float32, or E8M0 / e4m3 bytes (row-major or the 128x4 layout)
+  float* second = nullptr;        // the second-level scale: [1] per tensor, [rows] per token
+};
+
+/// The options of a formula's quantizer (schemes::formula_row::options says which apply to it).
+struct quantize_options {
+  bool ue8m0 = false;                                       // FP8 groups and blocks: power-of-two scales
+  fp8::scale_layout layout = fp8::scale_layout::row_major;  // FP8 1x128 groups
+  bool swizzled = false;  // byte block scales in the 128x4 layout (the caller zero-fills them: padding stays 0)
+  bool has_amax = false;  // the per-tensor scale from `amax` instead of the tensor's own (formula_row::takes_amax)
+  float amax = 0.0f;
+};
+
+}  // namespace qpolicy

@@ -55,7 +55,7 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
       const auto out_rank = split_out ? out / tp : out;
       if (lp_weights) {
         const auto& f = schemes::formula_of(*lp_weights);
-        if (f.block && in_rank % f.block) fail(layer.name + ": " + schemes::block_message(f, in_rank));
+        if (in_rank % f.k_multiple) fail(layer.name + ": " + schemes::block_message(f, in_rank));
         continue;
       }
       if (blocks) {

@@ -11,8 +11,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/schemes/formulas.hpp"
+#include "qpolicy/schemes/tags.hpp"
 #include "qpolicy/numerics/gemm_desc.hpp"
 
 namespace qpolicy::schemes {
@@ -77,8 +80,17 @@ constexpr bool has_contract(method m) { return contract_index(m) < scheme_table.
 /// The contract of a quantizing method (has_contract(m) must hold).
 constexpr const scheme_contract& contract_of(method m) { return scheme_table[contract_index(m)]; }
 
-/// Whether this build has kernels for a method (every method without a contract: nothing to run).
+/// Whether this build has FP8 kernels for a method (its row has a weight-scale layout).
 constexpr bool has_kernels(method m) { return has_contract(m) && contract_of(m).scales.has_value(); }
+
+/// The low-precision formula of method m's weights (the schemes whose layers run the weight-only
+/// GEMM), if it has one.
+constexpr std::optional<formula> weight_formula_of(method m) {
+  if (!has_contract(m)) return std::nullopt;
+  const auto f = formula_of_key(contract_of(m).weight_key);
+  if (f && formula_of(*f).low_precision()) return f;
+  return std::nullopt;
+}
 
 /// A method's default activation key for a layer kind, if it has one.
 constexpr std::optional<key_id> default_activation(method m, layer_kind kind) {
@@ -127,22 +139,6 @@ constexpr bool has_activation(key_id k) { return activation_index(k) < activatio
 /// The GEMM-side grouping of an activation key's scales (has_activation(k) must hold).
 constexpr activation_quant activation_quant_of(key_id k) { return activation_table[activation_index(k)].quant; }
 
-/// Whether quantize-tensor (and so the checkpoint writer) has a kernel for a key's formula: the weight
-/// keys of schemes with kernels, and the activation keys with a quantizer.
-constexpr bool has_tensor_kernel(key_id k) {
-  if (has_activation(k)) return true;
-  for (const auto& c : scheme_table)
-    if (c.weight_key == k && c.scales) return true;
-  return false;
-}
-
-/// The keys with a tensor kernel, in key-table order, for messages and help.
-constexpr std::string tensor_kernel_keys() {
-  std::string out;
-  for (const auto& e : key_table)
-    if (has_tensor_kernel(e.id)) out += (out.empty() ? "" : ", ") + key_name(e.id);
-  return out;
-}
 
 /// The methods with kernels, for messages: "fp8_per_tensor, fp8_per_channel and fp8_per_block".
 constexpr std::string kernel_methods_text() {
@@ -157,21 +153,38 @@ constexpr std::string kernel_methods_text() {
   return out;
 }
 
+/// The method whose weights quant key `k` quantizes with FP8 kernels, or `none`.
+constexpr method fp8_weight_method_of(key_id k) {
+  for (const auto& c : scheme_table)
+    if (c.weight_key == k && c.scales) return c.id;
+  return method::none;
+}
+
+/// The member of a backend's FP8 kernel families that runs FP8 formula tag Formula: a weight formula
+/// runs the weight kernel of the scheme whose weight key it is, an activation formula the activation
+/// kernel of its key. Naming a member does not instantiate it.
+template <template <class> class WeightKernel, template <class> class ActivationKernel, class Formula>
+using fp8_kernel_of = std::conditional_t<formula_of(Formula::id).weight,
+                                         WeightKernel<method_tag<fp8_weight_method_of(*formula_of(Formula::id).key)>>,
+                                         ActivationKernel<key_tag<*formula_of(Formula::id).key>>>;
+
 // ---- scale shapes ----
 
-/// The logical shape of the scales a key's formula gives an [rows, cols] tensor, from the key's group
+/// The logical shape of the scales a group shape gives an [rows, cols] tensor, from the key's group
 /// shape alone: one scale per group, a group spanning all rows/columns where the shape says -1.
 /// Per tensor [1, 1]; per token [rows, 1]; blocks and groups [ceil(rows/r), ceil(cols/c)]. Per
 /// channel is GroupShape(-1, 1) over vLLM's [K, N] view of a weight, which over the [N, K] weights
 /// here is one scale per row: [rows, 1].
-constexpr std::array<std::int64_t, 2> scale_grid(key_id k, std::int64_t rows, std::int64_t cols) {
-  const auto g = key_of(k).scale.group;
+constexpr std::array<std::int64_t, 2> scale_grid(group_shape g, std::int64_t rows, std::int64_t cols) {
   if (g == per_channel) return {rows, 1};
   const std::int64_t r = g.row < 0 ? 1 : (rows + g.row - 1) / g.row;
   const std::int64_t c = g.col < 0 ? 1 : (cols + g.col - 1) / g.col;
   return {r, c};
 }
-
+/// The scale grid of quant key k's group shape.
+constexpr std::array<std::int64_t, 2> scale_grid(key_id k, std::int64_t rows, std::int64_t cols) {
+  return scale_grid(key_of(k).scale.group, rows, cols);
+}
 // ---- the pairing rule of the FP8 GEMMs (spec §10), once ----
 
 /// What breaks the pairing of a GEMM's weight scales, activation scales and K.

@@ -1,37 +1,43 @@
 #pragma once
-// The low-precision quantizers of low-precision-numerics.md as contract data: one constexpr row per
-// formula (the MXFP8 torch and FlashInfer paths, MXFP4 EVEN and RCEIL, INT8 per channel, NVFP4 weights
-// and per-token activations), saying how it stores its codes and scales, which block K must tile, the
-// scheme and quant key it belongs to and quantize-tensor's name for it. Everything that stores or
-// checks a low-precision tensor (quantize-tensor, the kernels' output sizes, the tests' type lists)
-// derives from these rows. Plain constexpr data: kernel translation units (nvcc) include it too.
+// The formula table: one constexpr row per quantizer, the six FP8 keys of fp8-numerics.md and the seven
+// low-precision formulas of low-precision-numerics.md. A row says how the formula stores its codes and
+// scales (types, grid, second-level scale), how it rounds its scale, what K must be a multiple of (with
+// vLLM's message), whether it computes in the model dtype, which options it takes and which transform
+// runs before it. Everything that stores, checks or dispatches a quantized tensor derives from these
+// rows: quantize-tensor's keys and refusals, the stored parts, the kernels' output sizes and
+// instantiations, the tests' type lists (schemes/registry.hpp). Plain constexpr data: kernel
+// translation units (nvcc) include it too.
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
-#include <utility>
 
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/keys/quant_key.hpp"
 
 namespace qpolicy::schemes {
 
-/// One low-precision quantizer (a spec section's formula).
-enum class lp_formula : std::uint8_t {
-  mxfp8_torch,       // §3.2, MXFP8 weights as Hopper and vLLM's CPU code quantize them
-  mxfp8_flashinfer,  // §3.3, MXFP8 on Blackwell (FlashInfer): activations, and weights there
-  mxfp4_even,        // §4.2, MXFP4 weights (EVEN scales); also the MoE emulation's activations (§4.3)
-  mxfp4_rceil,       // §4.3, MXFP4 activations of Blackwell linear layers (RCEIL)
-  int8_per_channel,  // §5.2, INT8 per-channel weights, arithmetic in the model dtype
-  nvfp4_weight,      // §6.2, NVFP4 weights of one expert matrix (global scale, e4m3 16-blocks)
-  nvfp4_per_token,   // §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel)
+/// Every quantizer, one value per row of formula_table (same order).
+enum class formula : std::uint8_t {
+  fp8_per_tensor_static,   // fp8 §4, weights: one float32 scale, reciprocal multiply
+  fp8_per_tensor_dynamic,  // fp8 §5, activations: one float32 scale per call
+  fp8_per_token,           // fp8 §5, activations: one float32 scale per row
+  fp8_per_channel_static,  // fp8 §6, weights: one float32 scale per output channel (row)
+  fp8_per_block_static,    // fp8 §8, weights: one float32 scale per 128x128 block
+  fp8_per_block_dynamic,   // fp8 §7, activations: one float32 scale per 1x128 group
+  mxfp8_torch,             // low-precision §3.2, MXFP8 weights as Hopper and vLLM's CPU code quantize them
+  mxfp8_flashinfer,        // §3.3, MXFP8 on Blackwell (FlashInfer): activations, and weights there
+  mxfp4_even,              // §4.2, MXFP4 weights (EVEN scales); also the MoE emulation's activations (§4.3)
+  mxfp4_rceil,             // §4.3, MXFP4 activations of Blackwell linear layers (RCEIL)
+  int8_per_channel,        // §5.2, INT8 per-channel weights, arithmetic in the model dtype
+  nvfp4_weight,            // §6.2, NVFP4 weights of one expert matrix (global scale, e4m3 16-blocks)
+  nvfp4_per_token,         // §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel)
 };
-inline constexpr std::size_t lp_formula_count = 7;
 
-/// How a formula stores its codes.
+/// How a formula stores its codes. A code format is a storage form, independent of the scale: a
+/// lookup-table format (indices into a per-tile codebook) is one more value here.
 enum class code_format : std::uint8_t {
   e4m3,         // one e4m3fn byte per element: [rows, cols]
   e2m1_packed,  // two e2m1 nibbles per byte, element 2j low: [rows, cols / 2]
@@ -39,9 +45,19 @@ enum class code_format : std::uint8_t {
 };
 /// How a formula stores its first-level scales.
 enum class scale_format : std::uint8_t {
-  e8m0,  // one E8M0 byte per block: [rows, cols / block]
-  e4m3,  // one e4m3 byte per block: [rows, cols / block]
-  f32,   // one float32 per row: [rows, 1]
+  e8m0,  // one E8M0 byte per block
+  e4m3,  // one e4m3 byte per block
+  f32,   // float32
+};
+/// How a formula rounds its first-level scale.
+enum class scale_rounding : std::uint8_t {
+  none,         // float32 amax over the code range, unrounded
+  ue8m0_option, // float32, or rounded up to a power of two with --ue8m0 (FP8 groups and blocks)
+  e8m0_ceil,    // E8M0 of max(amax, tiny) / max code, rounded up (MXFP8 torch)
+  e8m0_rp,      // E8M0 of amax * (1 / max code), rounded up in the exponent (FlashInfer RCEIL / RP)
+  e8m0_even,    // E8M0 from amax's exponent (MXFP4 EVEN)
+  e4m3_sat,     // e4m3 of the block scale times the global scale, saturating (NVFP4)
+  model_dtype,  // rD(amax / 127) in the input's dtype (INT8)
 };
 /// A formula's second-level scale, if any.
 enum class second_scale : std::uint8_t {
@@ -49,64 +65,121 @@ enum class second_scale : std::uint8_t {
   per_tensor,  // one float32 for the whole tensor (NVFP4's weight_scale_2): [1]
   per_token,   // one float32 per row (NVFP4's per-token scale): [rows, 1]
 };
+/// What the options of quantize-tensor mean to a formula's scales.
+enum class scale_options : std::uint8_t {
+  fp8,          // --ue8m0 and the column layouts apply to 1x128 groups and 128x128 blocks; not swizzled
+  byte_blocks,  // byte block scales: row-major or the 128x4 layout (swizzled); not --ue8m0 or columns
+  row_floats,   // one float32 per row: none of them
+};
+/// A transform applied to the input along K before the formula (none today: a Hadamard rotation of
+/// `transform_size` columns is one more value).
+enum class pre_transform : std::uint8_t { none };
 
-/// One low-precision quantizer: what it is, how it stores its outputs and what it needs.
-struct formula_contract {
-  lp_formula id;
+/// One quantizer: what it is, how it stores its outputs and what it takes.
+struct formula_row {
+  formula id;
   std::string_view name;     // quantize-tensor's --key
-  std::string_view section;  // its section of low-precision-numerics.md, for messages
-  method scheme;             // the scheme whose weights or activations it quantizes
+  std::string_view section;  // its section of the spec, for messages
   std::optional<key_id> key; // its quant key (vLLM has none for per-token NVFP4 activations)
   bool weight;               // quantizes weights (static) rather than activations (dynamic)
   code_format codes;
   scale_format scales;
-  std::int64_t block;        // elements per first-level scale along K; 0: one scale per row
+  group_shape group;         // one first-level scale per group (the key table's convention)
+  scale_rounding rounding;
   second_scale second;
   std::string_view second_suffix;  // the second scale's tensor suffix in quantize-tensor's output
   bool model_dtype_only;     // computes in the input's dtype, so takes bf16/fp16 only
-  std::string_view block_message;  // vLLM's message for a K the block does not tile; {K} is K
+  scale_options options;
+  bool takes_amax;           // a given amax may set its per-tensor scale (a joint unit's, a whole tensor's)
+  std::int64_t k_multiple;   // K must be a multiple of this (1: any K)
+  std::string_view k_message;  // the refusal of another K; {K} is K
+  pre_transform transform;
+  std::int64_t transform_size;
+
+  /// Elements per byte block scale along K; 0 for float32 scales.
+  constexpr std::int64_t block() const { return scales == scale_format::f32 ? 0 : group.col; }
+  /// Whether this is a low-precision formula (byte codes other than FP8's float32-scaled ones).
+  constexpr bool low_precision() const { return options != scale_options::fp8; }
 };
 
 inline constexpr std::string_view mxfp8_k_message = "MXFP8 requires input_size_per_partition ({K}) to be divisible by 32.";
 inline constexpr std::string_view mxfp4_k_message = "MXFP4 requires input_size_per_partition ({K}) to be divisible by 32.";
 inline constexpr std::string_view nvfp4_k_message = "last dim must be a multiple of 16, got {K}";
+inline constexpr std::string_view group_k_message = "1x128 groups need K to be a multiple of 128, got K = {K}";
 
-// Order: lp_formula's.
-inline constexpr std::array<formula_contract, lp_formula_count> formula_table{{
-    {lp_formula::mxfp8_torch, "mxfp8", "§3.2", method::mxfp8, key_id::mxfp8_static, true, code_format::e4m3,
-     scale_format::e8m0, 32, second_scale::none, "", false, mxfp8_k_message},
-    {lp_formula::mxfp8_flashinfer, "mxfp8_dynamic", "§3.3", method::mxfp8, key_id::mxfp8_dynamic, false, code_format::e4m3,
-     scale_format::e8m0, 32, second_scale::none, "", false, mxfp8_k_message},
-    {lp_formula::mxfp4_even, "mxfp4", "§4.2", method::mxfp4, key_id::mxfp4_static, true, code_format::e2m1_packed,
-     scale_format::e8m0, 32, second_scale::none, "", false, mxfp4_k_message},
-    {lp_formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", method::mxfp4, key_id::mxfp4_dynamic, false,
-     code_format::e2m1_packed, scale_format::e8m0, 32, second_scale::none, "", false, mxfp4_k_message},
-    {lp_formula::int8_per_channel, "int8_per_channel_static", "§5.2", method::int8_per_channel_weight_only,
-     key_id::int8_per_channel_static, true, code_format::int8, scale_format::f32, 0, second_scale::none, "", true, ""},
-    {lp_formula::nvfp4_weight, "nvfp4", "§6.2", method::nvfp4_per_token, key_id::nvfp4, true, code_format::e2m1_packed,
-     scale_format::e4m3, 16, second_scale::per_tensor, "scale_2", true, nvfp4_k_message},
-    {lp_formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", method::nvfp4_per_token, std::nullopt, false,
-     code_format::e2m1_packed, scale_format::e4m3, 16, second_scale::per_token, "scale_per_token", true, nvfp4_k_message},
-}};
+namespace detail {
+/// A row of an FP8 key: e4m3 codes and float32 scales on the key's group shape.
+constexpr formula_row fp8_row(formula id, key_id key, std::string_view section, scale_rounding rounding, bool amax = false) {
+  const bool groups = !key_of(key).scale.is_static && key_of(key).scale.group.row == 1 && key_of(key).scale.group.col > 0;
+  return {id, key_table[static_cast<std::size_t>(key)].name, section, key, key_of(key).scale.is_static, code_format::e4m3,
+          scale_format::f32, key_of(key).scale.group, rounding, second_scale::none, "", false, scale_options::fp8, amax,
+          groups ? key_of(key).scale.group.col : 1, groups ? group_k_message : "", pre_transform::none, 0};
+}
+/// A low-precision row.
+constexpr formula_row lp_row(formula id, std::string_view name, std::string_view section, std::optional<key_id> key, bool weight,
+                             code_format codes, scale_format scales, std::int64_t block, scale_rounding rounding,
+                             second_scale second, std::string_view second_suffix, bool model_dtype_only,
+                             std::string_view k_message) {
+  const group_shape group = block ? group_shape{1, static_cast<std::int32_t>(block)} : per_channel;
+  return {id, name, section, key, weight, codes, scales, group, rounding, second, second_suffix, model_dtype_only,
+          block ? scale_options::byte_blocks : scale_options::row_floats, second == second_scale::per_tensor,
+          block ? block : 1, k_message, pre_transform::none, 0};
+}
+}  // namespace detail
 
-constexpr const formula_contract& formula_of(lp_formula f) { return formula_table[static_cast<std::size_t>(f)]; }
+// Order: formula's.
+inline constexpr auto formula_table = std::to_array<formula_row>({
+    detail::fp8_row(formula::fp8_per_tensor_static, key_id::fp8_per_tensor_static, "§4", scale_rounding::none, true),
+    detail::fp8_row(formula::fp8_per_tensor_dynamic, key_id::fp8_per_tensor_dynamic, "§5", scale_rounding::none),
+    detail::fp8_row(formula::fp8_per_token, key_id::fp8_per_token, "§5", scale_rounding::none),
+    detail::fp8_row(formula::fp8_per_channel_static, key_id::fp8_per_channel_static, "§6", scale_rounding::none),
+    detail::fp8_row(formula::fp8_per_block_static, key_id::fp8_per_block_static, "§8", scale_rounding::ue8m0_option),
+    detail::fp8_row(formula::fp8_per_block_dynamic, key_id::fp8_per_block_dynamic, "§7", scale_rounding::ue8m0_option),
+    detail::lp_row(formula::mxfp8_torch, "mxfp8", "§3.2", key_id::mxfp8_static, true, code_format::e4m3, scale_format::e8m0, 32,
+                   scale_rounding::e8m0_ceil, second_scale::none, "", false, mxfp8_k_message),
+    detail::lp_row(formula::mxfp8_flashinfer, "mxfp8_dynamic", "§3.3", key_id::mxfp8_dynamic, false, code_format::e4m3,
+                   scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp8_k_message),
+    detail::lp_row(formula::mxfp4_even, "mxfp4", "§4.2", key_id::mxfp4_static, true, code_format::e2m1_packed, scale_format::e8m0,
+                   32, scale_rounding::e8m0_even, second_scale::none, "", false, mxfp4_k_message),
+    detail::lp_row(formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
+                   scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp4_k_message),
+    detail::lp_row(formula::int8_per_channel, "int8_per_channel_static", "§5.2", key_id::int8_per_channel_static, true,
+                   code_format::int8, scale_format::f32, 0, scale_rounding::model_dtype, second_scale::none, "", true, ""),
+    detail::lp_row(formula::nvfp4_weight, "nvfp4", "§6.2", key_id::nvfp4, true, code_format::e2m1_packed, scale_format::e4m3, 16,
+                   scale_rounding::e4m3_sat, second_scale::per_tensor, "scale_2", true, nvfp4_k_message),
+    detail::lp_row(formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", std::nullopt, false, code_format::e2m1_packed,
+                   scale_format::e4m3, 16, scale_rounding::e4m3_sat, second_scale::per_token, "scale_per_token", true,
+                   nvfp4_k_message),
+});
+/// How many formulas there are: the table's rows, one per `formula` value in its order.
+inline constexpr std::size_t formula_count = formula_table.size();
+static_assert(formula_table[formula_count - 1].id == static_cast<formula>(formula_count - 1),
+              "formula_table has one row per formula, in order");
 
-/// The formula quantize-tensor calls `name`, if any.
-constexpr std::optional<lp_formula> find_formula(std::string_view name) { return find_by_name(formula_table, name); }
+constexpr const formula_row& formula_of(formula f) { return formula_table[static_cast<std::size_t>(f)]; }
 
-/// The formula that quantizes method `m`'s weights, if it has one.
-constexpr std::optional<lp_formula> weight_formula_of(method m) {
+/// The formula quantize-tensor calls `name`, if any: the low-precision names first (`mxfp8` is the
+/// MXFP8 weight formula there, cli.md), then the FP8 key names.
+constexpr std::optional<formula> find_formula(std::string_view name) {
   for (const auto& f : formula_table)
-    if (f.scheme == m && f.weight) return f.id;
+    if (f.low_precision() && f.name == name) return f.id;
+  return find_by_name(formula_table, name);
+}
+
+/// The formula of quant key `k`'s quantizer, if it has one.
+constexpr std::optional<formula> formula_of_key(key_id k) {
+  for (const auto& f : formula_table)
+    if (f.key == k) return f.id;
   return std::nullopt;
 }
 
-/// The formula names, in table order, for messages and help (only those with block scales when
-/// `blocks_only`).
-constexpr std::string formula_names(bool blocks_only = false) {
+/// The formula names, in table order, for messages and help: the FP8 or the low-precision ones, or
+/// (`byte_blocks_only`) those whose block scales may be swizzled.
+constexpr std::string formula_names(bool low_precision, bool byte_blocks_only = false) {
   std::string out;
   for (const auto& f : formula_table)
-    if (!blocks_only || f.block) out += (out.empty() ? "" : ", ") + std::string(f.name);
+    if (f.low_precision() == low_precision && (!byte_blocks_only || f.block()))
+      out += (out.empty() ? "" : ", ") + std::string(f.name);
   return out;
 }
 
@@ -116,8 +189,8 @@ constexpr std::string with_k(std::string_view message, std::int64_t k) {
   if (const auto at = out.find("{K}"); at != std::string::npos) out.replace(at, 3, text::to_decimal(k));
   return out;
 }
-/// The block message of formula f for K.
-constexpr std::string block_message(const formula_contract& f, std::int64_t k) { return with_k(f.block_message, k); }
+/// The refusal of formula f for K.
+constexpr std::string block_message(const formula_row& f, std::int64_t k) { return with_k(f.k_message, k); }
 
 // ---- what the low-precision schemes' layers run (Hopper, and the CPU) ----
 
@@ -164,17 +237,17 @@ constexpr const lp_layer_contract& lp_layers_of(method m) {
 // ---- storage sizes (row-major; the 128x4 layout pads, numerics/low_precision.hpp) ----
 
 /// Bytes of a formula's codes for an [rows, cols] tensor.
-constexpr std::int64_t code_bytes(const formula_contract& f, std::int64_t rows, std::int64_t cols) {
+constexpr std::int64_t code_bytes(const formula_row& f, std::int64_t rows, std::int64_t cols) {
   return f.codes == code_format::e2m1_packed ? rows * (cols / 2) : rows * cols;
 }
 /// First-level scales per row (blocks, or the one scale of a row).
-constexpr std::int64_t scales_per_row(const formula_contract& f, std::int64_t cols) { return f.block ? cols / f.block : 1; }
+constexpr std::int64_t scales_per_row(const formula_row& f, std::int64_t cols) { return f.block() ? cols / f.block() : 1; }
 /// The stored shape of a formula's block scales: [rows, cols / block], or in the 128x4 layout (§7)
 /// [ceil(rows/128)*128, ceil(blocks/4)*4]; [rows, 1] for per-row float32 scales.
-constexpr std::array<std::int64_t, 2> block_scale_shape(const formula_contract& f, std::int64_t rows, std::int64_t cols,
+constexpr std::array<std::int64_t, 2> block_scale_shape(const formula_row& f, std::int64_t rows, std::int64_t cols,
                                                         bool swizzled) {
   const std::int64_t per_row = scales_per_row(f, cols);
-  if (!swizzled || !f.block) return {rows, per_row};
+  if (!swizzled || !f.block()) return {rows, per_row};
   return {(rows + 127) / 128 * 128, (per_row + 3) / 4 * 4};
 }
 
@@ -182,30 +255,32 @@ constexpr std::array<std::int64_t, 2> block_scale_shape(const formula_contract& 
 
 namespace qpolicy {
 
-/// A low-precision formula as a type (kernels are specialized on it): `formulas::mxfp4_even`.
-template <schemes::lp_formula F>
+/// A formula as a type (kernels are specialized on it): `formulas::mxfp4_even`.
+template <schemes::formula F>
 struct formula_tag {
-  static constexpr schemes::lp_formula id = F;
+  static constexpr schemes::formula id = F;
   static constexpr std::string_view name = schemes::formula_of(F).name;
 };
 
+/// The formula tags by name (the registry lists them all, schemes/registry.hpp).
 namespace formulas {
-using mxfp8_torch = formula_tag<schemes::lp_formula::mxfp8_torch>;
-using mxfp8_flashinfer = formula_tag<schemes::lp_formula::mxfp8_flashinfer>;
-using mxfp4_even = formula_tag<schemes::lp_formula::mxfp4_even>;
-using mxfp4_rceil = formula_tag<schemes::lp_formula::mxfp4_rceil>;
-using int8_per_channel = formula_tag<schemes::lp_formula::int8_per_channel>;
-using nvfp4_weight = formula_tag<schemes::lp_formula::nvfp4_weight>;
-using nvfp4_per_token = formula_tag<schemes::lp_formula::nvfp4_per_token>;
+using fp8_per_tensor_static = formula_tag<schemes::formula::fp8_per_tensor_static>;
+using fp8_per_tensor_dynamic = formula_tag<schemes::formula::fp8_per_tensor_dynamic>;
+using fp8_per_token = formula_tag<schemes::formula::fp8_per_token>;
+using fp8_per_channel_static = formula_tag<schemes::formula::fp8_per_channel_static>;
+using fp8_per_block_static = formula_tag<schemes::formula::fp8_per_block_static>;
+using fp8_per_block_dynamic = formula_tag<schemes::formula::fp8_per_block_dynamic>;
+using mxfp8_torch = formula_tag<schemes::formula::mxfp8_torch>;
+using mxfp8_flashinfer = formula_tag<schemes::formula::mxfp8_flashinfer>;
+using mxfp4_even = formula_tag<schemes::formula::mxfp4_even>;
+using mxfp4_rceil = formula_tag<schemes::formula::mxfp4_rceil>;
+using int8_per_channel = formula_tag<schemes::formula::int8_per_channel>;
+using nvfp4_weight = formula_tag<schemes::formula::nvfp4_weight>;
+using nvfp4_per_token = formula_tag<schemes::formula::nvfp4_per_token>;
 }  // namespace formulas
 
-namespace schemes {
-namespace detail {
-template <std::size_t... I>
-auto formula_tags(std::index_sequence<I...>) -> std::tuple<formula_tag<static_cast<lp_formula>(I)>...>;
-}  // namespace detail
-/// Every formula tag, in table order (the type list kernels' tests and instantiations walk).
-using formula_list = decltype(detail::formula_tags(std::make_index_sequence<lp_formula_count>{}));
-}  // namespace schemes
+/// The formula tag of quant key tag Key's quantizer.
+template <class Key>
+using formula_of_key_t = formula_tag<*schemes::formula_of_key(Key::id)>;
 
 }  // namespace qpolicy

@@ -193,10 +193,10 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
   std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * k));
   const auto grid = schemes::scale_grid(Act::id, rows, k);
   std::vector<float> sa(static_cast<std::size_t>(grid[0] * grid[1]));
-  const key_options ko{};
+  const quantized_outputs qa{q.data(), sa.data(), nullptr};
   const bool vectorized = o.path == kernel_path::vectorized;
-  if (vectorized) run_key_kernel<Act>(xv, ko, q.data(), sa.data(), cpu_options{o.threads});
-  else run_key_kernel<Act, reference::weight_kernel, reference::activation_kernel>(xv, ko, q.data(), sa.data(), reference::no_threads{});
+  if (vectorized) quantize<formula_of_key_t<Act>>(xv, qa, {}, cpu_options{o.threads});
+  else reference::quantize<formula_of_key_t<Act>>(xv, qa);
   const gemm_options go{o.threads};
   if constexpr (pairing::blocks) {
     if (vectorized) gemm_blocked(q.data(), sa.data(), w, w_scales, rows, n, k, out, bias, go);
@@ -226,7 +226,7 @@ linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias
   constexpr key_id weight_key = schemes::contract_of(Scheme::id).weight_key;
   const auto grid = schemes::scale_grid(weight_key, w.rows, w.cols);
   l.scales.resize(static_cast<std::size_t>(grid[0] * grid[1]));
-  run_key_kernel<key_tag<weight_key>>(w, {}, l.codes.data(), l.scales.data(), {options.threads});
+  quantize<formula_of_key_t<key_tag<weight_key>>>(w, {l.codes.data(), l.scales.data(), nullptr}, {}, {options.threads});
   if (bias) l.bias.assign(bias, bias + w.rows);
   return l;
 }
@@ -288,8 +288,8 @@ moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2,
       x13 = {pad13.data(), element::f32, 2 * ip, hp};
       x2 = {pad2.data(), element::f32, hp, ip};
     }
-    run_key_kernel<key13>(x13, {}, m.w13.data() + e * 2 * ip * hp, m.s13.data() + e * m.s13_step, co);
-    run_key_kernel<key2>(x2, {}, m.w2.data() + e * hp * ip, m.s2.data() + e * m.s2_step, co);
+    quantize<formula_of_key_t<key13>>(x13, {m.w13.data() + e * 2 * ip * hp, m.s13.data() + e * m.s13_step, nullptr}, {}, co);
+    quantize<formula_of_key_t<key2>>(x2, {m.w2.data() + e * hp * ip, m.s2.data() + e * m.s2_step, nullptr}, {}, co);
   }
   return m;
 }

@@ -53,7 +53,7 @@ lp_matrix quantize_matrix(const input_view& w, unsigned threads) {
 }
 
 /// The weight operands of w, decoded up to their outer scale, as float32 [rows, cols].
-template <schemes::lp_formula F>
+template <schemes::formula F>
 std::vector<float> decode_weights(const lp_matrix& w, unsigned threads);
 
 /// Activations after a layer's treatment: the GEMM operands [rows, k] and the per-row outer scale
@@ -77,27 +77,18 @@ void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t row
   constexpr auto F = weight_formula<Scheme>::id;
   const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1);
   const auto wd = decode_weights<F>(w, o.threads);
-  const float* w_scale = F == schemes::lp_formula::int8_per_channel ? w.row_scales.data() : nullptr;
+  const float* w_scale = F == schemes::formula::int8_per_channel ? w.row_scales.data() : nullptr;
   weight_only_gemm(a.values.data(), a.row_scale.empty() ? nullptr : a.row_scale.data(), wd.data(), w_scale,
-                   F == schemes::lp_formula::nvfp4_weight ? w.tensor_scale : 1.0f, rows, w.rows, w.cols, bias, out, o);
+                   F == schemes::formula::nvfp4_weight ? w.tensor_scale : 1.0f, rows, w.rows, w.cols, bias, out, o);
 }
 
 /// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes.
 void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter);
 /// Throws std::invalid_argument with vLLM's message when a linear layer's K is not a multiple of the block.
-void check_lp_linear_k(const schemes::formula_contract& f, std::int64_t k);
+void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k);
 
 }  // namespace detail
 
-namespace detail {
-template <std::size_t... I>
-auto lp_schemes(std::index_sequence<I...>)
-    -> decltype(std::tuple_cat(std::conditional_t<schemes::weight_formula_of(static_cast<method>(I)).has_value(),
-                                                  std::tuple<method_tag<static_cast<method>(I)>>, std::tuple<>>{}...));
-}  // namespace detail
-
-/// The low-precision scheme tags, in method order (the type list their tests walk).
-using lp_scheme_list = decltype(detail::lp_schemes(std::make_index_sequence<method_count>{}));
 
 /// A linear layer's weight [out_features, in_features], quantized by a low-precision scheme.
 template <class Scheme>

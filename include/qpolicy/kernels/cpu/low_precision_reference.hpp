@@ -36,11 +36,12 @@ void int8_per_channel(const input_view& w, std::int8_t* q, float* scales);
 /// §6.2, NVFP4 weights of one expert matrix: global scale gs = rcp(max(amaxT, 1e-8)) * 2688, per
 /// 16-block e4m3 scale sf = sat(gs * (amaxN * rcp(6))), codes e2m1(x * rcp(F8(sf) * rcp(gs))) (0 when
 /// sf is 0). rcp.approx is modelled as the correctly rounded reciprocal (§11). q: [rows, cols / 2];
-/// sf: [rows, cols / 16]; returns weight_scale_2 = rcp(gs) and the global scale.
+/// sf: [rows, cols / 16]; returns weight_scale_2 = rcp(gs) and the global scale. `given_amax`: amaxT
+/// from there instead (a w13 whose gate and up share one global scale).
 struct nvfp4_global {
   float weight_scale_2 = 0, global_scale = 0;
 };
-nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf);
+nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf, const float* given_amax = nullptr);
 
 /// §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel): per row, st = amaxN * (1/2688)
 /// and E = rcp(st); per 16-block, sf = sat(E * (amaxN * rcp(6))) and codes e2m1(x * rcp(F8(sf) * rcp(E)))

@@ -103,4 +103,10 @@ struct weight_kernel<fp8_per_block> {
   }
 };
 
+/// The reference of formula tag Formula into the parts its row has (block scales scattered into the
+/// 128x4 layout when `o.swizzled`): the oracle of cpu::quantize and cuda::quantize. Checks nothing,
+/// like cpu::quantize. Instantiated for every formula of the registry.
+template <class Formula>
+void quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o = {});
+
 }  // namespace qpolicy::cpu::reference

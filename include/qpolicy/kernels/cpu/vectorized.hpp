@@ -1,12 +1,12 @@
 #pragma once
-// The CPU fast path: the same formulas as the reference, one specialization per scheme tag, split over
-// threads by rows / blocks, inputs widened a row at a time into float buffers. Bit-identical to the
+// The CPU fast path: the same formulas as the reference, split over threads by rows / blocks, inputs
+// widened a row at a time into float buffers. quantize<Formula> runs any formula; the FP8 kernel
+// families below are its FP8 half (and what the FP8 forward passes call). Bit-identical to the
 // reference (tests/numerics: property tests on random shapes); reductions only use max, which is
 // exact and order-free, so splitting the work cannot change a bit.
 #include <cstdint>
 
 #include "qpolicy/numerics/tensor_view.hpp"
-#include "qpolicy/schemes/detail/kernel_select.hpp"
 #include "qpolicy/schemes/tags.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 
@@ -65,29 +65,11 @@ struct activation_kernel<fp8_per_block_dynamic> {
 /// How many elements of x are NaN or infinite (read from the bits: an all-ones exponent), one pass.
 std::int64_t count_non_finite(const input_view& x);
 
-/// The options a key's formula may take; a kernel reads the ones its formula has.
-struct key_options {
-  reference::block_options blocks{};
-  reference::group_options groups{};
-};
-
-/// Runs the kernel of quant key tag Key (weight kernels for static keys, activation kernels for
-/// dynamic ones: schemes::kernel_of_key) from family pair WeightKernel / ActivationKernel. q: the
-/// codes; s: the scales in the shape schemes::scale_grid gives (groups: `o.groups.layout`).
-template <class Key, template <class> class WeightKernel, template <class> class ActivationKernel, class Options>
-void run_key_kernel(const input_view& x, const key_options& o, std::uint8_t* q, float* s, const Options& co) {
-  static_assert(schemes::has_tensor_kernel(Key::id), "this quant key has no kernel in this build");
-  using kernel = schemes::kernel_of_key<WeightKernel, ActivationKernel, Key>;
-  // The kernels' signatures differ by what their formula needs: block or group options.
-  if constexpr (requires { kernel::run(x, o.blocks, q, s, co); }) kernel::run(x, o.blocks, q, s, co);
-  else if constexpr (requires { kernel::run(x, o.groups, q, s, co); }) kernel::run(x, o.groups, q, s, co);
-  else kernel::run(x, q, s, co);
-}
-
-/// The vectorized kernel of quant key tag Key.
-template <class Key>
-void run_key_kernel(const input_view& x, const key_options& o, std::uint8_t* q, float* s, const cpu_options& co = {}) {
-  run_key_kernel<Key, weight_kernel, activation_kernel>(x, o, q, s, co);
-}
+/// Quantizes x with formula tag Formula (`formulas::mxfp4_even`, ...) on the CPU's fast path, into
+/// the parts its row of schemes::formula_table has. Checks nothing: the caller has checked that K is a
+/// multiple of the row's k_multiple and that the input's dtype suits it (io/quantize_tensor.hpp does
+/// both). Bit-identical to reference::quantize<Formula>. Instantiated for every formula of the registry.
+template <class Formula>
+void quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o = {}, const cpu_options& co = {});
 
 }  // namespace qpolicy::cpu

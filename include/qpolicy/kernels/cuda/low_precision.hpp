@@ -23,10 +23,4 @@ struct lp_kernel {
                   std::optional<float> tensor_amax = std::nullopt);
 };
 
-/// Copies a host tensor to the device, runs lp_kernel<Formula> there and copies the outputs back into
-/// the host buffers of `out`, sized as schemes::formula_of(Formula::id) says for x's shape.
-template <class Formula>
-void quantize_host_low_precision(const input_view& host, const lp::outputs& out, const launch_options& = {},
-                                 std::optional<float> tensor_amax = std::nullopt);
-
 }  // namespace qpolicy::cuda

@@ -21,7 +21,7 @@ using fp8::max_num;
 inline constexpr int mx_block = 32;  // elements per E8M0 scale (MXFP8, MXFP4)
 inline constexpr int nv_block = 16;  // elements per e4m3 scale (NVFP4)
 
-/// Where a low-precision quantizer writes; unused outputs are null (schemes::formula_contract says
+/// Where a low-precision quantizer writes; unused outputs are null (schemes::formula_row says
 /// which a formula has).
 struct outputs {
   std::uint8_t* codes = nullptr;         // e4m3 / int8 [rows, cols], or packed e2m1 [rows, cols / 2]
@@ -30,6 +30,15 @@ struct outputs {
   float* tensor_scale = nullptr;         // NVFP4's weight_scale_2: [1]
   bool swizzled = false;                 // block scales in the 128x4 layout (§7; the caller zero-fills it)
 };
+
+/// Where the low-precision kernels of formula row `f` write a formula's `out`: its scales are block
+/// bytes or per-row floats, its second scale per tensor or per token.
+inline outputs outputs_of(const schemes::formula_row& f, const quantized_outputs& out, bool swizzled) {
+  const bool floats = f.scales == schemes::scale_format::f32;
+  return {out.codes, floats ? nullptr : static_cast<std::uint8_t*>(out.scales),
+          floats ? static_cast<float*>(out.scales) : f.second == schemes::second_scale::per_token ? out.second : nullptr,
+          f.second == schemes::second_scale::per_tensor ? out.second : nullptr, swizzled};
+}
 
 /// Where block scale (row, j) of a tensor with `per_row` blocks a row goes.
 QPOLICY_HD std::int64_t block_scale_offset(std::int64_t row, std::int64_t j, std::int64_t per_row, bool swizzled) {
@@ -127,10 +136,10 @@ QPOLICY_HD std::int8_t int8_code(element d, float w, float s) {
 /// scale (INT8's per-row scale and NVFP4's scale_2 multiply the sum instead): exact in float32, and in
 /// bf16 within the normal range. MXFP8 follows Marlin, whose scale byte 0 decodes as 0 (§3.5).
 /// `codes` and `block_scales` are row-major.
-template <schemes::lp_formula F>
+template <schemes::formula F>
 QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
                            std::int64_t k) {
-  using lf = schemes::lp_formula;
+  using lf = schemes::formula;
   static_assert(schemes::formula_of(F).weight, "weight_operand decodes weights");
   const std::int64_t i = n * cols + k;
   if constexpr (F == lf::int8_per_channel) {

@@ -90,7 +90,7 @@ QPOLICY_HD std::uint16_t stage_a(const problem& p, const tile& t, std::int64_t k
 
 /// Staged W element `idx` (column n0 + idx / tile_k, k idx % tile_k) of K tile `kt`, dequantized up to
 /// its outer scale by formula F and converted to bf16, which is exact (schemes/formulas.hpp rows).
-template <schemes::lp_formula F>
+template <schemes::formula F>
 QPOLICY_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int64_t n0, std::int64_t kt, int idx) {
   const std::int64_t n = n0 + idx / tile_k, k = kt * tile_k + idx % tile_k;
   if (n >= p.n || k >= p.k) return 0;
@@ -125,11 +125,11 @@ QPOLICY_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, 
 
 /// Empty when the kernel takes the problem, else why not: positive sizes, and K a multiple of the
 /// formula's block (the weights were quantized in whole blocks).
-inline std::string can_implement(const schemes::formula_contract& f, std::int64_t n, std::int64_t k) {
+inline std::string can_implement(const schemes::formula_row& f, std::int64_t n, std::int64_t k) {
   if (n <= 0 || k <= 0)
     return "the weight-only GEMM needs positive N and K, got N = " + std::to_string(n) + ", K = " + std::to_string(k);
-  if (f.block && k % f.block != 0)
-    return "the " + std::string(f.name) + " weights need K to be a multiple of " + std::to_string(f.block) + ", got " + std::to_string(k);
+  if (k % f.k_multiple != 0)
+    return "the " + std::string(f.name) + " weights need K to be a multiple of " + std::to_string(f.k_multiple) + ", got " + std::to_string(k);
   return {};
 }
 
