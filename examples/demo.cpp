@@ -175,7 +175,7 @@ class runner {
       cpu::linear_forward_f32({wf.data(), qpolicy::element::f32, n, k}, nullptr, xv, ref.data(), fo);
       s.f32_s += seconds_since(t0);
       std::vector<std::uint16_t> out(ref.size());
-      // A quantized layer (FP8 or low-precision: the same calls) run on the GPU or the CPU.
+      // A quantized layer (any scheme: the same calls) run on the GPU or the CPU.
       const auto run_layer = [&](const auto& layer) {
         if (ctx_) {
           const auto dl = cuda::upload(layer);
@@ -190,19 +190,16 @@ class runner {
           s.quantized_s += seconds_since(t0);
         }
       };
-      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
-        s.quantize_s += seconds_since(t0);
-        run_layer(layer);
-      });
-      else if constexpr (cpu::is_low_precision<Scheme> && !qp::schemes::contract_of(Scheme::id).linear) {
+      // One path for every scheme: its layer type, chosen by its row, with the plan's activation.
+      if constexpr (cpu::has_linear_layer<Scheme>) {
+        with_pairing<Scheme, qp::layer_kind::linear>(lp, desc, [&]<class Act>(Act) {
+          t0 = std::chrono::steady_clock::now();
+          const auto layer = cpu::quantize_linear<Scheme, Act>(wv, nullptr, fo);
+          s.quantize_s += seconds_since(t0);
+          run_layer(layer);
+        });
+      } else if constexpr (cpu::has_layers<Scheme>) {
         throw std::invalid_argument(desc.name + ": " + std::string(Scheme::name) + " quantizes MoE experts only");
-      } else if constexpr (cpu::is_low_precision<Scheme>) {  // weight-only GEMM (W8A16 / W4A16)
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_linear<Scheme>(wv, nullptr, fo);
-        s.quantize_s += seconds_since(t0);
-        run_layer(layer);
       } else {  // unquantized (or not handled): the bf16 layer, float32 accumulation
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
@@ -254,17 +251,13 @@ class runner {
           s.quantized_s += seconds_since(t0);
         }
       };
-      if constexpr (cpu::has_forward<Scheme>) with_pairing<Scheme>(lp, desc, [&]<class Act>(Act) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
-        s.quantize_s += seconds_since(t0);
-        run_layer(layer);
-      });
-      else if constexpr (cpu::is_low_precision<Scheme>) {
-        t0 = std::chrono::steady_clock::now();
-        const auto layer = cpu::quantize_moe<Scheme>(w13v, w2v, e, fo);
-        s.quantize_s += seconds_since(t0);
-        run_layer(layer);
+      if constexpr (cpu::has_layers<Scheme>) {
+        with_pairing<Scheme, qp::layer_kind::moe>(lp, desc, [&]<class Act>(Act) {
+          t0 = std::chrono::steady_clock::now();
+          const auto layer = cpu::quantize_moe<Scheme, Act>(w13v, w2v, e, fo);
+          s.quantize_s += seconds_since(t0);
+          run_layer(layer);
+        });
       } else {
         for (std::size_t i = 0; i < ref.size(); ++i) out[i] = fp8::to_bf16(ref[i]);
         s.quantized_s += seconds_since(t0);
@@ -280,11 +273,11 @@ class runner {
  private:
   options opts_;
 
-  /// Runs body(Act{}) with the layer's activation key tag (the plan's, through the dispatch), or
-  /// refuses, with the pairing rule's sentence, a pairing the layer types do not take.
-  template <class Scheme, class Body>
+  /// Runs body(Act{}) with the layer's activation tag (the plan's, through the dispatch), or refuses,
+  /// with the pairing rule's sentence, a pairing the layer types do not take.
+  template <class Scheme, qp::layer_kind Kind, class Body>
   static void with_pairing(const qp::layer_plan& lp, const qp::layer_desc& desc, Body&& body) {
-    qp::with_activation(lp, desc.kind, [&]<class Act>(Act act) {
+    qp::with_layer_activation<Scheme, Kind>(lp, [&]<class Act>(Act act) {
       if constexpr (!cpu::pairs_with<Scheme, Act>) cpu::refuse_pairing<Scheme, Act>(desc.name);
       else body(act);
     });
@@ -391,14 +384,14 @@ int main(int argc, char** argv) {
       fmt::print("  all layers: {:.1f} GFLOPS quantized, {:.1f} GFLOPS float32 ({:.2f}x)\n", flops / quantized / 1e9,
                  flops / baseline / 1e9, baseline / quantized);
     // What the low-precision layers ran: Hopper's kernels, and where that emulates another architecture.
-    for (const auto& c : qp::schemes::lp_layer_table) {
+    for (const auto& c : qp::schemes::scheme_table) {
       bool used_linear = false, used_moe = false;
       for (const auto& [key, s] : r.stats) {
-        if (key.second != qp::to_string(c.scheme)) continue;
+        if (key.second != qp::to_string(c.id)) continue;
         (key.first == "mlp.experts" ? used_moe : used_linear) = true;
       }
-      if (used_linear) fmt::print("  note: {} linear layers run {}\n", qp::to_string(c.scheme), c.linear_kernel);
-      if (used_moe) fmt::print("  note: {} experts run {}\n", qp::to_string(c.scheme), c.moe_kernel);
+      if (used_linear && !c.linear_kernel.empty()) fmt::print("  note: {} linear layers run {}\n", qp::to_string(c.id), c.linear_kernel);
+      if (used_moe && !c.moe_kernel.empty()) fmt::print("  note: {} experts run {}\n", qp::to_string(c.id), c.moe_kernel);
     }
     if (r.any_nan) {
       fmt::print(stderr, "qpolicy-demo: a layer produced NaN\n");

@@ -83,7 +83,7 @@ int main() {
   std::size_t index = 0;
   qp::for_each_layer<plan>([&]<class Scheme>(const qp::layer_plan&, Scheme) {
     const auto& layer = model.layers[index++];
-    if constexpr (qp::cpu::has_forward<Scheme> || qp::cpu::is_low_precision<Scheme>) {
+    if constexpr (qp::cpu::has_linear_layer<Scheme>) {
       const double error = run_layer<Scheme>(layer.shape[0], layer.shape[1], rng);
       // Two e4m3 roundings (weights, and activations where the scheme quantizes them) of up to 1/16
       // each, summed over 256-512 products: a wrong scale or code would be off by orders of magnitude.

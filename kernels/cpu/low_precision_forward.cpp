@@ -79,7 +79,7 @@ void weight_only_gemm(const float* a, const float* a_scale, const float* w, cons
     }
 }
 
-void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter) {
+void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
   if (c.moe_pads || c.moe_multiple <= 1) return;
   for (const std::int64_t size : {hidden, inter})
     if (size % c.moe_multiple != 0) throw std::invalid_argument(schemes::with_k(c.moe_message, size));

@@ -19,8 +19,8 @@ using schemes::formula;
 /// Runs FP8 kernel Kernel with the options its formula takes: block options, group options or none.
 template <class Kernel, class Threads>
 void run_fp8(const input_view& x, const quantized_outputs& out, const quantize_options& o, std::int64_t group, Threads threads) {
-  const reference::block_options blocks{o.ue8m0, false};
-  const reference::group_options groups{group, o.ue8m0, o.layout};
+  const fp8::block_options blocks{o.ue8m0, false};
+  const fp8::group_options groups{group, o.ue8m0, o.layout};
   auto* s = static_cast<float*>(out.scales);
   if constexpr (requires { Kernel::run(x, blocks, out.codes, s, threads); }) Kernel::run(x, blocks, out.codes, s, threads);
   else if constexpr (requires { Kernel::run(x, groups, out.codes, s, threads); }) Kernel::run(x, groups, out.codes, s, threads);

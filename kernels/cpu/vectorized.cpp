@@ -308,7 +308,7 @@ void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, f
 namespace {
 
 /// One 128x128 block on the float path (any element type, NaN picked as the reference picks it).
-void block_by_floats(const input_view& w, const reference::block_options& opt, std::int64_t bi, std::int64_t bj, float* buffer,
+void block_by_floats(const input_view& w, const fp8::block_options& opt, std::int64_t bi, std::int64_t bj, float* buffer,
                      std::uint8_t* q, float* scales, std::int64_t col_blocks) {
   const std::int64_t r0 = bi * 128, nr = std::min<std::int64_t>(128, w.rows - r0);
   const std::int64_t c0 = bj * 128, nc = std::min<std::int64_t>(128, w.cols - c0);
@@ -327,7 +327,7 @@ void block_by_floats(const input_view& w, const reference::block_options& opt, s
 
 }  // namespace
 
-void weight_kernel<fp8_per_block>::run(const input_view& w, const reference::block_options& opt, std::uint8_t* q,
+void weight_kernel<fp8_per_block>::run(const input_view& w, const fp8::block_options& opt, std::uint8_t* q,
                                        float* scales, const cpu_options& o) {
   // Work items of 128 rows x up to 8 blocks (threads split wide slabs too). bf16 without NaN runs a
   // row at a time over the item's segments (amax bits, then codes); otherwise block by block through
@@ -413,7 +413,7 @@ void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view& x, std::ui
   scale[0] = s;
 }
 
-void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const reference::group_options& opt,
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const fp8::group_options& opt,
                                                    std::uint8_t* q, float* scales, const cpu_options& o) {
   const std::int64_t groups = x.cols / opt.group_size;
   if (opt.layout == scale_layout::column_major_tma)

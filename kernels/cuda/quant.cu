@@ -119,7 +119,7 @@ __global__ void row_kernel(input_view x, std::uint8_t* q, float* scales) {
 }
 
 /// One block per (row, group) of 1x128 groups; scales in the requested layout.
-__global__ void group_kernel(input_view x, cpu::reference::group_options o, std::uint8_t* q, float* scales) {
+__global__ void group_kernel(input_view x, fp8::group_options o, std::uint8_t* q, float* scales) {
   const std::int64_t groups = x.cols / o.group_size;
   const std::int64_t m = blockIdx.x / groups, g = blockIdx.x % groups;
   const std::int64_t first = m * x.cols + g * o.group_size;
@@ -139,7 +139,7 @@ __global__ void group_kernel(input_view x, cpu::reference::group_options o, std:
 }
 
 /// One block per 128x128 tile: amaxT with the 1e-4 floor, reciprocal multiply, tcvt, no clamp.
-__global__ void block_kernel(input_view w, cpu::reference::block_options o, std::uint8_t* q, float* scales) {
+__global__ void block_kernel(input_view w, fp8::block_options o, std::uint8_t* q, float* scales) {
   const std::int64_t col_blocks = (w.cols + 127) / 128;
   const std::int64_t bi = blockIdx.x / col_blocks, bj = blockIdx.x % col_blocks;
   const std::int64_t r0 = bi * 128, c0 = bj * 128;
@@ -199,7 +199,7 @@ void weight_kernel<fp8_per_channel>::run(const input_view& w, std::uint8_t* q, f
   check_launch("row_kernel<per_channel>", o);
 }
 
-void weight_kernel<fp8_per_block>::run(const input_view& w, const cpu::reference::block_options& opt, std::uint8_t* q,
+void weight_kernel<fp8_per_block>::run(const input_view& w, const fp8::block_options& opt, std::uint8_t* q,
                                        float* scales, const launch_options& o) {
   const std::int64_t tiles = ((w.rows + 127) / 128) * ((w.cols + 127) / 128);
   if (tiles == 0) return;
@@ -223,7 +223,7 @@ void quantize_segments_per_tensor(const input_view& x, const std::int64_t* offse
   per_tensor(x, false, offsets, segments, q, scales, scratch, o);
 }
 
-void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const cpu::reference::group_options& opt,
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view& x, const fp8::group_options& opt,
                                                    std::uint8_t* q, float* scales, const launch_options& o) {
   if (opt.group_size <= 0 || x.cols % opt.group_size != 0)
     throw std::invalid_argument("1x128 groups need cols to be a multiple of " + std::to_string(opt.group_size) +
@@ -248,8 +248,8 @@ void quantize(const input_view& x, const quantized_outputs& out, const quantize_
   } else {
     if (opt.has_amax) throw std::invalid_argument("a given amax is a CPU option of fp8_per_tensor_static");
     using kernel = schemes::fp8_kernel_of<weight_kernel, activation_kernel, Formula>;
-    const cpu::reference::block_options blocks{opt.ue8m0, false};
-    const cpu::reference::group_options groups{f.group.col, opt.ue8m0, opt.layout};
+    const fp8::block_options blocks{opt.ue8m0, false};
+    const fp8::group_options groups{f.group.col, opt.ue8m0, opt.layout};
     auto* s = static_cast<float*>(out.scales);
     // The kernels' signatures differ by what their formula needs: block or group options, an amax scratch.
     if constexpr (requires { kernel::run(x, blocks, out.codes, s, o); }) kernel::run(x, blocks, out.codes, s, o);

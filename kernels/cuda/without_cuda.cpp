@@ -45,7 +45,7 @@ void weight_kernel<fp8_per_tensor>::run(const input_view&, std::uint8_t*, float*
   refuse_launch("quantize", o);
 }
 void weight_kernel<fp8_per_channel>::run(const input_view&, std::uint8_t*, float*, const launch_options& o) { refuse_launch("quantize", o); }
-void weight_kernel<fp8_per_block>::run(const input_view&, const cpu::reference::block_options&, std::uint8_t*, float*,
+void weight_kernel<fp8_per_block>::run(const input_view&, const fp8::block_options&, std::uint8_t*, float*,
                                        const launch_options& o) {
   refuse_launch("quantize", o);
 }
@@ -55,7 +55,7 @@ void activation_kernel<fp8_per_token>::run(const input_view&, std::uint8_t*, flo
 void activation_kernel<fp8_per_tensor_dynamic>::run(const input_view&, std::uint8_t*, float*, std::uint32_t*, const launch_options& o) {
   refuse_launch("quantize", o);
 }
-void activation_kernel<fp8_per_block_dynamic>::run(const input_view&, const cpu::reference::group_options&, std::uint8_t*, float*,
+void activation_kernel<fp8_per_block_dynamic>::run(const input_view&, const fp8::group_options&, std::uint8_t*, float*,
                                                    const launch_options& o) {
   refuse_launch("quantize", o);
 }

@@ -73,7 +73,7 @@ void check_low_precision_input(const tensor_ref& t, method scheme, schemes::form
   const auto cols = t.info->shape[1];
   if (cols % f.k_multiple != 0) {
     // The online MXFP4 MoE path pads experts to whole blocks (§4.1); a checkpoint stores whole blocks.
-    const bool padded = layer.kind == layer_kind::moe && schemes::lp_layers_of(scheme).moe_pads;
+    const bool padded = layer.kind == layer_kind::moe && schemes::contract_of(scheme).moe_pads;
     throw config_error("", schemes::block_message(f, cols) + where +
                                (padded ? "; vLLM's online path pads experts to whole blocks, but a checkpoint stores the "
                                          "unpadded weights and must tile them"
@@ -84,13 +84,12 @@ void check_low_precision_input(const tensor_ref& t, method scheme, schemes::form
 /// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
 void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
                        checkpoint_format format, quant_units& u, int& joint) {
-  // The writer knows the FP8 schemes and the low-precision ones (their weight formulas); a scheme
-  // without either has nothing to write.
+  // The writer knows every scheme with kernels; a scheme without them has nothing to write.
   const auto formula = schemes::weight_formula_of(lp.decided);
-  if (!schemes::has_kernels(lp.decided) && !formula)
+  if (!schemes::has_kernels(lp.decided))
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
                                ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " (" +
-                               schemes::kernel_methods_text() + " and the low-precision schemes have one)");
+                               schemes::kernel_methods_text() + " have one)");
   const auto& contract = schemes::contract_of(lp.decided);
   const key_id weight_key = contract.weight_key;
   // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9);

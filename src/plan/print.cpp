@@ -7,7 +7,7 @@
 #include "../json/json_text.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/plan/summary.hpp"
-#include "qpolicy/schemes/formulas.hpp"
+#include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {
 
@@ -66,18 +66,19 @@ std::string plan_to_json(const plan& p, const model_desc& model, const std::vect
 
 namespace {
 
-/// What the low-precision layers of a plan run, from the schemes' layer contracts: one line per
-/// (scheme, layer kind) that occurs, saying where the kernels emulate another architecture.
+/// What the weight-only schemes' layers of a plan run, from the scheme rows: one line per (scheme,
+/// layer kind) that occurs, saying where the kernels emulate another architecture.
 std::vector<std::string> kernel_notes(const plan& p, const model_desc& model) {
   std::vector<std::string> out;
-  for (const auto& c : schemes::lp_layer_table)
+  for (const auto& c : schemes::scheme_table)
     for (const layer_kind kind : {layer_kind::linear, layer_kind::moe}) {
+      if (c.gemm != schemes::gemm_kind::weight_only) continue;
       std::size_t n = 0;
       for (std::size_t i = 0; i < p.layers.size(); ++i)
-        n += !p.layers[i].failed() && p.layers[i].decided == c.scheme && model.layers[i].kind == kind;
+        n += !p.layers[i].failed() && p.layers[i].decided == c.id && model.layers[i].kind == kind;
       if (n == 0) continue;
       const bool moe = kind == layer_kind::moe;
-      out.push_back(fmt::format("{} {} layers ({}): {}", to_string(c.scheme), moe ? "MoE" : "linear", n,
+      out.push_back(fmt::format("{} {} layers ({}): {}", to_string(c.id), moe ? "MoE" : "linear", n,
                                 moe ? c.moe_kernel : c.linear_kernel));
     }
   return out;

@@ -44,8 +44,8 @@ int main() {
   const double memcpy_ms = best_ms([&] { cudaMemcpyAsync(copy, in, n * 2, cudaMemcpyDeviceToDevice); });
   std::printf("# %s, %lldx%lld bf16; device memcpy %.1f GB/s (read+write)\n", report.description.c_str(),
               static_cast<long long>(rows), static_cast<long long>(cols), 2 * bytes / memcpy_ms / 1e6);
-  const qp::cpu::reference::block_options blocks{};
-  const qp::cpu::reference::group_options groups{};
+  const qp::fp8::block_options blocks{};
+  const qp::fp8::group_options groups{};
   const std::vector<std::pair<const char*, std::function<void()>>> kernels{
       {"weight_per_tensor", [&] { qp::cuda::weight_kernel<qp::fp8_per_tensor>::run(x, q, s, scratch); }},
       {"weight_per_channel", [&] { qp::cuda::weight_kernel<qp::fp8_per_channel>::run(x, q, s); }},

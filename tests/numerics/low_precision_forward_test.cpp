@@ -129,7 +129,7 @@ TEMPLATE_LIST_TEST_CASE("low-precision linear layers: GEMMs within §9's bound, 
     std::mt19937 rng(static_cast<unsigned>(17 + c.out_features));
     const auto w = random_bf16(c.out_features, c.in_features, 0.02f, rng);
     const auto x = random_bf16(7, c.in_features, 1.0f, rng);
-    check_gemm_bound<Scheme>(qp::schemes::lp_layers_of(Scheme::id).linear, x.floats(), x.rows, w);
+    check_gemm_bound<Scheme>(qp::schemes::contract_of(Scheme::id).linear_treatment, x.floats(), x.rows, w);
     // The whole pass, bias and bf16 output included, against the unquantized pass: MXFP8 keeps 3
     // mantissa bits (about 5% RMS, as FP8), MXFP4 1 bit (about 15%). Measured: MXFP8 2.6-2.7%, MXFP4 11.6-11.9%.
     std::vector<float> bias(static_cast<std::size_t>(c.out_features), 0.01f);
@@ -154,7 +154,7 @@ TEMPLATE_LIST_TEST_CASE("low-precision MoE layers: expert GEMMs within §9's bou
   const auto w13 = random_bf16(experts * 2 * inter, hidden, 0.03f, rng);
   const auto w2 = random_bf16(experts * hidden, inter, 0.03f, rng);
   const auto x = random_bf16(tokens, hidden, 1.0f, rng);
-  constexpr auto treatment = qp::schemes::lp_layers_of(Scheme::id).moe;
+  constexpr auto treatment = qp::schemes::contract_of(Scheme::id).moe_treatment;
   // Each projection's GEMM on one expert, with the activations it gets: x for w13, SiLU-and-mul-like
   // values for w2.
   {

@@ -101,7 +101,7 @@ TEST_CASE("1x128 activation groups in every scale layout", "[numerics]") {
     const auto s = shape(c->at("input").at("shape"));
     const auto x = bf16(c->at("input"));
     const auto& params = c->at("params");
-    ref::group_options o;
+    fp8::group_options o;
     o.group_size = params.at("group_size").to_number<std::int64_t>();
     o.ue8m0 = params.at("use_ue8m0").as_bool();
     const std::int64_t groups = s[1] / o.group_size;
@@ -139,7 +139,7 @@ TEST_CASE("128x128 weight blocks", "[numerics]") {
     INFO(c->at("id").as_string());
     const auto s = shape(c->at("input").at("shape"));
     const auto x = bf16(c->at("input"));
-    ref::block_options o;
+    fp8::block_options o;
     o.ue8m0 = c->at("params").at("use_ue8m0").as_bool();
     std::vector<std::uint8_t> q(x.size());
     std::vector<float> scales(static_cast<std::size_t>(((s[0] + 127) / 128) * ((s[1] + 127) / 128)));

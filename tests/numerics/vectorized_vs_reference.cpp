@@ -129,7 +129,7 @@ TEMPLATE_LIST_TEST_CASE("CPU vectorized kernels equal the reference bit for bit"
     std::vector<std::uint8_t> qf(n), qr(n);
     std::vector<float> sf(scales, -1.0f), sr(scales, -2.0f);
     if (o.compiled_variant) {
-      const ref::block_options blocks{o.kernel.ue8m0, true};
+      const fp8::block_options blocks{o.kernel.ue8m0, true};
       qpolicy::cpu::weight_kernel<qp::fp8_per_block>::run(s.view(), blocks, qf.data(), sf.data(), {3});
       ref::block_128x128(s.view(), blocks, qr.data(), sr.data());
     } else {

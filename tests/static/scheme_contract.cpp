@@ -21,7 +21,8 @@ static_assert(sc::formula_names(false) ==
 static_assert(sc::formula_names(true) ==
               "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, int8_per_channel_static, nvfp4, nvfp4_per_token");
 static_assert(sc::formula_names(true, true) == "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, nvfp4, nvfp4_per_token");
-static_assert(sc::kernel_methods_text() == "fp8_per_tensor, fp8_per_channel and fp8_per_block");
+static_assert(sc::kernel_methods_text() ==
+              "fp8_per_tensor, fp8_per_channel, fp8_per_block, mxfp8, mxfp4, int8_per_channel_weight_only and nvfp4_per_token");
 
 // The dispatch table of spec §3.6, now derived from the contract.
 static_assert(sc::dispatch_method(qp::key_id::fp8_per_block_static, qp::layer_kind::linear) == qp::method::fp8_per_block);

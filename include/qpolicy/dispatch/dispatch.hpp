@@ -64,6 +64,16 @@ void with_activation(const layer_plan& l, layer_kind kind, Fn&& fn) {
   with_tag(registry::activation_key_types, key, fn);
 }
 
+/// Calls fn(Act{}) with the activation tag a planned layer of kind Kind runs with under Scheme: for a
+/// scheme whose row runs the weight-only GEMM, the row's treatment for the kind (treatment_tag);
+/// otherwise the layer's activation key tag (with_activation). These are what the layer types take as
+/// their activation (cpu::pairs_with says which FP8 pairings they refuse).
+template <class Scheme, layer_kind Kind, class Fn>
+void with_layer_activation(const layer_plan& l, Fn&& fn) {
+  if constexpr (schemes::weight_formula_of(Scheme::id).has_value()) fn(treatment_tag<schemes::treatment_of(Scheme::id, Kind)>{});
+  else with_activation(l, Kind, fn);
+}
+
 /// Calls fn(layer_plan, Scheme{}) for every layer of a runtime plan, in model order. Layers that
 /// failed have no scheme: plans with errors are refused.
 template <class Fn>

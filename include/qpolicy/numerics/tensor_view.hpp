@@ -64,6 +64,19 @@ QPOLICY_HD std::int64_t scale_offset(scale_layout layout, std::int64_t m_rows, s
   }
 }
 
+/// Options of the 1x128 group quantizer (§7).
+struct group_options {
+  std::int64_t group_size = 128;
+  bool ue8m0 = false;
+  scale_layout layout = scale_layout::row_major;
+};
+
+/// Options of the 128x128 block quantizer (§8).
+struct block_options {
+  bool ue8m0 = false;
+  bool compiled_variant = false;  // sf = a * f32(1/448), as torch.compile may rewrite it
+};
+
 }  // namespace qpolicy::fp8
 
 namespace qpolicy {

@@ -82,7 +82,7 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
       }
       const auto i_rank = inter / tp;
       if (lp_weights) {
-        const auto& c = schemes::lp_layers_of(l.decided);
+        const auto& c = schemes::contract_of(l.decided);
         if (c.moe_multiple > 1 && (h % c.moe_multiple || i_rank % c.moe_multiple)) {
           if (c.moe_pads)
             warn(scheme + ": hidden_size " + detail::num(h) + " / intermediate_size per rank " + detail::num(i_rank) +

@@ -29,7 +29,24 @@ enum class activation_path : std::uint8_t {
   weight_only,  // left in the model's dtype; only the weights are quantized
 };
 
-/// One scheme: a method of the plan as the kernels, the checkpoint writer and the shape checks see it.
+/// Which GEMM a scheme's layers run.
+enum class gemm_kind : std::uint8_t {
+  scaled_fp8,   // W8A8: FP8 codes times FP8 activations, the scales outside the sums (dense, or grouped over experts)
+  weight_only,  // W8A16 / W4A16: the weights decoded in the kernel, activations in the model dtype (after a treatment)
+};
+
+/// What a layer does to its activations before its GEMM.
+enum class activation_treatment : std::uint8_t {
+  fp8_key,          // quantized per call by the layer's dynamic FP8 activation key (the scaled FP8 GEMM)
+  none,             // the model-dtype activations as they are (Marlin W8A16 / W4A16, Triton int8_w8a16)
+  mxfp4_qdq,        // MXFP4 EVEN quantize-dequantize in the model dtype (vLLM's MoE emulation backend, §4.3)
+  nvfp4_per_token,  // NVFP4 per-token codes and block scales (§6.3), the token scale applied to the sum:
+                    // emulates Blackwell's TRT-LLM NVFP4 MoE (§6.4) on a W4A16 kernel
+};
+
+/// One scheme: a method of the plan as the kernels, the checkpoint writer and the shape checks see it:
+/// its weight formula (through its weight key), its activation treatment per layer kind, its GEMM and
+/// its MoE rules.
 struct scheme_contract {
   method id;
   key_id weight_key;                   // the key whose formula quantizes the weights
@@ -42,29 +59,46 @@ struct scheme_contract {
   std::optional<key_id> moe_w13_key;   // the formula of a MoE layer's w13 when it is not the weight key's (spec §9)
   std::string_view checkpoint_scale;   // the scale tensor's suffix in a checkpoint: P.weight_scale(_inv)
   std::int64_t preferred_multiple;     // dimensions the GEMMs like a multiple of (a shape warning, not an error)
+  gemm_kind gemm = gemm_kind::scaled_fp8;
+  activation_treatment linear_treatment = activation_treatment::fp8_key, moe_treatment = activation_treatment::fp8_key;
+  std::string_view linear_kernel{}, moe_kernel{};  // what runs, for the plan's notes and the demo (weight-only schemes)
+  bool moe_emulated = false;                       // the MoE path emulates another architecture's numerics
+  std::int64_t moe_multiple = 1;                   // hidden and intermediate sizes must be multiples of this
+  bool moe_pads = false;                           // ... or are zero-padded up to it instead of refused
+  std::string_view moe_message{};                  // vLLM's refusal, {K} the size (when not padded)
 };
 
 // Order: how messages list the schemes.
-inline constexpr std::array<scheme_contract, 7> scheme_table{{
+inline constexpr auto scheme_table = std::to_array<scheme_contract>({
     {method::fp8_per_tensor, key_id::fp8_per_tensor_static, true, true, activation_path::dynamic,
      key_id::fp8_per_tensor_dynamic, key_id::fp8_per_tensor_dynamic, weight_scales::per_tensor, std::nullopt,
      "weight_scale", 16},
     // Per-channel MoE: w13's rows follow the per-token rule (the online path quantizes w13 as activations).
     {method::fp8_per_channel, key_id::fp8_per_channel_static, true, true, activation_path::dynamic, key_id::fp8_per_token,
      key_id::fp8_per_token, weight_scales::per_channel, key_id::fp8_per_token, "weight_scale", 16},
+    // Per-block MoE pads I and H to whole 128x128 blocks (fp8-numerics.md §9).
     {method::fp8_per_block, key_id::fp8_per_block_static, true, true, activation_path::dynamic,
      key_id::fp8_per_block_dynamic, key_id::fp8_per_block_dynamic, weight_scales::block_128x128, std::nullopt,
-     "weight_scale_inv", 128},
+     "weight_scale_inv", 128, gemm_kind::scaled_fp8, activation_treatment::fp8_key, activation_treatment::fp8_key, {}, {}, false,
+     128, true},
     {method::mxfp8, key_id::mxfp8_static, true, true, activation_path::dynamic, key_id::mxfp8_dynamic,
-     key_id::mxfp8_dynamic, std::nullopt, std::nullopt, "weight_scale", 32},
+     key_id::mxfp8_dynamic, std::nullopt, std::nullopt, "weight_scale", 32, gemm_kind::weight_only, activation_treatment::none,
+     activation_treatment::none, "W8A16: MXFP8 weights dequantized in the kernel (Marlin)", "W8A16 experts (Marlin)", false, 32,
+     false, "Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32."},
     {method::mxfp4, key_id::mxfp4_static, true, true, activation_path::dynamic, key_id::mxfp4_dynamic,
-     key_id::mxfp4_dynamic, std::nullopt, std::nullopt, "weight_scale", 32},
+     key_id::mxfp4_dynamic, std::nullopt, std::nullopt, "weight_scale", 32, gemm_kind::weight_only, activation_treatment::none,
+     activation_treatment::mxfp4_qdq, "W4A16: MXFP4 weights dequantized in the kernel (Marlin)",
+     "emulation: activations MXFP4 quantize-dequantized (EVEN), W4A16 experts", true, 32, true},
     {method::int8_per_channel_weight_only, key_id::int8_per_channel_static, false, true, activation_path::weight_only,
-     std::nullopt, std::nullopt, std::nullopt, std::nullopt, "weight_scale", 16},
+     std::nullopt, std::nullopt, std::nullopt, std::nullopt, "weight_scale", 16, gemm_kind::weight_only, activation_treatment::none,
+     activation_treatment::none, {}, "W8A16 experts, per-channel scales after the sum (Triton int8_w8a16)"},
     // Per-token NVFP4 activations have no quant key of their own in vLLM's vocabulary.
     {method::nvfp4_per_token, key_id::nvfp4, false, true, activation_path::dynamic, std::nullopt, std::nullopt,
-     std::nullopt, std::nullopt, "weight_scale", 16},
-}};
+     std::nullopt, std::nullopt, "weight_scale", 16, gemm_kind::weight_only, activation_treatment::none,
+     activation_treatment::nvfp4_per_token, {},
+     "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", true, 16, false,
+     "last dim must be a multiple of 16, got {K}"},
+});
 
 // Lookups return indices and values, not pointers: GCC 12's UBSan (-fsanitize=null) makes a pointer's
 // comparison with null non-constant, and these run during constant evaluation in every kernel TU.
@@ -80,16 +114,25 @@ constexpr bool has_contract(method m) { return contract_index(m) < scheme_table.
 /// The contract of a quantizing method (has_contract(m) must hold).
 constexpr const scheme_contract& contract_of(method m) { return scheme_table[contract_index(m)]; }
 
-/// Whether this build has FP8 kernels for a method (its row has a weight-scale layout).
-constexpr bool has_kernels(method m) { return has_contract(m) && contract_of(m).scales.has_value(); }
+/// Whether a method's layers run the scaled FP8 GEMM (its row has a weight-scale layout).
+constexpr bool has_fp8_gemm(method m) {
+  return has_contract(m) && contract_of(m).gemm == gemm_kind::scaled_fp8 && contract_of(m).scales.has_value();
+}
+/// Whether this build has kernels for a method's layers: the scaled FP8 GEMM or the weight-only GEMM.
+constexpr bool has_kernels(method m) {
+  return has_fp8_gemm(m) || (has_contract(m) && contract_of(m).gemm == gemm_kind::weight_only);
+}
 
-/// The low-precision formula of method m's weights (the schemes whose layers run the weight-only
-/// GEMM), if it has one.
+/// The formula of method m's weights when its layers run the weight-only GEMM (their low-precision
+/// weight formula), if they do.
 constexpr std::optional<formula> weight_formula_of(method m) {
-  if (!has_contract(m)) return std::nullopt;
-  const auto f = formula_of_key(contract_of(m).weight_key);
-  if (f && formula_of(*f).low_precision()) return f;
-  return std::nullopt;
+  if (!has_contract(m) || contract_of(m).gemm != gemm_kind::weight_only) return std::nullopt;
+  return formula_of_key(contract_of(m).weight_key);
+}
+
+/// A layer kind's activation treatment under method m (has_contract(m) must hold).
+constexpr activation_treatment treatment_of(method m, layer_kind kind) {
+  return kind == layer_kind::moe ? contract_of(m).moe_treatment : contract_of(m).linear_treatment;
 }
 
 /// A method's default activation key for a layer kind, if it has one.
@@ -140,19 +183,18 @@ constexpr bool has_activation(key_id k) { return activation_index(k) < activatio
 constexpr activation_quant activation_quant_of(key_id k) { return activation_table[activation_index(k)].quant; }
 
 
-/// The methods with kernels, for messages: "fp8_per_tensor, fp8_per_channel and fp8_per_block".
+/// The methods with kernels, for messages: "fp8_per_tensor, fp8_per_channel, ... and nvfp4_per_token".
 constexpr std::string kernel_methods_text() {
   std::string out;
   std::size_t n = 0, total = 0;
-  for (const auto& c : scheme_table) total += c.scales.has_value();
+  for (const auto& c : scheme_table) total += has_kernels(c.id);
   for (const auto& c : scheme_table) {
-    if (!c.scales) continue;
+    if (!has_kernels(c.id)) continue;
     if (n++) out += n == total ? " and " : ", ";
     out += to_string(c.id);
   }
   return out;
 }
-
 /// The method whose weights quant key `k` quantizes with FP8 kernels, or `none`.
 constexpr method fp8_weight_method_of(key_id k) {
   for (const auto& c : scheme_table)
@@ -222,3 +264,19 @@ inline std::string pairing_sentence(weight_scales w, activation_quant a, std::in
 }
 
 }  // namespace qpolicy::schemes
+
+namespace qpolicy {
+
+/// A weight-only layer's activation treatment as a type (the activation parameter of its layer types,
+/// as an activation key tag is for the scaled FP8 layers).
+template <schemes::activation_treatment T>
+struct treatment_tag {
+  static constexpr schemes::activation_treatment id = T;
+};
+
+template <class T>
+inline constexpr bool is_treatment_tag = false;
+template <schemes::activation_treatment T>
+inline constexpr bool is_treatment_tag<treatment_tag<T>> = true;
+
+}  // namespace qpolicy

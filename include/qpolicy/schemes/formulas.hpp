@@ -192,48 +192,6 @@ constexpr std::string with_k(std::string_view message, std::int64_t k) {
 /// The refusal of formula f for K.
 constexpr std::string block_message(const formula_row& f, std::int64_t k) { return with_k(f.k_message, k); }
 
-// ---- what the low-precision schemes' layers run (Hopper, and the CPU) ----
-
-/// What a layer does to its activations before the weight-only GEMM.
-enum class activation_treatment : std::uint8_t {
-  none,             // the model-dtype activations as they are (Marlin W8A16 / W4A16, Triton int8_w8a16)
-  mxfp4_qdq,        // MXFP4 EVEN quantize-dequantize in the model dtype (vLLM's MoE emulation backend, §4.3)
-  nvfp4_per_token,  // NVFP4 per-token codes and block scales (§6.3), the token scale applied to the sum:
-                    // emulates Blackwell's TRT-LLM NVFP4 MoE (§6.4) on a W4A16 kernel
-};
-
-/// One low-precision scheme's layers: its activation treatment and kernel per layer kind, and the
-/// MoE sizes it takes.
-struct lp_layer_contract {
-  method scheme;
-  activation_treatment linear, moe;
-  std::string_view linear_kernel, moe_kernel;  // what runs, for the plan's notes and the demo
-  bool moe_emulated;                           // the MoE path emulates another architecture's numerics
-  std::int64_t moe_multiple;                   // hidden and intermediate sizes must be multiples of this
-  bool moe_pads;                               // ... or are zero-padded up to it (§4.1) instead of refused
-  std::string_view moe_message;                // vLLM's refusal, {K} the size (when not padded)
-};
-
-inline constexpr std::array<lp_layer_contract, 4> lp_layer_table{{
-    {method::mxfp8, activation_treatment::none, activation_treatment::none, "W8A16: MXFP8 weights dequantized in the kernel (Marlin)",
-     "W8A16 experts (Marlin)", false, 32, false, "Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32."},
-    {method::mxfp4, activation_treatment::none, activation_treatment::mxfp4_qdq, "W4A16: MXFP4 weights dequantized in the kernel (Marlin)",
-     "emulation: activations MXFP4 quantize-dequantized (EVEN), W4A16 experts", true, 32, true, ""},
-    {method::int8_per_channel_weight_only, activation_treatment::none, activation_treatment::none, "",
-     "W8A16 experts, per-channel scales after the sum (Triton int8_w8a16)", false, 1, false, ""},
-    {method::nvfp4_per_token, activation_treatment::none, activation_treatment::nvfp4_per_token, "",
-     "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", true, 16, false,
-     "last dim must be a multiple of 16, got {K}"},
-}};
-
-/// The layer contract of a low-precision scheme; a scheme without one is a logic error (a compile
-/// error in constant evaluation).
-constexpr const lp_layer_contract& lp_layers_of(method m) {
-  for (const auto& row : lp_layer_table)
-    if (row.scheme == m) return row;
-  throw std::invalid_argument("lp_layers_of: this scheme has no low-precision layer contract (its weights are FP8 or unquantized)");
-}
-
 // ---- storage sizes (row-major; the 128x4 layout pads, numerics/low_precision.hpp) ----
 
 /// Bytes of a formula's codes for an [rows, cols] tensor.

@@ -58,7 +58,7 @@ constexpr auto where(Types types, Pred) {
 }
 
 /// The schemes whose FP8 kernels exist (the contract's rows with a weight-scale layout).
-inline constexpr auto fp8_scheme_types = where(method_types, [](method m) { return schemes::has_kernels(m); });
+inline constexpr auto fp8_scheme_types = where(method_types, [](method m) { return schemes::has_fp8_gemm(m); });
 
 /// The schemes whose weights run the weight-only GEMM (a low-precision weight formula).
 inline constexpr auto weight_only_scheme_types =

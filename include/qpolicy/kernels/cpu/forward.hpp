@@ -1,9 +1,11 @@
 #pragma once
-// Forward passes of quantized layers on the CPU, specialized on the scheme tag and the activation
-// key tag: a linear layer is "quantize the activation with Act's quantizer, FP8 GEMM with Scheme's
-// scales, bf16 out"; a MoE layer routes tokens to experts and runs w13, SiLU-and-mul and w2 per
-// expert as such GEMMs, then sums each token's experts with its routing weights.
-//   auto layer = cpu::quantize_linear<qp::fp8_per_block>(weight_view, bias);   // Act: the contract's default
+// Forward passes of quantized layers on the CPU, specialized on the scheme tag and the activation tag.
+// One layer type per kind, linear_layer<Scheme, Act> and moe_layer<Scheme, Act>, whose GEMM the scheme
+// row says: the scaled FP8 GEMM (this header: quantize the activation with Act's key, FP8 GEMM with
+// Scheme's scales) or the weight-only GEMM (low_precision_forward.hpp: Act is the row's activation
+// treatment). A MoE layer routes tokens to experts and runs w13, SiLU-and-mul and w2 per expert as such
+// GEMMs, then sums each token's experts with its routing weights. The same calls for every scheme:
+//   auto layer = cpu::quantize_linear<qp::fp8_per_block>(weight_view, bias);   // Act: the row's default
 //   cpu::linear_forward(layer, x_view, out_bf16);
 // Everything a scheme needs comes from its contract (schemes/contract.hpp): the weight key and its
 // kernel, the scale layout, the GEMM, the MoE w13 formula and padding. The vectorized kernels and the
@@ -30,14 +32,29 @@ namespace qpolicy::cpu {
 using fp8::activation_quant;
 using fp8::weight_scales;
 
+/// Whether a scheme's layers run the weight-only GEMM (its row's GEMM kind).
+template <class Scheme>
+inline constexpr bool is_weight_only = schemes::weight_formula_of(Scheme::id).has_value();
+
 namespace detail {
 /// A scheme's default activation key for a layer kind, from its contract. A scheme without kernels
 /// gets a placeholder here: the layer types' static_asserts then say what is wrong, in a sentence.
 template <class Scheme>
 constexpr key_id default_activation(layer_kind kind) {
   const auto key = schemes::default_activation(Scheme::id, kind);
-  return schemes::has_kernels(Scheme::id) && key ? *key : key_id::fp8_per_tensor_dynamic;
+  return schemes::has_fp8_gemm(Scheme::id) && key ? *key : key_id::fp8_per_tensor_dynamic;
 }
+/// A layer kind's default activation tag: the row's activation key (scaled FP8 GEMM) or its treatment
+/// (weight-only GEMM).
+template <class Scheme, layer_kind Kind>
+struct default_activation_tag {
+  using type = key_tag<default_activation<Scheme>(Kind)>;
+};
+template <class Scheme, layer_kind Kind>
+  requires is_weight_only<Scheme>
+struct default_activation_tag<Scheme, Kind> {
+  using type = treatment_tag<schemes::treatment_of(Scheme::id, Kind)>;
+};
 template <class Scheme, class Act>
 constexpr bool pairs() {
   return schemes::has_activation(Act::id) &&
@@ -46,52 +63,55 @@ constexpr bool pairs() {
 }
 }  // namespace detail
 
-/// Scheme's default activation key tags (spec §10's table, for a device without CUTLASS FP8:
-/// fp8_per_tensor layers quantize activations per tensor).
+/// Scheme's default activation tags per layer kind: its row's activation key (spec §10's table, for a
+/// device without CUTLASS FP8: fp8_per_tensor layers quantize activations per tensor), or for the
+/// weight-only schemes its row's activation treatment.
 template <class Scheme>
-using linear_activation = key_tag<detail::default_activation<Scheme>(layer_kind::linear)>;
+using linear_activation = typename detail::default_activation_tag<Scheme, layer_kind::linear>::type;
 template <class Scheme>
-using moe_activation = key_tag<detail::default_activation<Scheme>(layer_kind::moe)>;
-
-/// Whether a scheme (method tag) is one of the low-precision schemes: its weights have a formula of
-/// schemes/formulas.hpp, and its layers are lp_linear_layer / lp_moe_layer (low_precision_forward.hpp).
-template <class Scheme>
-inline constexpr bool is_low_precision = schemes::weight_formula_of(Scheme::id).has_value();
+using moe_activation = typename detail::default_activation_tag<Scheme, layer_kind::moe>::type;
 
 /// What every forward layer type checks about its scheme and activation key, each as a sentence
 /// (tests/compile_fail holds one case per sentence).
 template <class Scheme, class Act>
 struct forward_pairing {
-  static_assert(!is_low_precision<Scheme>,
-                "linear_layer and moe_layer are the FP8 layers; a low-precision scheme's layers are lp_linear_layer and "
-                "lp_moe_layer (kernels/cpu/low_precision_forward.hpp), which quantize_linear and quantize_moe return");
-  static_assert(is_low_precision<Scheme> || schemes::has_kernels(Scheme::id),
+  static_assert(!is_weight_only<Scheme>,
+                "scaled_linear_layer and scaled_moe_layer run the scaled FP8 GEMM; a weight-only scheme's layers are "
+                "weight_only_linear_layer and weight_only_moe_layer (linear_layer and moe_layer pick the one its row says)");
+  static_assert(is_weight_only<Scheme> || schemes::has_fp8_gemm(Scheme::id),
                 "this scheme has no forward pass: it quantizes nothing (only the methods of the scheme contract do)");
-  static_assert(!schemes::has_kernels(Scheme::id) || schemes::has_activation(Act::id),
+  static_assert(!schemes::has_fp8_gemm(Scheme::id) || schemes::has_activation(Act::id),
                 "the activation of a forward pass must be a dynamic activation key with a quantizer");
-  static_assert(!schemes::has_kernels(Scheme::id) || !schemes::has_activation(Act::id) || detail::pairs<Scheme, Act>(),
+  static_assert(!schemes::has_fp8_gemm(Scheme::id) || !schemes::has_activation(Act::id) || detail::pairs<Scheme, Act>(),
                 "128x128 weight blocks pair with 1x128 activation groups (fp8_per_block_dynamic) and only with them");
   // Guarded, so that a failed assertion above is the only error shown.
   static constexpr weight_scales weights =
-      schemes::has_kernels(Scheme::id) ? *schemes::contract_of(Scheme::id).scales : weight_scales::per_tensor;
+      schemes::has_fp8_gemm(Scheme::id) ? *schemes::contract_of(Scheme::id).scales : weight_scales::per_tensor;
   static constexpr activation_quant activation =
       schemes::has_activation(Act::id) ? schemes::activation_quant_of(Act::id) : activation_quant::per_tensor;
   static constexpr bool blocks = weights == weight_scales::block_128x128;
 };
 
-/// Whether a scheme (method tag) has a forward pass here.
+/// Whether a scheme (method tag) has layers here (a forward pass), and a linear one.
 template <class Scheme>
-inline constexpr bool has_forward = schemes::has_kernels(Scheme::id);
+inline constexpr bool has_layers = schemes::has_kernels(Scheme::id);
+template <class Scheme>
+inline constexpr bool has_linear_layer = has_layers<Scheme> && schemes::contract_of(Scheme::id).linear;
 
-/// Whether Scheme's weights pair with activation key Act: the layer types accept exactly these.
+/// Whether Scheme's layers take activation tag Act: for the scaled FP8 GEMM, an activation key whose
+/// scales pair with the weights'; for the weight-only GEMM, an activation treatment.
 template <class Scheme, class Act>
-inline constexpr bool pairs_with = has_forward<Scheme> && detail::pairs<Scheme, Act>();
+inline constexpr bool pairs_with = [] {
+  if constexpr (is_weight_only<Scheme>) return is_treatment_tag<Act>;
+  else if constexpr (is_treatment_tag<Act>) return false;
+  else return schemes::has_fp8_gemm(Scheme::id) && detail::pairs<Scheme, Act>();
+}();
 
 /// For a runtime plan that asks for a pairing the layer types refuse: throws std::invalid_argument
 /// "WHAT: " and the pairing rule's sentence.
 template <class Scheme, class Act>
 [[noreturn]] void refuse_pairing(const std::string& what) {
-  throw std::invalid_argument(what + ": " + (has_forward<Scheme> && schemes::has_activation(Act::id)
+  throw std::invalid_argument(what + ": " + (schemes::has_fp8_gemm(Scheme::id) && schemes::has_activation(Act::id)
                                                  ? schemes::pairing_sentence(*schemes::contract_of(Scheme::id).scales,
                                                                              schemes::activation_quant_of(Act::id), schemes::block_k)
                                                  : std::string("this scheme has no forward pass in this build")));
@@ -106,9 +126,10 @@ struct forward_options {
   unsigned threads = 0;  // 0: the hardware's count
 };
 
-/// A linear layer's weight [out_features, in_features], quantized for Scheme, run with activation key Act.
+/// A linear layer of the scaled FP8 GEMM: its weight [out_features, in_features], quantized for
+/// Scheme, run with activation key Act (linear_layer<Scheme, Act> names it for those schemes).
 template <class Scheme, class Act = linear_activation<Scheme>>
-struct linear_layer : forward_pairing<Scheme, Act> {
+struct scaled_linear_layer : forward_pairing<Scheme, Act> {
   using scheme = Scheme;
   using activation_key = Act;
   std::int64_t out_features = 0, in_features = 0;
@@ -117,10 +138,10 @@ struct linear_layer : forward_pairing<Scheme, Act> {
   std::vector<float> bias;          // [out] or empty
 };
 
-/// A MoE layer's experts, quantized: w13 [E, 2I, H] (gate rows then up rows) and w2 [E, H, I]. Block
-/// schemes pad I and H to 128 (spec §9): gate rows at [0, I), up rows at [Ip, Ip + I).
+/// A MoE layer of the scaled FP8 GEMM, its experts quantized: w13 [E, 2I, H] (gate rows then up rows)
+/// and w2 [E, H, I]. Block schemes pad I and H to 128 (spec §9): gate rows at [0, I), up rows at [Ip, Ip + I).
 template <class Scheme, class Act = moe_activation<Scheme>>
-struct moe_layer : forward_pairing<Scheme, Act> {
+struct scaled_moe_layer : forward_pairing<Scheme, Act> {
   using scheme = Scheme;
   using activation_key = Act;
   std::int64_t experts = 0, hidden = 0, intermediate = 0;
@@ -215,9 +236,9 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
 /// Quantizes weight `w` ([out, in], bf16/fp16/fp32) with Scheme's weight formula; throws
 /// std::invalid_argument with can_implement's reason when the layer cannot run.
 template <class Scheme, class Act = linear_activation<Scheme>>
-  requires(!is_low_precision<Scheme>)
-linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
-  using layer_t = linear_layer<Scheme, Act>;
+  requires(!is_weight_only<Scheme>)
+scaled_linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
+  using layer_t = scaled_linear_layer<Scheme, Act>;
   detail::check_implementable(layer_t::weights, layer_t::activation, w.cols, "linear layer");
   layer_t l;
   l.out_features = w.rows;
@@ -233,7 +254,7 @@ linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias
 
 /// out[M, out_features] (bf16 bits) = x[M, in_features] W^T + bias, activations quantized by Act.
 template <class Scheme, class Act>
-void linear_forward(const linear_layer<Scheme, Act>& layer, const input_view& x, std::uint16_t* out,
+void linear_forward(const scaled_linear_layer<Scheme, Act>& layer, const input_view& x, std::uint16_t* out,
                     const forward_options& options = {}) {
   if (x.cols != layer.in_features)
     throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) +
@@ -250,10 +271,10 @@ void linear_forward(const linear_layer<Scheme, Act>& layer, const input_view& x,
 /// with the weight formula (w13 with the contract's MoE w13 formula where it has one), zero-padded to
 /// whole 128x128 blocks first for block schemes.
 template <class Scheme, class Act = moe_activation<Scheme>>
-  requires(!is_low_precision<Scheme>)
-moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
+  requires(!is_weight_only<Scheme>)
+scaled_moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
                                     const forward_options& options = {}) {
-  using layer_t = moe_layer<Scheme, Act>;
+  using layer_t = scaled_moe_layer<Scheme, Act>;
   constexpr auto& contract = schemes::contract_of(Scheme::id);
   using key13 = key_tag<contract.moe_w13_key.value_or(contract.weight_key)>;
   using key2 = key_tag<contract.weight_key>;
@@ -262,7 +283,7 @@ moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2,
   m.experts = experts;
   m.hidden = s.hidden;
   m.intermediate = s.inter;
-  const std::int64_t pad = layer_t::blocks ? schemes::block_k : 1;
+  const std::int64_t pad = contract.moe_pads ? contract.moe_multiple : 1;  // block schemes: whole 128x128 blocks (§9)
   const std::int64_t hp = (s.hidden + pad - 1) / pad * pad, ip = (s.inter + pad - 1) / pad * pad;
   m.hidden_padded = hp;
   m.intermediate_padded = ip;
@@ -298,7 +319,7 @@ moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2,
 /// w2(silu(gate) * up). Tokens are grouped per expert in token order (a per-tensor activation scale
 /// covers an expert's whole group). Throws std::invalid_argument for an expert id out of range.
 template <class Scheme, class Act>
-void moe_forward(const moe_layer<Scheme, Act>& layer, const input_view& x, const routing& route, std::uint16_t* out,
+void moe_forward(const scaled_moe_layer<Scheme, Act>& layer, const input_view& x, const routing& route, std::uint16_t* out,
                  const forward_options& options = {}) {
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
   detail::check_implementable(layer.weights, layer.activation, hp, "moe_forward w13");
@@ -320,3 +341,6 @@ void moe_forward(const moe_layer<Scheme, Act>& layer, const input_view& x, const
 }
 
 }  // namespace qpolicy::cpu
+
+// The weight-only layers, and linear_layer / moe_layer, which name either kind.
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"

@@ -1,9 +1,9 @@
 #pragma once
-// Forward passes of the low-precision schemes on the CPU (issue 13), as vLLM runs them on Hopper:
-// weight-only GEMMs over weights quantized once by the scheme's weight formula (MXFP8 and INT8:
-// W8A16; MXFP4 and NVFP4: W4A16), with the activation treatment of the scheme's layer contract --
-// none, MXFP4 quantize-dequantize (the MoE emulation backend) or NVFP4 per-token codes (emulating
-// Blackwell's TRT-LLM MoE). The same names as the FP8 passes:
+// Forward passes of the weight-only schemes on the CPU, as vLLM runs them on Hopper: weight-only GEMMs
+// over weights quantized once by the scheme's weight formula (MXFP8 and INT8: W8A16; MXFP4 and NVFP4:
+// W4A16), with the activation treatment of the scheme's row -- none, MXFP4 quantize-dequantize (the
+// MoE emulation backend) or NVFP4 per-token codes (emulating Blackwell's TRT-LLM MoE). The same calls as
+// the scaled FP8 layers (kernels/cpu/forward.hpp, which includes this header):
 //   auto layer = cpu::quantize_moe<qp::nvfp4_per_token>(w13, w2, experts);
 //   cpu::moe_forward(layer, x, route, out_bf16);
 // Two paths with the same operands: the reference (plain loops, float32 sums in K order) and the fast
@@ -83,41 +83,51 @@ void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t row
 }
 
 /// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes.
-void check_lp_moe_sizes(const schemes::lp_layer_contract& c, std::int64_t hidden, std::int64_t inter);
+void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter);
 /// Throws std::invalid_argument with vLLM's message when a linear layer's K is not a multiple of the block.
 void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k);
 
 }  // namespace detail
 
 
-/// A linear layer's weight [out_features, in_features], quantized by a low-precision scheme.
-template <class Scheme>
-struct lp_linear_layer {
-  static_assert(is_low_precision<Scheme>, "lp_linear_layer takes a low-precision scheme (mxfp8, mxfp4)");
-  static_assert(!is_low_precision<Scheme> || schemes::contract_of(Scheme::id).linear,
+/// What every weight-only layer type checks about its scheme and activation tag, as sentences.
+template <class Scheme, class Act, layer_kind Kind>
+struct weight_only_rules {
+  static_assert(is_weight_only<Scheme>, "weight-only layers take a scheme whose row runs the weight-only GEMM (mxfp8, mxfp4, int8, nvfp4)");
+  static_assert(!is_weight_only<Scheme> || Kind == layer_kind::moe || schemes::contract_of(Scheme::id).linear,
                 "this scheme quantizes MoE experts only: its linear layers stay unquantized (low-precision-numerics.md §5.1, §6.1)");
+  static_assert(!is_weight_only<Scheme> || std::is_same_v<Act, typename detail::default_activation_tag<Scheme, Kind>::type>,
+                "a weight-only layer's activation is its scheme row's treatment for the layer kind (linear_activation, moe_activation)");
+};
+
+/// A linear layer of the weight-only GEMM: its weight [out_features, in_features], quantized by the
+/// scheme's weight formula (linear_layer<Scheme, Act> names it for those schemes).
+template <class Scheme, class Act = linear_activation<Scheme>>
+struct weight_only_linear_layer : weight_only_rules<Scheme, Act, layer_kind::linear> {
   using scheme = Scheme;
+  using activation = Act;
   std::int64_t out_features = 0, in_features = 0;
   lp_matrix weight;
   std::vector<float> bias;  // [out] or empty
 };
 
-/// A MoE layer's experts quantized by a low-precision scheme: per expert, w13 [2Ip, Hp] (gate rows at
-/// [0, I), up rows at [Ip, Ip + I)) and w2 [Hp, Ip]; Ip, Hp are I, H unless the scheme pads (MXFP4: 32).
-template <class Scheme>
-struct lp_moe_layer {
-  static_assert(is_low_precision<Scheme>, "lp_moe_layer takes a low-precision scheme");
+/// A MoE layer of the weight-only GEMM, its experts quantized by the scheme's weight formula: per
+/// expert, w13 [2Ip, Hp] (gate rows at [0, I), up rows at [Ip, Ip + I)) and w2 [Hp, Ip]; Ip, Hp are I,
+/// H unless the scheme pads (MXFP4: 32).
+template <class Scheme, class Act = moe_activation<Scheme>>
+struct weight_only_moe_layer : weight_only_rules<Scheme, Act, layer_kind::moe> {
   using scheme = Scheme;
+  using activation = Act;
   std::int64_t experts = 0, hidden = 0, intermediate = 0, hidden_padded = 0, intermediate_padded = 0;
   std::vector<lp_matrix> w13, w2;
 };
 
 /// Quantizes a linear weight ([out, in], bf16/fp16/fp32) with Scheme's weight formula; throws
 /// std::invalid_argument with vLLM's message when K is not a multiple of the block.
-template <class Scheme>
-  requires is_low_precision<Scheme>
-lp_linear_layer<Scheme> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
-  lp_linear_layer<Scheme> l;
+template <class Scheme, class Act = linear_activation<Scheme>>
+  requires is_weight_only<Scheme>
+weight_only_linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
+  weight_only_linear_layer<Scheme, Act> l;
   detail::check_lp_linear_k(schemes::formula_of(detail::weight_formula<Scheme>::id), w.cols);
   l.out_features = w.rows;
   l.in_features = w.cols;
@@ -127,14 +137,14 @@ lp_linear_layer<Scheme> quantize_linear(const input_view& w, const float* bias, 
 }
 
 /// out[M, out_features] (bf16 bits) = x[M, in_features] W^T + bias, the weight-only GEMM of Scheme.
-template <class Scheme>
-void linear_forward(const lp_linear_layer<Scheme>& layer, const input_view& x, std::uint16_t* out, const forward_options& options = {}) {
+template <class Scheme, class Act>
+void linear_forward(const weight_only_linear_layer<Scheme, Act>& layer, const input_view& x, std::uint16_t* out, const forward_options& options = {}) {
   if (x.cols != layer.in_features)
     throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) + " features per row, the layer takes " +
                                 std::to_string(layer.in_features));
   const auto xf = detail::widen_all(x);
   std::vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
-  detail::lp_matmul<Scheme>(schemes::lp_layers_of(Scheme::id).linear, xf.data(), x.rows, layer.weight,
+  detail::lp_matmul<Scheme>(Act::id, xf.data(), x.rows, layer.weight,
                             layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options);
   detail::store_bf16(y, out);
 }
@@ -142,14 +152,14 @@ void linear_forward(const lp_linear_layer<Scheme>& layer, const input_view& x, s
 /// Quantizes experts (w13 viewed as [E * 2I, H], w2 as [E * H, I]) with Scheme's weight formula, each
 /// expert matrix on its own (NVFP4: w13's gate and up rows share one global scale, §6.2), zero-padded
 /// first where the scheme pads; throws std::invalid_argument with vLLM's message for sizes it refuses.
-template <class Scheme>
-  requires is_low_precision<Scheme>
-lp_moe_layer<Scheme> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
+template <class Scheme, class Act = moe_activation<Scheme>>
+  requires is_weight_only<Scheme>
+weight_only_moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const input_view& w2, std::int64_t experts,
                                   const forward_options& options = {}) {
-  constexpr auto& c = schemes::lp_layers_of(Scheme::id);
+  constexpr auto& c = schemes::contract_of(Scheme::id);
   const auto s = detail::check_moe_shape(w13, w2, experts);
   detail::check_lp_moe_sizes(c, s.hidden, s.inter);
-  lp_moe_layer<Scheme> m;
+  weight_only_moe_layer<Scheme, Act> m;
   m.experts = experts;
   m.hidden = s.hidden;
   m.intermediate = s.inter;
@@ -179,11 +189,11 @@ lp_moe_layer<Scheme> quantize_moe(const input_view& w13, const input_view& w2, s
 /// out[T, H] (bf16 bits): for each token, the sum over its experts (in top-k order) of weight *
 /// w2(silu(gate) * up), each projection the weight-only GEMM of Scheme after its MoE activation
 /// treatment. Throws std::invalid_argument for an expert id out of range.
-template <class Scheme>
-void moe_forward(const lp_moe_layer<Scheme>& layer, const input_view& x, const routing& route, std::uint16_t* out,
+template <class Scheme, class Act>
+void moe_forward(const weight_only_moe_layer<Scheme, Act>& layer, const input_view& x, const routing& route, std::uint16_t* out,
                  const forward_options& options = {}) {
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
-  constexpr auto treatment = schemes::lp_layers_of(Scheme::id).moe;
+  constexpr auto treatment = Act::id;
   std::vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
   detail::run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true, options.threads,
                   [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
@@ -195,5 +205,13 @@ void moe_forward(const lp_moe_layer<Scheme>& layer, const input_view& x, const r
                   sum.data());
   detail::store_bf16(sum, out);
 }
+
+/// The one linear and one MoE layer type of a scheme, as its row's GEMM says: the scaled FP8 layers or
+/// the weight-only ones; Act is the layer's activation key or treatment (the row's by default).
+/// quantize_linear / quantize_moe return them, linear_forward / moe_forward run them.
+template <class Scheme, class Act = linear_activation<Scheme>>
+using linear_layer = std::conditional_t<is_weight_only<Scheme>, weight_only_linear_layer<Scheme, Act>, scaled_linear_layer<Scheme, Act>>;
+template <class Scheme, class Act = moe_activation<Scheme>>
+using moe_layer = std::conditional_t<is_weight_only<Scheme>, weight_only_moe_layer<Scheme, Act>, scaled_moe_layer<Scheme, Act>>;
 
 }  // namespace qpolicy::cpu

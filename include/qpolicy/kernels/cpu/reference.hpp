@@ -9,6 +9,8 @@
 
 namespace qpolicy::cpu::reference {
 
+using fp8::block_options;
+using fp8::group_options;
 using fp8::scale_layout;
 
 /// §4: one scale for the whole weight, reciprocal multiply, clampS, sat. scale: [1].
@@ -29,20 +31,9 @@ void dynamic_per_token(const input_view& x, std::uint8_t* q, float* scales);
 /// §6 per-channel weight: torch max with MIN_SF (NaN propagates), true division, clampT, tcvt.
 void weight_per_channel(const input_view& w, std::uint8_t* q, float* scales);
 
-/// Options of the 1x128 group quantizer (§7).
-struct group_options {
-  std::int64_t group_size = 128;
-  bool ue8m0 = false;
-  scale_layout layout = scale_layout::row_major;
-};
 /// §7: cols must be a multiple of group_size (checked by the caller). scales: scale_storage(layout).
 void per_token_group(const input_view& x, const group_options& options, std::uint8_t* q, float* scales);
 
-/// Options of the 128x128 block quantizer (§8).
-struct block_options {
-  bool ue8m0 = false;
-  bool compiled_variant = false;  // sf = a * f32(1/448), as torch.compile may rewrite it
-};
 /// §8: zero-padded 128x128 blocks, floor 1e-4, reciprocal multiply, tcvt, no clamp.
 /// q: [rows, cols]; scales: [ceil(rows/128), ceil(cols/128)] row-major.
 void block_128x128(const input_view& w, const block_options& options, std::uint8_t* q, float* scales);

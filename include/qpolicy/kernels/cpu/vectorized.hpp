@@ -39,7 +39,7 @@ struct weight_kernel<fp8_per_channel> {
 template <>
 struct weight_kernel<fp8_per_block> {
   /// q: [rows, cols]; scales: [ceil(rows/128), ceil(cols/128)].
-  static void run(const input_view& w, const reference::block_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& w, const fp8::block_options& o, std::uint8_t* q, float* scales,
                   const cpu_options& = {});
 };
 
@@ -58,7 +58,7 @@ struct activation_kernel<fp8_per_tensor_dynamic> {
 };
 template <>
 struct activation_kernel<fp8_per_block_dynamic> {
-  static void run(const input_view& x, const reference::group_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& x, const fp8::group_options& o, std::uint8_t* q, float* scales,
                   const cpu_options& = {});
 };
 

@@ -35,9 +35,9 @@ struct forward_context {
   std::string moe_loop_reason;  // why the last MoE pass ran the loop (empty when it ran grouped)
 };
 
-/// A linear layer on the device, for Scheme run with activation key Act.
+/// A linear layer of the scaled FP8 GEMM on the device, for Scheme run with activation key Act.
 template <class Scheme, class Act>
-struct device_linear : cpu::forward_pairing<Scheme, Act> {
+struct device_scaled_linear : cpu::forward_pairing<Scheme, Act> {
   std::int64_t out_features = 0, in_features = 0, w_scale_stride = 0;
   device_memory codes, scales, bias;  // bias: bf16 [out], or empty
 };
@@ -54,7 +54,7 @@ struct device_experts : moe_dims {
 };
 /// A MoE layer on the device, for Scheme run with activation key Act.
 template <class Scheme, class Act>
-struct device_moe : cpu::forward_pairing<Scheme, Act>, device_experts {};
+struct device_scaled_moe : cpu::forward_pairing<Scheme, Act>, device_experts {};
 
 namespace detail {
 
@@ -82,7 +82,7 @@ void quantize_activation(forward_context& ctx, const std::uint16_t* x, std::int6
       quantize_segments_per_tensor(xv, segment_offsets, segments, q, s, ctx.amax.as<std::uint32_t>(), ctx.launch);
     else
       kernel::run(xv, q, s, ctx.amax.as<std::uint32_t>(), ctx.launch);
-  } else if constexpr (requires { kernel::run(xv, cpu::reference::group_options{}, q, s, ctx.launch); }) {
+  } else if constexpr (requires { kernel::run(xv, fp8::group_options{}, q, s, ctx.launch); }) {
     const auto group = key_of(Act::id).scale.group.col;
     kernel::run(xv, {group, false, groups}, q, s, ctx.launch);
   } else {
@@ -126,8 +126,8 @@ moe_kernel moe_forward(forward_context& ctx, const device_experts& m, fp8::weigh
 
 /// The layer on the device.
 template <class Scheme, class Act>
-device_linear<Scheme, Act> upload(const cpu::linear_layer<Scheme, Act>& l) {
-  device_linear<Scheme, Act> d;
+device_scaled_linear<Scheme, Act> upload(const cpu::scaled_linear_layer<Scheme, Act>& l) {
+  device_scaled_linear<Scheme, Act> d;
   d.out_features = l.out_features;
   d.in_features = l.in_features;
   d.w_scale_stride = detail::upload_linear(l.codes, l.scales, l.bias, l.blocks, l.out_features, l.in_features, d.codes,
@@ -135,8 +135,8 @@ device_linear<Scheme, Act> upload(const cpu::linear_layer<Scheme, Act>& l) {
   return d;
 }
 template <class Scheme, class Act>
-device_moe<Scheme, Act> upload(const cpu::moe_layer<Scheme, Act>& m) {
-  device_moe<Scheme, Act> d;
+device_scaled_moe<Scheme, Act> upload(const cpu::scaled_moe_layer<Scheme, Act>& m) {
+  device_scaled_moe<Scheme, Act> d;
   d.experts = m.experts;
   d.hidden = m.hidden;
   d.intermediate = m.intermediate;
@@ -151,14 +151,14 @@ device_moe<Scheme, Act> upload(const cpu::moe_layer<Scheme, Act>& m) {
 /// out[rows, out_features] = the layer applied to x[rows, in_features] (both bf16, device). Returns
 /// the GEMM backend that ran.
 template <class Scheme, class Act>
-gemm_backend linear_forward(forward_context& ctx, const device_linear<Scheme, Act>& layer, const std::uint16_t* x,
+gemm_backend linear_forward(forward_context& ctx, const device_scaled_linear<Scheme, Act>& layer, const std::uint16_t* x,
                             std::int64_t rows, std::uint16_t* out) {
-  cpu::detail::check_implementable(device_linear<Scheme, Act>::weights, device_linear<Scheme, Act>::activation,
+  cpu::detail::check_implementable(device_scaled_linear<Scheme, Act>::weights, device_scaled_linear<Scheme, Act>::activation,
                                    layer.in_features, "linear_forward");
   if (rows == 0) return ctx.prefer;  // nothing to compute, as on the CPU
   detail::quantize_activation<Act>(ctx, x, rows, layer.in_features, fp8::scale_layout::column_major, nullptr, 1);
   const bool bias = layer.bias.get() != nullptr;
-  using layer_t = device_linear<Scheme, Act>;
+  using layer_t = device_scaled_linear<Scheme, Act>;
   const gemm_problem problem{rows, layer.out_features, layer.in_features, layer_t::activation, layer_t::weights, bias};
   const gemm_operands operands{ctx.codes.as<std::uint8_t>(), ctx.scales.as<float>(), layer.codes.template as<std::uint8_t>(),
                                layer.scales.template as<float>(), layer.w_scale_stride,
@@ -170,11 +170,14 @@ gemm_backend linear_forward(forward_context& ctx, const device_linear<Scheme, Ac
 /// which kernel ran the expert GEMMs. Throws std::invalid_argument for an expert id out of range, as
 /// the CPU pass does.
 template <class Scheme, class Act>
-moe_kernel moe_forward(forward_context& ctx, const device_moe<Scheme, Act>& layer, const std::uint16_t* x,
+moe_kernel moe_forward(forward_context& ctx, const device_scaled_moe<Scheme, Act>& layer, const std::uint16_t* x,
                        std::int64_t tokens, const cpu::routing& route, std::uint16_t* out) {
-  using layer_t = device_moe<Scheme, Act>;
+  using layer_t = device_scaled_moe<Scheme, Act>;
   return detail::moe_forward(ctx, layer, layer_t::weights, layer_t::activation, &detail::quantize_activation<Act>, x, tokens,
                              route, out);
 }
 
 }  // namespace qpolicy::cuda
+
+// The weight-only layers on the device, and device_linear / device_moe, which name either kind.
+#include "qpolicy/kernels/cuda/low_precision_forward.hpp"

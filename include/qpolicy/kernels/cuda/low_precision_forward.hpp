@@ -24,17 +24,17 @@ struct device_lp_matrices {
   device_memory codes, block_scales, row_scales, tensor_scales;
 };
 
-/// A linear layer of a low-precision scheme on the device.
-template <class Scheme>
-struct device_lp_linear {
+/// A linear layer of the weight-only GEMM on the device.
+template <class Scheme, class Act>
+struct device_weight_only_linear {
   std::int64_t out_features = 0, in_features = 0;
   device_lp_matrices weight;
   device_memory bias;  // bf16 [out], or empty
 };
 
-/// A MoE layer of a low-precision scheme on the device: each projection's experts side by side.
-template <class Scheme>
-struct device_lp_moe : moe_dims {
+/// A MoE layer of the weight-only GEMM on the device: each projection's experts side by side.
+template <class Scheme, class Act>
+struct device_weight_only_moe : moe_dims {
   device_lp_matrices w13, w2;
 };
 
@@ -72,9 +72,9 @@ inline lp::weight_only::problem lp_problem(const device_lp_matrices& m, const de
 }  // namespace detail
 
 /// The layers on the device.
-template <class Scheme>
-device_lp_linear<Scheme> upload(const cpu::lp_linear_layer<Scheme>& l) {
-  device_lp_linear<Scheme> d;
+template <class Scheme, class Act>
+device_weight_only_linear<Scheme, Act> upload(const cpu::weight_only_linear_layer<Scheme, Act>& l) {
+  device_weight_only_linear<Scheme, Act> d;
   d.out_features = l.out_features;
   d.in_features = l.in_features;
   d.weight = detail::upload_matrices({l.weight});
@@ -85,9 +85,9 @@ device_lp_linear<Scheme> upload(const cpu::lp_linear_layer<Scheme>& l) {
   }
   return d;
 }
-template <class Scheme>
-device_lp_moe<Scheme> upload(const cpu::lp_moe_layer<Scheme>& m) {
-  device_lp_moe<Scheme> d;
+template <class Scheme, class Act>
+device_weight_only_moe<Scheme, Act> upload(const cpu::weight_only_moe_layer<Scheme, Act>& m) {
+  device_weight_only_moe<Scheme, Act> d;
   static_cast<moe_dims&>(d) = {m.experts, m.hidden, m.intermediate, m.hidden_padded, m.intermediate_padded};
   d.w13 = detail::upload_matrices(m.w13);
   d.w2 = detail::upload_matrices(m.w2);
@@ -95,11 +95,11 @@ device_lp_moe<Scheme> upload(const cpu::lp_moe_layer<Scheme>& m) {
 }
 
 /// out[rows, out_features] = the layer applied to x[rows, in_features] (both bf16, device).
-template <class Scheme>
-void linear_forward(forward_context& ctx, const device_lp_linear<Scheme>& layer, const std::uint16_t* x, std::int64_t rows,
+template <class Scheme, class Act>
+void linear_forward(forward_context& ctx, const device_weight_only_linear<Scheme, Act>& layer, const std::uint16_t* x, std::int64_t rows,
                     std::uint16_t* out) {
   if (rows == 0) return;
-  const auto a = detail::treat_activations(ctx, schemes::lp_layers_of(Scheme::id).linear, x, rows, layer.in_features);
+  const auto a = detail::treat_activations(ctx, Act::id, x, rows, layer.in_features);
   const std::int64_t offsets[] = {0, rows};
   weight_only_gemm<cpu::detail::weight_formula<Scheme>>(
       detail::lp_problem(layer.weight, a, out, layer.bias.get() ? layer.bias.template as<std::uint16_t>() : nullptr), offsets, 1,
@@ -108,10 +108,10 @@ void linear_forward(forward_context& ctx, const device_lp_linear<Scheme>& layer,
 
 /// out[T, H] (bf16, device) for x[T, H] (bf16, device) routed by `route` (host arrays); every
 /// expert of a projection in one launch. Throws std::invalid_argument for an expert id out of range.
-template <class Scheme>
-void moe_forward(forward_context& ctx, const device_lp_moe<Scheme>& layer, const std::uint16_t* x, std::int64_t tokens,
+template <class Scheme, class Act>
+void moe_forward(forward_context& ctx, const device_weight_only_moe<Scheme, Act>& layer, const std::uint16_t* x, std::int64_t tokens,
                  const cpu::routing& route, std::uint16_t* out) {
-  constexpr auto treatment = schemes::lp_layers_of(Scheme::id).moe;
+  constexpr auto treatment = Act::id;
   detail::moe_pipeline(ctx, layer, x, tokens, route, out,
                        [&](const std::uint16_t* in, std::int64_t k, int which, std::int64_t, std::uint16_t* result,
                            const detail::moe_rows& rows) {
@@ -121,5 +121,12 @@ void moe_forward(forward_context& ctx, const device_lp_moe<Scheme>& layer, const
                              ctx.launch);
                        });
 }
+
+/// The one linear and one MoE layer type of a scheme on the device, as its row's GEMM says (what
+/// upload returns for cpu::linear_layer and cpu::moe_layer).
+template <class Scheme, class Act = cpu::linear_activation<Scheme>>
+using device_linear = std::conditional_t<cpu::is_weight_only<Scheme>, device_weight_only_linear<Scheme, Act>, device_scaled_linear<Scheme, Act>>;
+template <class Scheme, class Act = cpu::moe_activation<Scheme>>
+using device_moe = std::conditional_t<cpu::is_weight_only<Scheme>, device_weight_only_moe<Scheme, Act>, device_scaled_moe<Scheme, Act>>;
 
 }  // namespace qpolicy::cuda

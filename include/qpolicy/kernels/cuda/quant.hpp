@@ -37,7 +37,7 @@ struct weight_kernel<fp8_per_channel> {
 };
 template <>
 struct weight_kernel<fp8_per_block> {
-  static void run(const input_view& w, const cpu::reference::block_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& w, const fp8::block_options& o, std::uint8_t* q, float* scales,
                   const launch_options& = {});
 };
 
@@ -56,7 +56,7 @@ struct activation_kernel<fp8_per_tensor_dynamic> {
 };
 template <>
 struct activation_kernel<fp8_per_block_dynamic> {
-  static void run(const input_view& x, const cpu::reference::group_options& o, std::uint8_t* q, float* scales,
+  static void run(const input_view& x, const fp8::group_options& o, std::uint8_t* q, float* scales,
                   const launch_options& = {});
 };
 
