@@ -111,6 +111,17 @@ static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::fp8_scheme_t
                              std::tuple<qp::fp8_per_tensor, qp::fp8_per_block, qp::fp8_per_channel>>);
 static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_scheme_types)>,
                              std::tuple<qp::mxfp8, qp::mxfp4, qp::int8_per_channel_weight_only, qp::nvfp4_per_token>>);
+static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::linear>) == 5 + 2);  // FP8 pairs, mxfp8, mxfp4
+static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::moe>) == 5 + 4);
+static_assert(std::is_same_v<
+              reg::as_list<std::tuple, decltype(reg::layer_pair_types<qp::layer_kind::moe>)>,
+              std::tuple<reg::forward_pair<qp::fp8_per_tensor, qp::fp8_per_tensor_dynamic>, reg::forward_pair<qp::fp8_per_tensor, qp::fp8_per_token>,
+                         reg::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>,
+                         reg::forward_pair<qp::fp8_per_channel, qp::fp8_per_tensor_dynamic>, reg::forward_pair<qp::fp8_per_channel, qp::fp8_per_token>,
+                         reg::forward_pair<qp::mxfp8, qp::treatment_tag<sc::activation_treatment::none>>,
+                         reg::forward_pair<qp::mxfp4, qp::treatment_tag<sc::activation_treatment::mxfp4_qdq>>,
+                         reg::forward_pair<qp::int8_per_channel_weight_only, qp::treatment_tag<sc::activation_treatment::none>>,
+                         reg::forward_pair<qp::nvfp4_per_token, qp::treatment_tag<sc::activation_treatment::nvfp4_per_token>>>>);
 using pairs = reg::as_list<std::tuple, decltype(reg::forward_pair_types)>;
 static_assert(std::tuple_size_v<pairs> == 5);  // per-tensor and per-channel x 2, block x 1
 static_assert(std::is_same_v<std::tuple_element_t<2, pairs>, reg::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>>);

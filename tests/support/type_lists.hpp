@@ -16,6 +16,9 @@ using low_precision_formulas = registry::as_list<std::tuple, decltype(registry::
 /// The schemes with FP8 kernels, and every (scheme, activation key) pair their forward passes take.
 using fp8_schemes = registry::as_list<std::tuple, decltype(registry::fp8_scheme_types)>;
 using forward_pairs = registry::as_list<std::tuple, decltype(registry::forward_pair_types)>;
+/// Every (scheme, activation tag) pair of a linear and of a MoE layer, every scheme with kernels.
+using linear_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::linear>)>;
+using moe_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::moe>)>;
 /// The schemes whose layers run the weight-only GEMM.
 using weight_only_schemes = registry::as_list<std::tuple, decltype(registry::weight_only_scheme_types)>;
 

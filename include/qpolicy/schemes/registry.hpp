@@ -100,6 +100,28 @@ inline constexpr auto forward_pair_types = boost::hana::unpack(fp8_scheme_types,
   return boost::hana::flatten(boost::hana::make_tuple(detail::pairs_of(typename decltype(scheme)::type{})...));
 });
 
+namespace detail {
+template <layer_kind Kind, class Scheme>
+constexpr auto layer_pairs_of(Scheme) {
+  if constexpr (schemes::has_fp8_gemm(Scheme::id)) {
+    return pairs_of(Scheme{});
+  } else if constexpr (Kind == layer_kind::linear && !schemes::contract_of(Scheme::id).linear) {
+    return boost::hana::tuple_t<>;  // the scheme quantizes MoE experts only
+  } else {
+    return boost::hana::tuple_t<forward_pair<Scheme, treatment_tag<schemes::treatment_of(Scheme::id, Kind)>>>;
+  }
+}
+}  // namespace detail
+
+/// Every (scheme, activation tag) a layer of kind Kind takes, for every scheme with kernels: the scaled
+/// FP8 schemes with each activation key their weights pair with, the weight-only schemes with their
+/// row's treatment for the kind.
+template <layer_kind Kind>
+inline constexpr auto layer_pair_types =
+    boost::hana::unpack(where(method_types, [](method m) { return schemes::has_kernels(m); }), [](auto... scheme) {
+      return boost::hana::flatten(boost::hana::make_tuple(detail::layer_pairs_of<Kind>(typename decltype(scheme)::type{})...));
+    });
+
 /// A Hana sequence of types as `List<T...>` (Catch2's TEMPLATE_LIST_TEST_CASE takes std::tuple<T...>).
 template <template <class...> class List, class Types>
 using as_list = decltype(boost::hana::unpack(Types{}, [](auto... t) { return List<typename decltype(t)::type...>{}; }));
