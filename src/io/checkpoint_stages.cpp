@@ -100,7 +100,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   auto add = [&](const std::string& tensor, key_id key, int joint_id) {
     const auto& t = need(ck, layer.name, tensor);
     if (formula) check_low_precision_input(t, lp.decided, *formula, layer);
-    u.members[tensor] = member{tensor, key, formula, scale_suffix(format, lp.decided), joint_id};
+    u.members[tensor] = member{tensor, *schemes::formula_of_key(key), scale_suffix(format, lp.decided), joint_id};
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
       u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
@@ -145,7 +145,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
 /// Quantizes joint unit `j` as one tensor (its members' rows concatenated, as vLLM's fused weight or
 /// w13 holds them, widened to float32 exactly): one scale from the joint amax. Results go to `ready`.
 void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tensor_quant_options& qo,
-                    std::map<std::string, quantized_member>& ready) {
+                    std::map<std::string, std::vector<stored_part>>& ready) {
   std::vector<const member*> group;
   for (const auto& name : units.joints[static_cast<std::size_t>(j)]) group.push_back(&units.members.at(name));
   // Concatenated rows, as vLLM's fused weight (or w13) holds them, widened to float32 (exact).
@@ -170,11 +170,11 @@ void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tenso
     at += x.size();
   }
   qo.name = group.front()->tensor;
-  auto r = quantize_tensor(group.front()->key, {joined.data(), element::f32, rows, cols}, qo);
+  const auto r = quantize_tensor_parts(group.front()->formula, {joined.data(), element::f32, rows, cols}, qo);
   at = 0;
   for (const auto* m : group) {
     const auto n = ck.by_name.at(m->tensor).info->elements();
-    ready[m->tensor] = {std::vector<std::uint8_t>(r.codes.begin() + at, r.codes.begin() + at + n), r.scales, {1}};
+    ready[m->tensor] = {{r[0].suffix, r[0].type, {}, std::vector<std::uint8_t>(r[0].bytes.begin() + at, r[0].bytes.begin() + at + n)}, r[1]};
     at += n;
   }
 }
@@ -223,16 +223,16 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
       continue;
     }
     const auto& m = it->second;
-    if (m.formula) {  // the tensors compressed-tensors stores the formula's outputs as
-      for (const auto& s : low_precision_tensors(*m.formula, t.info->type, t.info->shape[0], t.info->shape[1]))
+    if (schemes::formula_of(m.formula).low_precision()) {  // the tensors compressed-tensors stores the formula's outputs as
+      for (const auto& s : low_precision_tensors(m.formula, t.info->type, t.info->shape[0], t.info->shape[1]))
         o.specs.push_back({module_of(m) + "." + std::string(s.suffix), s.type, s.shape});
       continue;
     }
-    // Codes and scales in the element types of the member's quant key (F8_E4M3 and F32 for FP8).
-    const auto& key = key_of(m.key);
-    o.specs.push_back({t.info->name, st::stored_type(key.data), t.info->shape});
+    // FP8 codes and their float32 scales, as vllm-fp8 and compressed-tensors' float-quantized store them.
+    const key_id key = *schemes::formula_of(m.formula).key;
+    o.specs.push_back({t.info->name, st::stored_type(key_of(key).data), t.info->shape});
     const auto rows = t.info->shape[0], cols = t.info->shape[1];
-    o.specs.push_back({scale_name(m), st::stored_type(key.scale.type), tensor_scale_shape(m.key, rows, cols)});
+    o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), tensor_scale_shape(key, rows, cols)});
   }
   o.first_spec.push_back(o.specs.size());
   o.metadata = {{"format", "pt"}};
@@ -273,8 +273,7 @@ void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out
       ++sum_.copied;
       if (!belongs_to_layer(layer_names_, t.info->name)) sum_.unmatched.push_back(t.info->name);
     } else {
-      if (it->second.formula) write_low_precision_member(t, it->second, out);
-      else write_member(t, it->second, out);
+      write_member(t, it->second, out);
       ++sum_.quantized;
     }
     ++done_;
@@ -283,9 +282,12 @@ void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out
 }
 
 void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::writer& out) {
-  const bool per_tensor = m.key == key_id::fp8_per_tensor_static;
-  if (per_tensor && req_.device == device_kind::cuda) {
-    // The CUDA per-tensor kernel finds its own amax: a whole unit (a joint unit as one tensor) at a time.
+  const auto& f = schemes::formula_of(m.formula);
+  // One amax per unit sets a per-tensor scale: FP8 per-tensor weights' scale, NVFP4's global scale
+  // (a fused layer's shards and an expert's gate and up share it).
+  const bool unit_scale = f.takes_amax;
+  if (unit_scale && !f.low_precision() && req_.device == device_kind::cuda) {
+    // The CUDA FP8 per-tensor kernel finds its own amax: a whole unit (a joint unit as one tensor) at a time.
     if (!ready_.count(m.tensor)) {
       if (m.joint >= 0) {
         quantize_joint(ck_, c_.units, m.joint, options_, ready_);
@@ -293,106 +295,85 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
         check_finite(t);
         options_.name = m.tensor;
         std::vector<std::uint32_t> scratch;
-        auto r = quantize_tensor(m.key, view_of(t, scratch), options_);
-        ready_[m.tensor] = {std::move(r.codes), std::move(r.scales), std::move(r.scale_shape)};
+        ready_[m.tensor] = quantize_tensor_parts(m.formula, view_of(t, scratch), options_);
       }
     }
-    const auto& r = ready_.at(m.tensor);
-    out.write(std::as_bytes(std::span(r.codes)));
-    out.write(std::as_bytes(std::span(r.scales)));
-    sum_.bytes_out += r.codes.size() + r.scales.size() * 4;
+    for (const auto& part : ready_.at(m.tensor)) {
+      out.write(std::as_bytes(std::span(part.bytes)));
+      sum_.bytes_out += part.bytes.size();
+    }
     ready_.erase(m.tensor);
     return;
   }
-  // Row chunks: per-tensor codes from the unit's amax (found in a pass before), per-row and per-block
-  // scales of each chunk in order (whole 128-row slabs for blocks), so the bits equal one whole call's.
-  options_.amax = per_tensor ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
+  // Row chunks (whole 128-row slabs for 128x128 blocks): given the unit's amax, found in a pass before,
+  // every formula is row-local, so the chunks' bits equal one whole call's. The scales wait for the codes.
+  options_.amax = unit_scale ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
   options_.name = m.tensor;
-  const auto& key = key_of(m.key);
-  // NaN or infinity in a row or block makes its scale so, where the formula's amax propagates NaN (the
-  // static weight keys); the dynamic keys' amax ignores NaN, so their chunks are counted first.
-  const bool scales_show_non_finite = key.scale.is_static;
-  const std::int64_t multiple = key.scale.group.row > 1 ? key.scale.group.row : 1;
+  // NaN or infinity in a row or block makes its scale so where the formula's amax propagates NaN (the
+  // FP8 weight formulas); the others' amax ignores NaN, so their chunks are counted first.
+  const bool scales_show_non_finite = !f.low_precision() && f.weight;
+  const std::int64_t multiple = f.group.row > 1 ? f.group.row : 1;
   const std::int64_t cols = t.info->shape[1];
   const std::size_t row_bytes = st::size_of(t.info->type) * static_cast<std::size_t>(cols);
-  std::vector<float> scales;
+  std::vector<std::uint8_t> scales;
   chunk_reader reader(t, row_bytes * static_cast<std::size_t>(multiple), read_buffers_);
   chunk_writer writer(out, code_buffers_);
   for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
     const input_view x{bytes.data(), element_of(t.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
     if (!scales_show_non_finite && cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
-    auto& r = writer.buffer();
-    quantize_tensor_into(m.key, x, options_, r);
-    if (!per_tensor && scales_show_non_finite)
-      for (float sc : r.scales)
+    quantize_tensor_parts_into(m.formula, x, options_, parts_);
+    if (scales_show_non_finite && !unit_scale)
+      for (std::size_t i = 0; i + 4 <= parts_[1].bytes.size(); i += 4) {
+        float sc;
+        std::memcpy(&sc, parts_[1].bytes.data() + i, 4);
         if (!std::isfinite(sc)) check_finite(t);
-    sum_.bytes_out += r.codes.size();
-    if (!per_tensor || scales.empty()) scales.insert(scales.end(), r.scales.begin(), r.scales.end());
-    writer.write_codes();
-  }
-  writer.finish();
-  out.write(std::as_bytes(std::span(scales)));
-  sum_.bytes_out += scales.size() * 4;
-  options_.amax.reset();
-}
-
-void tensor_streamer::write_low_precision_member(const tensor_ref& t, const member& m, st::writer& out) {
-  const auto& f = schemes::formula_of(*m.formula);
-  const bool global_scale = f.second == schemes::second_scale::per_tensor;
-  options_.amax = global_scale ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
-  options_.name = m.tensor;
-  const std::int64_t cols = t.info->shape[1];
-  const std::size_t row_bytes = st::size_of(t.info->type) * static_cast<std::size_t>(cols);
-  // Every low-precision weight formula is row-local given the global scale: row chunks give one
-  // whole call's bits. The scales (1/16 to 1/32 of the codes, or one per row) wait for the codes.
-  std::vector<std::uint8_t> scales;
-  chunk_reader reader(t, row_bytes, read_buffers_);
-  chunk_writer writer(out, code_buffers_);
-  for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
-    const auto rows = static_cast<std::int64_t>(bytes.size() / row_bytes);
-    const input_view x{bytes.data(), element_of(t.info->type), rows, cols};
-    if (cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
-    auto parts = quantize_tensor_parts(*m.formula, x, options_);
-    auto& codes = writer.buffer().codes;
-    if (f.codes == schemes::code_format::int8) {
-      // compressed-tensors' pack_to_int32 at 8 bits: code + 128 in byte i of each little-endian int32,
-      // rows padded with zero bytes to whole int32s.
-      const std::int64_t packed = (cols + 3) / 4 * 4;
-      codes.assign(static_cast<std::size_t>(rows * packed), 0);
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t k = 0; k < cols; ++k)
-          codes[static_cast<std::size_t>(r * packed + k)] = parts[0].bytes[static_cast<std::size_t>(r * cols + k)] ^ 0x80u;
-      // The row scales are model-dtype values widened exactly: stored in that dtype.
-      for (std::int64_t r = 0; r < rows; ++r) {
-        float s;
-        std::memcpy(&s, parts[1].bytes.data() + r * 4, 4);
-        const std::uint16_t h = t.info->type == st::dtype::BF16 ? fp8::to_bf16(s) : lp::to_fp16(s);
-        scales.push_back(static_cast<std::uint8_t>(h & 0xFF));
-        scales.push_back(static_cast<std::uint8_t>(h >> 8));
       }
-    } else {
-      codes = std::move(parts[0].bytes);
-      scales.insert(scales.end(), parts[1].bytes.begin(), parts[1].bytes.end());
-    }
-    sum_.bytes_out += codes.size();
-    writer.write_codes();
+    store_chunk(t, m, writer, scales);
   }
   writer.finish();
   out.write(std::as_bytes(std::span(scales)));
   sum_.bytes_out += scales.size();
-  if (global_scale) {
+  if (f.second == schemes::second_scale::per_tensor) {
     // compressed-tensors stores the encode scale gs; vLLM's weight_scale_2 is its reciprocal, which is
     // what the kernel's tensor scale holds (1/gs): the same bits either way.
     const float gs = lp::nvfp4_global_scale(*options_.amax);
     out.write(std::as_bytes(std::span(&gs, 1)));
     sum_.bytes_out += 4;
   }
-  if (f.codes == schemes::code_format::int8) {
+  if (f.codes == schemes::code_format::int8) {  // pack-quantized's weight_shape
     const std::int64_t shape[2] = {t.info->shape[0], cols};
     out.write(std::as_bytes(std::span(shape)));
     sum_.bytes_out += sizeof shape;
   }
   options_.amax.reset();
+}
+
+void tensor_streamer::store_chunk(const tensor_ref& t, const member& m, chunk_writer& writer, std::vector<std::uint8_t>& scales) {
+  const auto& f = schemes::formula_of(m.formula);
+  auto& codes = writer.buffer();
+  if (f.codes == schemes::code_format::int8) {
+    // compressed-tensors' pack_to_int32 at 8 bits: code + 128 in byte i of each little-endian int32,
+    // rows padded with zero bytes to whole int32s.
+    const std::int64_t rows = parts_[0].shape[0], cols = parts_[0].shape[1], packed = (cols + 3) / 4 * 4;
+    codes.assign(static_cast<std::size_t>(rows * packed), 0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < cols; ++k)
+        codes[static_cast<std::size_t>(r * packed + k)] = parts_[0].bytes[static_cast<std::size_t>(r * cols + k)] ^ 0x80u;
+    // The row scales are model-dtype values widened exactly: stored in that dtype.
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float s;
+      std::memcpy(&s, parts_[1].bytes.data() + r * 4, 4);
+      const std::uint16_t h = t.info->type == st::dtype::BF16 ? fp8::to_bf16(s) : lp::to_fp16(s);
+      scales.push_back(static_cast<std::uint8_t>(h & 0xFF));
+      scales.push_back(static_cast<std::uint8_t>(h >> 8));
+    }
+  } else {
+    std::swap(codes, parts_[0].bytes);  // the free buffer's memory comes back for the next chunk
+    // A per-tensor scale is the unit's, the same in every chunk: stored once.
+    if (f.group != per_tensor || scales.empty()) scales.insert(scales.end(), parts_[1].bytes.begin(), parts_[1].bytes.end());
+  }
+  sum_.bytes_out += codes.size();
+  writer.write_codes();
 }
 
 float tensor_streamer::unit_amax(const tensor_ref& t, const member& m) {

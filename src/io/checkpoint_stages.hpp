@@ -22,8 +22,7 @@ namespace qpolicy::checkpoint_io {
 /// One tensor to quantize: its formula, its scale tensor's name, and the joint unit it belongs to.
 struct member {
   std::string tensor;  // "P.weight"
-  key_id key = key_id::fp8_per_tensor_static;
-  std::optional<schemes::formula> formula;  // a low-precision scheme's weight formula (then not `key`'s)
+  schemes::formula formula = schemes::formula::fp8_per_tensor_static;  // what quantizes it
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
   int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
                    // global scale)
@@ -73,13 +72,6 @@ conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& re
 /// (a joint unit at its first member, from the joint amax, its other members kept until their turn,
 /// which may come in a later range), the rest copied byte for byte; counts, bytes and tensors that
 /// belong to no layer go into the summary.
-/// A member's codes and scales, quantized and not yet written.
-struct quantized_member {
-  std::vector<std::uint8_t> codes;
-  std::vector<float> scales;
-  std::vector<std::int64_t> scale_shape;
-};
-
 class tensor_streamer {
  public:
   tensor_streamer(const checkpoint& ck, const conversion& c, const checkpoint_request& req, checkpoint_summary& sum);
@@ -88,7 +80,9 @@ class tensor_streamer {
 
  private:
   void write_member(const tensor_ref& t, const member& m, safetensors::writer& out);
-  void write_low_precision_member(const tensor_ref& t, const member& m, safetensors::writer& out);
+  /// Writes one chunk's parts as the output format stores them: the codes (through the chunk writer),
+  /// and the first-level scales appended to `scales` (written after the codes).
+  void store_chunk(const tensor_ref& t, const member& m, chunk_writer& writer, std::vector<std::uint8_t>& scales);
   /// The amax a per-tensor member's scale comes from: its joint unit's (found once), or its own.
   float unit_amax(const tensor_ref& t, const member& m);
   const checkpoint& ck_;
@@ -97,11 +91,12 @@ class tensor_streamer {
   checkpoint_summary& sum_;
   tensor_quant_options options_;
   std::set<std::string> layer_names_;
-  std::map<std::string, quantized_member> ready_;  // CUDA per-tensor: quantized, not yet written
+  std::map<std::string, std::vector<stored_part>> ready_;  // CUDA per-tensor: quantized, not yet written
   std::map<int, float> joint_amax_;
-  // The streaming buffers, allocated once: the read chunks, two chunks' codes and scales.
+  // The streaming buffers, allocated once: the read chunks, a chunk's parts, two chunks' codes.
   read_buffers read_buffers_;
-  quantized_tensor code_buffers_[2];
+  std::vector<stored_part> parts_;
+  std::vector<std::uint8_t> code_buffers_[2];
   std::size_t done_ = 0;
   std::uint64_t bytes_total_ = 0;
 };

@@ -106,7 +106,7 @@ chunk_writer::~chunk_writer() {
 
 void chunk_writer::write_codes() {
   finish();
-  const auto& codes = buffers_[current_].codes;
+  const auto& codes = buffers_[current_];
   pending_ = std::async(std::launch::async, [this, &codes] { out_.write(std::as_bytes(std::span(codes))); });
   current_ ^= 1;
 }

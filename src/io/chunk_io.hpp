@@ -78,19 +78,19 @@ class chunk_reader {
 class chunk_writer {
  public:
   /// `buffers`: the two code buffers, kept by the caller from tensor to tensor (allocated once).
-  chunk_writer(safetensors::writer& out, quantized_tensor (&buffers)[2]) : out_(out), buffers_(buffers) {}
+  chunk_writer(safetensors::writer& out, std::vector<std::uint8_t> (&buffers)[2]) : out_(out), buffers_(buffers) {}
   ~chunk_writer();
   chunk_writer(const chunk_writer&) = delete;
   chunk_writer& operator=(const chunk_writer&) = delete;
   /// The buffer to quantize the next chunk into (free: its last write is done).
-  quantized_tensor& buffer() { return buffers_[current_]; }
+  std::vector<std::uint8_t>& buffer() { return buffers_[current_]; }
   /// Writes the buffer's codes; the next buffer() is the other one.
   void write_codes();
   void finish();
 
  private:
   safetensors::writer& out_;
-  quantized_tensor (&buffers_)[2];
+  std::vector<std::uint8_t> (&buffers_)[2];
   int current_ = 0;
   std::future<void> pending_;
 };

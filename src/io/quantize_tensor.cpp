@@ -78,23 +78,34 @@ std::vector<std::int64_t> scale_part_shape(const schemes::formula_row& f, std::i
   return {grid[0], grid[1]};
 }
 
-/// What formula f stores for x (types and shapes, bytes sized but not written), after the checks.
-std::vector<stored_part> checked_parts(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o) {
+/// What formula f stores for x, after the checks: `parts` get their suffixes, types and shapes, and
+/// their bytes sized (reused, not written).
+void checked_parts_into(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o,
+                        std::vector<stored_part>& parts) {
   check_formula(f, x, o);
   const std::int64_t m = x.rows, k = x.cols;
-  std::vector<stored_part> parts;
-  parts.push_back({"", code_type(f), {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k},
-                   std::vector<std::uint8_t>(static_cast<std::size_t>(schemes::code_bytes(f, m, k)))});
-  auto shape = scale_part_shape(f, m, k, o);
-  const std::size_t scale_bytes = static_cast<std::size_t>(checked::elements(shape).value_or(0)) * (scale_type(f) == dtype::f32 ? 4 : 1);
-  parts.push_back({".scale", scale_type(f), std::move(shape), std::vector<std::uint8_t>(scale_bytes)});
+  parts.resize(f.second == schemes::second_scale::none ? 2 : 3);
+  parts[0].suffix.clear();
+  parts[0].type = code_type(f);
+  parts[0].shape = {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k};
+  parts[0].bytes.resize(static_cast<std::size_t>(schemes::code_bytes(f, m, k)));
+  parts[1].suffix = ".scale";
+  parts[1].type = scale_type(f);
+  parts[1].shape = scale_part_shape(f, m, k, o);
+  parts[1].bytes.resize(static_cast<std::size_t>(checked::elements(parts[1].shape).value_or(0)) * (parts[1].type == dtype::f32 ? 4 : 1));
   if (f.second != schemes::second_scale::none) {
     const bool per_tensor_second = f.second == schemes::second_scale::per_tensor;
     std::string suffix(".");
     suffix.append(f.second_suffix);  // not "." + string: GCC 12 warns about that (a false -Wrestrict)
-    parts.push_back({std::move(suffix), dtype::f32, per_tensor_second ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{m, 1},
-                     std::vector<std::uint8_t>(static_cast<std::size_t>(per_tensor_second ? 4 : m * 4))});
+    parts[2].suffix = std::move(suffix);
+    parts[2].type = dtype::f32;
+    parts[2].shape = per_tensor_second ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{m, 1};
+    parts[2].bytes.resize(static_cast<std::size_t>(per_tensor_second ? 4 : m * 4));
   }
+}
+std::vector<stored_part> checked_parts(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o) {
+  std::vector<stored_part> parts;
+  checked_parts_into(f, x, o, parts);
   return parts;
 }
 
@@ -139,54 +150,31 @@ input_view aligned_input(std::span<const std::byte> data, element type, std::int
 }
 
 std::vector<stored_part> quantize_tensor_parts(schemes::formula id, const input_view& x, const tensor_quant_options& o) {
+  std::vector<stored_part> parts;
+  quantize_tensor_parts_into(id, x, o, parts);
+  return parts;
+}
+
+void quantize_tensor_parts_into(schemes::formula id, const input_view& x, const tensor_quant_options& o, std::vector<stored_part>& parts) {
   const auto& f = schemes::formula_of(id);
-  auto parts = checked_parts(f, x, o);
+  checked_parts_into(f, x, o, parts);
   if (o.device == device_kind::cuda) {
     auto on_device = device_parts(f, x, o);
     const auto in = cuda::to_device(x.data, static_cast<std::size_t>(x.size()) * (x.type == element::f32 ? 4 : 2));
     run_on_device(id, {in.get(), x.type, x.rows, x.cols}, on_device, o);
     for (std::size_t i = 0; i < parts.size(); ++i) cuda::to_host(on_device[i].memory, parts[i].bytes.data(), parts[i].bytes.size());
-    return parts;
+    return;
   }
   // Every part's bytes come from operator new: aligned for the float32 scales written into them.
   const quantized_outputs out{parts[0].bytes.data(), parts[1].bytes.data(),
                               parts.size() > 2 ? reinterpret_cast<float*>(parts[2].bytes.data()) : nullptr};
   with_formula(id, [&]<class Formula>(Formula) { cpu::quantize<Formula>(x, out, kernel_options(o), {o.threads}); });
-  return parts;
 }
 
 std::vector<device_part> quantize_tensor_parts_on_device(schemes::formula id, const input_view& x, const tensor_quant_options& o) {
   auto out = device_parts(schemes::formula_of(id), x, o);
   run_on_device(id, x, out, o);
   return out;
-}
-
-quantized_tensor quantize_tensor(key_id key, const input_view& x, const tensor_quant_options& o) {
-  quantized_tensor out;
-  quantize_tensor_into(key, x, o, out);
-  return out;
-}
-
-void quantize_tensor_into(key_id key, const input_view& x, const tensor_quant_options& o, quantized_tensor& out) {
-  const auto id = schemes::formula_of_key(key);
-  if (!id || schemes::formula_of(*id).low_precision())
-    throw config_error("", "quant key " + key_name(key) + tensor_where(o) + " stores no float32 scales; quantize_tensor_parts stores its parts");
-  const auto& f = schemes::formula_of(*id);
-  if (o.device == device_kind::cuda) {
-    auto parts = quantize_tensor_parts(*id, x, o);
-    out.codes = std::move(parts[0].bytes);
-    out.scale_shape = std::move(parts[1].shape);
-    out.scales.resize(parts[1].bytes.size() / sizeof(float));
-    std::memcpy(out.scales.data(), parts[1].bytes.data(), parts[1].bytes.size());
-    return;
-  }
-  // The CPU writes straight into the reused buffers (a stream of equal chunks allocates once).
-  check_formula(f, x, o);
-  out.codes.resize(static_cast<std::size_t>(schemes::code_bytes(f, x.rows, x.cols)));
-  out.scale_shape = scale_part_shape(f, x.rows, x.cols, o);
-  out.scales.resize(static_cast<std::size_t>(checked::elements(out.scale_shape).value_or(0)));
-  const quantized_outputs parts{out.codes.data(), out.scales.data(), nullptr};
-  with_formula(*id, [&]<class Formula>(Formula) { cpu::quantize<Formula>(x, parts, kernel_options(o), {o.threads}); });
 }
 
 std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std::int64_t cols) {

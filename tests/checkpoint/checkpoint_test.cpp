@@ -272,11 +272,11 @@ TEST_CASE("quantize's stages, each on its own: units from the scheme contract, t
   CHECK(units.joints[0] == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
                                                     "model.layers.0.self_attn.v_proj.weight"});
   CHECK(!units.members.count("model.layers.0.mlp.gate.weight"));
-  // Per channel: no joint scale; an expert's w13 follows the per-token rule (the contract's MoE w13 key).
+  // Per channel: no joint scale; an expert's w13 follows the per-token rule (the formula of the contract's MoE w13 key).
   const auto channel_units = io::plan_units(ck, model, plan_for("fp8_per_channel"), qpolicy::checkpoint_format::compressed_tensors);
   CHECK(channel_units.joints.empty());
-  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.up_proj.weight").key == qpolicy::key_id::fp8_per_token);
-  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.down_proj.weight").key == qpolicy::key_id::fp8_per_channel_static);
+  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.up_proj.weight").formula == qpolicy::schemes::formula::fp8_per_token);
+  CHECK(channel_units.members.at("model.layers.1.mlp.experts.2.down_proj.weight").formula == qpolicy::schemes::formula::fp8_per_channel_static);
 
   // Per block: scales named weight_scale_inv in the block grid, right after their weight (vLLM's fp8
   // format; compressed-tensors names every scale weight_scale).

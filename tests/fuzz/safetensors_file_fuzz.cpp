@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (t.elements() > 0 && t.elements() <= 4096) {
         qpolicy::tensor_quant_options o;
         o.threads = 1;
-        (void)qpolicy::quantize_tensor(qpolicy::key_id::fp8_per_token, qpolicy::aligned_input(bytes, type, t.shape[0], t.shape[1], scratch), o);
+        (void)qpolicy::quantize_tensor_parts(qpolicy::schemes::formula::fp8_per_token,
+                                            qpolicy::aligned_input(bytes, type, t.shape[0], t.shape[1], scratch), o);
       }
     }
     (void)sum;

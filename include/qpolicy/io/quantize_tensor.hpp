@@ -34,13 +34,6 @@ struct tensor_quant_options {
   std::optional<float> amax;
 };
 
-/// Codes and scales of one tensor; `scale_shape` is the stored shape of `scales`.
-struct quantized_tensor {
-  std::vector<std::uint8_t> codes;
-  std::vector<float> scales;
-  std::vector<std::int64_t> scale_shape;
-};
-
 /// The formulas quantize-tensor implements, by name, for messages.
 std::string quantize_tensor_keys();
 
@@ -59,6 +52,11 @@ struct stored_part {
 /// message), an fp32 input to a formula that computes in the model dtype, an empty or overflowing
 /// shape and an option the formula does not have; cuda::cuda_error for a failed CUDA call.
 std::vector<stored_part> quantize_tensor_parts(schemes::formula f, const input_view& x, const tensor_quant_options& options);
+
+/// quantize_tensor_parts into `parts`, reusing their buffers' memory (a stream of equal chunks
+/// allocates once).
+void quantize_tensor_parts_into(schemes::formula f, const input_view& x, const tensor_quant_options& options,
+                                std::vector<stored_part>& parts);
 
 /// The stored shape of the scales quant key `key`'s formula gives an [rows, cols] tensor (row-major
 /// layout): [1] per tensor, [rows, 1] per token or channel, the block or group grid otherwise.
@@ -83,13 +81,5 @@ struct device_part {
 /// without CUDA. Runs on the default stream and waits for the kernels before returning.
 std::vector<device_part> quantize_tensor_parts_on_device(schemes::formula f, const input_view& x,
                                                          const tensor_quant_options& options);
-
-/// Quantizes `x` with the formula of FP8 key `key` (a weight for static keys, an activation for dynamic
-/// ones) into codes and float32 scales. Throws config_error for a key whose formula stores other
-/// scales and as quantize_tensor_parts does.
-quantized_tensor quantize_tensor(key_id key, const input_view& x, const tensor_quant_options& options);
-
-/// quantize_tensor into `out`, reusing its buffers' memory (a stream of equal chunks allocates once).
-void quantize_tensor_into(key_id key, const input_view& x, const tensor_quant_options& options, quantized_tensor& out);
 
 }  // namespace qpolicy
