@@ -12,15 +12,9 @@
 #include <vector>
 
 #include "qpolicy/numerics/gemm_desc.hpp"
+#include "qpolicy/numerics/detail/warp_tile.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/schemes/contract.hpp"
-
-// Accumulators must stay in registers: the device compiler unrolls every loop that indexes them.
-#if defined(__CUDA_ARCH__)
-#define QPOLICY_UNROLL _Pragma("unroll")
-#else
-#define QPOLICY_UNROLL
-#endif
 
 namespace qpolicy::fp8::grouped {
 
@@ -29,13 +23,11 @@ namespace qpolicy::fp8::grouped {
 struct outer_scales {};
 struct block_scales {};
 
-// A CTA computes a 128 x 128 output tile with 8 warps in a 2 x 4 grid, each 64 x 32 outputs as 4 x 4
-// mma tiles of 16 x 8; K advances 128 at a time (one scale block), 32 per mma.
-inline constexpr int tile_m = 128, tile_n = 128, tile_k = 128;
-inline constexpr int warps_m = 2, warps_n = 4, threads = 32 * warps_m * warps_n;
-inline constexpr int warp_m = tile_m / warps_m, warp_n = tile_n / warps_n;
-inline constexpr int m_frags = warp_m / 16, n_frags = warp_n / 8, k_steps = tile_k / 32;
-inline constexpr int accumulators = m_frags * n_frags * 4;  // per lane
+// The shared CTA and warp geometry (warp_tile.hpp); K advances 128 at a time (one scale block), 32 per
+// mma.m16n8k32.
+using warp_tile::accumulators, warp_tile::acc_index, warp_tile::m_frags, warp_tile::n_frags, warp_tile::out_col,
+    warp_tile::out_row, warp_tile::threads, warp_tile::tile_m, warp_tile::tile_n, warp_tile::warps_m, warp_tile::warps_n;
+inline constexpr int tile_k = 128, k_steps = tile_k / warp_tile::k_step_bytes;
 /// Bytes per staged row: 16 more than a K tile, so the 32 lanes' 4-byte fragment loads hit 32 banks.
 inline constexpr int smem_row = tile_k + 16;
 inline constexpr int stage_bytes = (tile_m + tile_n) * smem_row;
@@ -65,49 +57,13 @@ inline std::vector<tile> make_tiles(const std::int64_t* offsets, std::int64_t ex
   return out;
 }
 
-// PTX ISA, mma.m16n8k32 with 8-bit operands, lane = 4 * group + thread (thread in 0..3):
-//  A register r: row group + 8 (r & 1), k 4 thread + 16 (r >> 1) + byte;
-//  B register r: column group, k 4 thread + 16 r + byte;
-//  accumulator i: row group + 8 (i >> 1), column 2 thread + (i & 1).
-// Only the pairing of A's and B's k matters for the sum; rows and columns place the results.
-QPOLICY_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
-QPOLICY_HD int a_k(int lane, int reg) { return 4 * (lane & 3) + 16 * (reg >> 1); }
-QPOLICY_HD int b_col(int lane) { return lane >> 2; }
-QPOLICY_HD int b_k(int lane, int reg) { return 4 * (lane & 3) + 16 * reg; }
-QPOLICY_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
-QPOLICY_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
-
-QPOLICY_HD std::uint32_t load_word(const std::uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const std::uint32_t*>(p);
-#else
-  std::uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#endif
-}
-
-/// The staged tiles of one stage: A rows first, then W rows, smem_row bytes each.
-QPOLICY_HD const std::uint8_t* w_part(const std::uint8_t* stage) { return stage + tile_m * smem_row; }
-
-/// Lane `lane`'s A fragment of mma tile `mf` of warp row `wm` at k step `ks`.
+/// Lane `lane`'s A and B fragments of mma tiles `mf` / `nf` at k step `ks` in a stage (warp_tile.hpp).
 QPOLICY_HD void load_a(const std::uint8_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
-  const std::uint8_t* base = stage + (wm * warp_m + mf * 16) * smem_row + ks * 32;
-  QPOLICY_UNROLL
-  for (int r = 0; r < 4; ++r) a[r] = load_word(base + a_row(lane, r) * smem_row + a_k(lane, r));
+  warp_tile::load_a(stage, smem_row, wm, mf, ks, lane, a);
 }
-/// Lane `lane`'s B fragment (W rows are B's columns) of mma tile `nf` of warp column `wn` at step `ks`.
 QPOLICY_HD void load_b(const std::uint8_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
-  const std::uint8_t* base = w_part(stage) + (wn * warp_n + nf * 8 + b_col(lane)) * smem_row + ks * 32;
-  QPOLICY_UNROLL
-  for (int r = 0; r < 2; ++r) b[r] = load_word(base + b_k(lane, r));
+  warp_tile::load_b(stage, smem_row, wn, nf, ks, lane, b);
 }
-
-/// Accumulator `i` of mma tile (mf, nf) in a lane's array.
-QPOLICY_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
-/// The output row (in the tile) and column (in the tile) of a lane's accumulator.
-QPOLICY_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
-QPOLICY_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
 
 /// One 16-byte copy of a stage: from which operand, its row in the tile, its byte offset in the row.
 struct chunk {
@@ -185,15 +141,10 @@ QPOLICY_HD void chunk_row_scales(const problem& p, const tile& t, int wm, int la
 /// accumulators. `a_scales[mf][h]`: the scale of the lane's row c_row(lane, 2h) of mma tile row mf.
 QPOLICY_HD void fold_chunk(const float (&partial)[accumulators], const float (&a_scales)[m_frags][2], float w_scale,
                       float (&acc)[accumulators]) {
-  QPOLICY_UNROLL
-  for (int mf = 0; mf < m_frags; ++mf)
-    QPOLICY_UNROLL
-    for (int nf = 0; nf < n_frags; ++nf)
-      QPOLICY_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const int j = acc_index(mf, nf, i);
-        acc[j] += partial[j] * a_scales[mf][i >> 1] * w_scale;
-      }
+  warp_tile::for_each_accumulator([&](int mf, int nf, int i) {
+    const int j = acc_index(mf, nf, i);
+    acc[j] += partial[j] * a_scales[mf][i >> 1] * w_scale;
+  });
 }
 
 /// Writes a lane's outputs of the CTA at (t, n0) as bf16; outer scaling applies the scales here. Rows

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "qpolicy/numerics/detail/grouped_tile.hpp"
+#include "qpolicy/numerics/detail/warp_tile.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
@@ -18,53 +19,24 @@ namespace qpolicy::lp::weight_only {
 
 using fp8::grouped::tile;
 
-// A CTA computes a 128 x 128 output tile with 8 warps in a 2 x 4 grid, each 64 x 32 outputs as 4 x 4
-// mma tiles of 16 x 8; K advances 32 at a time (one MX block, two NVFP4 blocks), 16 per mma.
-inline constexpr int tile_m = fp8::grouped::tile_m, tile_n = 128, tile_k = 32;
-inline constexpr int warps_m = 2, warps_n = 4, threads = 32 * warps_m * warps_n;
-inline constexpr int warp_m = tile_m / warps_m, warp_n = tile_n / warps_n;
-inline constexpr int m_frags = warp_m / 16, n_frags = warp_n / 8, k_steps = tile_k / 16;
-inline constexpr int accumulators = m_frags * n_frags * 4;  // per lane
+// The shared CTA and warp geometry (warp_tile.hpp); K advances 32 at a time (one MX block, two NVFP4
+// blocks), 16 per mma.m16n8k16.
+using warp_tile::accumulators, warp_tile::acc_index, warp_tile::m_frags, warp_tile::n_frags, warp_tile::out_col,
+    warp_tile::out_row, warp_tile::threads, warp_tile::tile_m, warp_tile::tile_n, warp_tile::warps_m, warp_tile::warps_n;
+inline constexpr int tile_k = 32, k_steps = tile_k * 2 / warp_tile::k_step_bytes;
 /// bf16 elements per staged row: 8 more than a K tile, so the lanes' 4-byte fragment loads spread over banks.
 inline constexpr int smem_row = tile_k + 8;
 inline constexpr int stage_elements = (tile_m + tile_n) * smem_row;  // A rows, then W rows
 
-static_assert(tile_m == 128, "the expert tile table hands out 128-row tiles");
+static_assert(tile_m == fp8::grouped::tile_m, "the expert tile table hands out tile_m-row tiles");
 
-// PTX ISA, mma.m16n8k16 with bf16 operands, lane = 4 * group + thread (thread in 0..3), each 32-bit
-// register holding two consecutive k:
-//  A register r: row group + 8 (r & 1), k 2 thread + 8 (r >> 1) (+0, +1);
-//  B register r: column group, k 2 thread + 8 r (+0, +1);
-//  accumulator i: row group + 8 (i >> 1), column 2 thread + (i & 1).
-QPOLICY_HD int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
-QPOLICY_HD int a_k(int lane, int reg) { return 2 * (lane & 3) + 8 * (reg >> 1); }
-QPOLICY_HD int b_col(int lane) { return lane >> 2; }
-QPOLICY_HD int b_k(int lane, int reg) { return 2 * (lane & 3) + 8 * reg; }
-QPOLICY_HD int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
-QPOLICY_HD int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
-
-/// Two staged bf16 values (k, k + 1) as one register.
-QPOLICY_HD std::uint32_t load_pair(const std::uint16_t* p) {
-  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 16);
-}
-
-/// Lane `lane`'s A fragment of mma tile `mf` of warp row `wm` at k step `ks`.
+/// Lane `lane`'s A and B fragments of mma tiles `mf` / `nf` at k step `ks` in a stage of bf16 rows.
 QPOLICY_HD void load_a(const std::uint16_t* stage, int wm, int mf, int ks, int lane, std::uint32_t (&a)[4]) {
-  const std::uint16_t* base = stage + (wm * warp_m + mf * 16) * smem_row + ks * 16;
-  QPOLICY_UNROLL
-  for (int r = 0; r < 4; ++r) a[r] = load_pair(base + a_row(lane, r) * smem_row + a_k(lane, r));
+  warp_tile::load_a(reinterpret_cast<const std::uint8_t*>(stage), smem_row * 2, wm, mf, ks, lane, a);
 }
-/// Lane `lane`'s B fragment (W rows are B's columns) of mma tile `nf` of warp column `wn` at step `ks`.
 QPOLICY_HD void load_b(const std::uint16_t* stage, int wn, int nf, int ks, int lane, std::uint32_t (&b)[2]) {
-  const std::uint16_t* base = stage + (tile_m + wn * warp_n + nf * 8 + b_col(lane)) * smem_row + ks * 16;
-  QPOLICY_UNROLL
-  for (int r = 0; r < 2; ++r) b[r] = load_pair(base + b_k(lane, r));
+  warp_tile::load_b(reinterpret_cast<const std::uint8_t*>(stage), smem_row * 2, wn, nf, ks, lane, b);
 }
-
-/// Accumulator `i` of mma tile (mf, nf) in a lane's array, and where it lands in the CTA tile.
-QPOLICY_HD int acc_index(int mf, int nf, int i) { return (mf * n_frags + nf) * 4 + i; }
-QPOLICY_HD int out_row(int wm, int mf, int lane, int i) { return wm * warp_m + mf * 16 + c_row(lane, i); }
-QPOLICY_HD int out_col(int wn, int nf, int lane, int i) { return wn * warp_n + nf * 8 + c_col(lane, i); }
 
 /// A weight-only GEMM over experts: out[r, n] for r in expert e's rows =
 /// (sum_k a[r, k] * w_e[n, k]) * a_scale[r] * w_row_scale_e[n] * tensor_scale[e], bf16 out. The weights
@@ -106,21 +78,16 @@ QPOLICY_HD int stage_offset(bool weight, int idx) { return ((weight ? tile_m : 0
 /// token, row (INT8), tensor (NVFP4's scale_2), then the bias. Rows past the tile's end and columns past
 /// n are skipped.
 QPOLICY_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, int wm, int wn, int lane, const float (&acc)[accumulators]) {
-  QPOLICY_UNROLL
-  for (int mf = 0; mf < m_frags; ++mf)
-    QPOLICY_UNROLL
-    for (int nf = 0; nf < n_frags; ++nf)
-      QPOLICY_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const std::int64_t row = t.row_begin + out_row(wm, mf, lane, i), col = n0 + out_col(wn, nf, lane, i);
-        if (row >= t.row_end || col >= p.n) continue;
-        float v = acc[acc_index(mf, nf, i)];
-        if (p.a_scale) v *= p.a_scale[row];
-        if (p.row_scales) v *= p.row_scales[t.expert * p.n + col];
-        if (p.tensor_scales) v *= p.tensor_scales[t.expert];
-        if (p.bias) v += fp8::from_bf16(p.bias[col]);
-        p.out[row * p.n + col] = fp8::to_bf16(v);
-      }
+  warp_tile::for_each_accumulator([&](int mf, int nf, int i) {
+    const std::int64_t row = t.row_begin + out_row(wm, mf, lane, i), col = n0 + out_col(wn, nf, lane, i);
+    if (row >= t.row_end || col >= p.n) return;
+    float v = acc[acc_index(mf, nf, i)];
+    if (p.a_scale) v *= p.a_scale[row];
+    if (p.row_scales) v *= p.row_scales[t.expert * p.n + col];
+    if (p.tensor_scales) v *= p.tensor_scales[t.expert];
+    if (p.bias) v += fp8::from_bf16(p.bias[col]);
+    p.out[row * p.n + col] = fp8::to_bf16(v);
+  });
 }
 
 /// Empty when the kernel takes the problem, else why not: positive sizes, and K a multiple of the
