@@ -33,14 +33,7 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
     for (std::int64_t j = 0; j < blocks; ++j) {
       const float* x = row + j * f.block();
       const std::int64_t first = r * cols + j * f.block();
-      std::uint8_t scale;
-      if constexpr (F == formula::mxfp8_torch) scale = lp::mxfp8_torch_block(x, out.codes + first);
-      else if constexpr (F == formula::mxfp8_flashinfer) scale = lp::mxfp8_flashinfer_block(x, out.codes + first);
-      else if constexpr (F == formula::mxfp4_even) scale = lp::mxfp4_even_block(x, out.codes + first / 2);
-      else if constexpr (F == formula::mxfp4_rceil) scale = lp::mxfp4_rceil_block(x, out.codes + first / 2);
-      else if constexpr (F == formula::nvfp4_weight) scale = lp::nvfp4_block(x, encode, true, out.codes + first / 2);
-      else scale = lp::nvfp4_block(x, encode, false, out.codes + first / 2);
-      out.block_scales[lp::block_scale_offset(r, j, blocks, out.swizzled)] = scale;
+      out.block_scales[lp::block_scale_offset(r, j, blocks, out.swizzled)] = lp::quantize_block<F>(x, encode, out.codes, first);
     }
   }
 }

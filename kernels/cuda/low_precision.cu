@@ -26,17 +26,6 @@ using detail::check;
 using detail::check_launch;
 using detail::stream_of;
 
-/// The block function of a block formula over one block in registers; returns the block's scale byte.
-template <formula F>
-__device__ __forceinline__ std::uint8_t quantize_block(const float* v, float encode, std::uint8_t* codes, std::int64_t first) {
-  if constexpr (F == formula::mxfp8_torch) return lp::mxfp8_torch_block(v, codes + first);
-  else if constexpr (F == formula::mxfp8_flashinfer) return lp::mxfp8_flashinfer_block(v, codes + first);
-  else if constexpr (F == formula::mxfp4_even) return lp::mxfp4_even_block(v, codes + first / 2);
-  else if constexpr (F == formula::mxfp4_rceil) return lp::mxfp4_rceil_block(v, codes + first / 2);
-  else if constexpr (F == formula::nvfp4_weight) return lp::nvfp4_block(v, encode, true, codes + first / 2);
-  else return lp::nvfp4_block(v, encode, false, codes + first / 2);
-}
-
 /// One thread per (row, block) of a block formula. NVFP4 weights read the matrix's amax bits from
 /// `amax_bits` (the previous kernel's result) for their global scale.
 template <formula F>
@@ -53,7 +42,7 @@ __global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t*
     const std::int64_t r = b / per_row, j = b % per_row, first = r * x.cols + j * block;
     float v[block];
     for (int i = 0; i < block; ++i) v[i] = x.at(first + i);
-    out.block_scales[lp::block_scale_offset(r, j, per_row, out.swizzled)] = quantize_block<F>(v, encode, out.codes, first);
+    out.block_scales[lp::block_scale_offset(r, j, per_row, out.swizzled)] = lp::quantize_block<F>(v, encode, out.codes, first);
   }
 }
 
@@ -97,7 +86,7 @@ __global__ void row_kernel(input_view x, lp::outputs out) {
       float v[lp::nv_block];
       for (int i = 0; i < lp::nv_block; ++i) v[i] = x.at(first + j * lp::nv_block + i);
       out.block_scales[lp::block_scale_offset(r, j, per_row, out.swizzled)] =
-          lp::nvfp4_block(v, encode, false, out.codes + (first + j * lp::nv_block) / 2);
+          lp::quantize_block<F>(v, encode, out.codes, first + j * lp::nv_block);
     }
   }
 }

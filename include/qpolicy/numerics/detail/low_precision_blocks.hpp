@@ -132,6 +132,23 @@ QPOLICY_HD std::int8_t int8_code(element d, float w, float s) {
 
 // ---- the GEMM operands (§9): a weight element as the weight-only kernels multiply it ----
 
+/// The block function of block formula F over one block of widened values `v` (element `first` of the
+/// tensor): writes the block's codes and returns its scale byte. `encode` is NVFP4's encode scale (the
+/// global scale for weights, the token's for activations). Both backends' block loops call this.
+template <schemes::formula F>
+QPOLICY_HD std::uint8_t quantize_block(const float* v, float encode, std::uint8_t* codes, std::int64_t first) {
+  using lf = schemes::formula;
+  if constexpr (F == lf::mxfp8_torch) return mxfp8_torch_block(v, codes + first);
+  else if constexpr (F == lf::mxfp8_flashinfer) return mxfp8_flashinfer_block(v, codes + first);
+  else if constexpr (F == lf::mxfp4_even) return mxfp4_even_block(v, codes + first / 2);
+  else if constexpr (F == lf::mxfp4_rceil) return mxfp4_rceil_block(v, codes + first / 2);
+  else if constexpr (F == lf::nvfp4_weight) return nvfp4_block(v, encode, true, codes + first / 2);
+  else {
+    static_assert(F == lf::nvfp4_per_token, "quantize_block takes the formulas with byte block scales");
+    return nvfp4_block(v, encode, false, codes + first / 2);
+  }
+}
+
 /// Weight element (n, k) of an [*, cols] matrix quantized by formula F, dequantized up to its outer
 /// scale (INT8's per-row scale and NVFP4's scale_2 multiply the sum instead): exact in float32, and in
 /// bf16 within the normal range. MXFP8 follows Marlin, whose scale byte 0 decodes as 0 (§3.5).
