@@ -2,7 +2,7 @@
 // The element and scale formats of the four low-precision schemes (low-precision-numerics.md §1, §7):
 // e2m1 (FP4) codes and their packing, E8M0 block scales and the three encoders vLLM's paths use, and
 // the 128x4 tiled scale layout. __host__ __device__ and branch-light, shared by every backend like
-// numerics.hpp; the scheme quantizers (issue 13) are built on these.
+// numerics.hpp; the low-precision quantizers are built on these.
 #include <cstdint>
 
 #include "numerics.hpp"

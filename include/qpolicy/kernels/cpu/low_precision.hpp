@@ -1,5 +1,5 @@
 #pragma once
-// The CPU fast path of the low-precision quantizers (issue 13): one specialization per formula tag,
+// The CPU fast path of the low-precision quantizers (behind cpu::quantize<Formula>): one specialization per formula tag,
 // rows split over threads, each row widened once into a float buffer and quantized block by block with
 // the shared __host__ __device__ block arithmetic (numerics/low_precision_blocks.hpp) that the CUDA
 // kernels run too. Bit-identical to the CPU reference (tests/numerics/low_precision_fast_test.cpp).

@@ -1,7 +1,7 @@
 #pragma once
 // The CPU reference of the low-precision quantizers (low-precision-numerics.md), written to be read
 // against the spec: plain loops over the shared format arithmetic (numerics/low_precision.hpp). The
-// vectorized and CUDA kernels of issue 13 are tested bit for bit against these.
+// vectorized and CUDA kernels are tested bit for bit against these.
 #include <cstdint>
 
 #include "qpolicy/numerics/tensor_view.hpp"

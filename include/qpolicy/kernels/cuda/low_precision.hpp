@@ -1,5 +1,5 @@
 #pragma once
-// CUDA kernels of the low-precision quantizers (issue 13), one specialization per formula tag, over
+// CUDA kernels of the low-precision quantizers (behind cuda::quantize<Formula>), one specialization per formula tag, over
 // the same __host__ __device__ block arithmetic as the CPU fast path (numerics/low_precision_blocks.hpp),
 // so codes and scales are bit-identical to the CPU reference. Plain header: no CUDA types; without
 // nvcc the functions report that CUDA is not built in.
