@@ -156,19 +156,26 @@ QPOLICY_HD std::uint8_t quantize_block(const float* v, float encode, std::uint8_
 template <schemes::formula F>
 QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
                            std::int64_t k) {
-  using lf = schemes::formula;
-  static_assert(schemes::formula_of(F).weight, "weight_operand decodes weights");
+  // The decode follows the formula row's storage: its code format, and its block scales' format (values,
+  // not a reference to the row: device code reads no host table).
+  using code = schemes::code_format;
+  using scale = schemes::scale_format;
+  static_assert(schemes::formula_of(F).weight && schemes::formula_of(F).low_precision(), "weight_operand decodes the weight-only GEMM's weights");
+  constexpr code codes_as = schemes::formula_of(F).codes;
+  constexpr scale scales_as = schemes::formula_of(F).scales;
+  constexpr std::int64_t block = schemes::formula_of(F).block();
   const std::int64_t i = n * cols + k;
-  if constexpr (F == lf::int8_per_channel) {
+  if constexpr (codes_as == code::int8) {
+    static_assert(scales_as == scale::f32, "INT8 codes decode up to their float32 row scale");
     return static_cast<float>(static_cast<std::int8_t>(codes[i]));
-  } else if constexpr (F == lf::mxfp8_torch || F == lf::mxfp8_flashinfer) {
-    const std::uint8_t b = block_scales[n * (cols / mx_block) + k / mx_block];
-    return b == 0 ? 0.0f : fp8::decode(codes[i]) * e8m0_value(b);
   } else {
-    const std::uint8_t byte = codes[i / 2];
-    const float v = e2m1_value(i % 2 ? e2m1_high(byte) : e2m1_low(byte));
-    if constexpr (F == lf::mxfp4_even) return v * e8m0_value(block_scales[n * (cols / mx_block) + k / mx_block]);
-    else return v * fp8::decode(block_scales[n * (cols / nv_block) + k / nv_block]);
+    const std::uint8_t b = block_scales[n * (cols / block) + k / block];
+    float v;
+    if constexpr (codes_as == code::e4m3) v = fp8::decode(codes[i]);
+    else v = e2m1_value(i % 2 ? e2m1_high(codes[i / 2]) : e2m1_low(codes[i / 2]));
+    if constexpr (scales_as == scale::e4m3) return v * fp8::decode(b);
+    else if constexpr (codes_as == code::e4m3) return b == 0 ? 0.0f : v * e8m0_value(b);  // Marlin's MXFP8
+    else return v * e8m0_value(b);
   }
 }
 
