@@ -4,7 +4,8 @@
 # Catch2, so meson cannot configure there), runs every GPU test (each CUDA kernel and forward pass
 # against the CPU backend, the grouped MoE GEMM against spec §10's bound) and the CUDA benchmarks,
 # and prints what docs/perf.md should record. Logs (four files) go to $OUT when the device tool sets
-# it, else to build-device/logs. Exits 1 when a test fails.
+# it, else to build-device/logs. Exits 1 when a test fails. The kernels' type lists need Boost.Hana's
+# headers: run `bash scripts/device-build.sh --stage` here first and carry build-device/include.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs="${OUT:-build-device/logs}"
