@@ -126,13 +126,11 @@ void run_on_device(schemes::formula f, const input_view& x, std::vector<device_p
   cuda::synchronize();  // the scratch memory lives until the kernels are done
 }
 
-/// Device memory for each of formula f's parts for x, after the checks (a build without CUDA refuses
-/// here, before any work).
-std::vector<device_part> device_parts(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o) {
-  auto parts = checked_parts(f, x, o);
+/// Device memory for each of the (checked) parts: a build without CUDA refuses here, before any work.
+std::vector<device_part> device_parts(const std::vector<stored_part>& parts, const tensor_quant_options& o) {
   cuda::require_cuda("quantize" + (o.name.empty() ? std::string(" a tensor") : " tensor " + text::py_repr(o.name)) + " on the GPU");
   std::vector<device_part> out;
-  for (auto& p : parts) out.push_back({p.suffix, p.type, p.shape, cuda::device_memory(p.bytes.size())});
+  for (const auto& p : parts) out.push_back({p.suffix, p.type, p.shape, cuda::device_memory(p.bytes.size())});
   return out;
 }
 
@@ -159,7 +157,7 @@ void quantize_tensor_parts_into(schemes::formula id, const input_view& x, const 
   const auto& f = schemes::formula_of(id);
   checked_parts_into(f, x, o, parts);
   if (o.device == device_kind::cuda) {
-    auto on_device = device_parts(f, x, o);
+    auto on_device = device_parts(parts, o);
     const auto in = cuda::to_device(x.data, static_cast<std::size_t>(x.size()) * (x.type == element::f32 ? 4 : 2));
     run_on_device(id, {in.get(), x.type, x.rows, x.cols}, on_device, o);
     for (std::size_t i = 0; i < parts.size(); ++i) cuda::to_host(on_device[i].memory, parts[i].bytes.data(), parts[i].bytes.size());
@@ -172,7 +170,7 @@ void quantize_tensor_parts_into(schemes::formula id, const input_view& x, const 
 }
 
 std::vector<device_part> quantize_tensor_parts_on_device(schemes::formula id, const input_view& x, const tensor_quant_options& o) {
-  auto out = device_parts(schemes::formula_of(id), x, o);
+  auto out = device_parts(checked_parts(schemes::formula_of(id), x, o), o);
   run_on_device(id, x, out, o);
   return out;
 }
