@@ -1,5 +1,6 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "qpolicy/config/config.hpp"
@@ -163,6 +164,8 @@ void quantize_tensor_parts_into(schemes::formula id, const input_view& x, const 
     for (std::size_t i = 0; i < parts.size(); ++i) cuda::to_host(on_device[i].memory, parts[i].bytes.data(), parts[i].bytes.size());
     return;
   }
+  // The 128x4 layout's padding stays 0 (the kernels write only the scales' slots; the buffers may be reused).
+  if (o.swizzled) std::fill(parts[1].bytes.begin(), parts[1].bytes.end(), std::uint8_t{0});
   // Every part's bytes come from operator new: aligned for the float32 scales written into them.
   const quantized_outputs out{parts[0].bytes.data(), parts[1].bytes.data(),
                               parts.size() > 2 ? reinterpret_cast<float*>(parts[2].bytes.data()) : nullptr};

@@ -2,7 +2,7 @@
 // The CPU fast path of the low-precision quantizers (behind cpu::quantize<Formula>): one specialization per formula tag,
 // rows split over threads, each row widened once into a float buffer and quantized block by block with
 // the shared __host__ __device__ block arithmetic (numerics/low_precision_blocks.hpp) that the CUDA
-// kernels run too. Bit-identical to the CPU reference (tests/numerics/low_precision_fast_test.cpp).
+// kernels run too. Bit-identical to the CPU reference (tests/numerics/quantize_property_test.cpp).
 #include <optional>
 
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
