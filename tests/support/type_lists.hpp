@@ -13,9 +13,6 @@ using all_formulas = registry::as_list<std::tuple, decltype(registry::formula_ty
 using fp8_formulas = registry::as_list<
     std::tuple, decltype(registry::where(registry::formula_types, [](schemes::formula f) { return !schemes::formula_of(f).low_precision(); }))>;
 using low_precision_formulas = registry::as_list<std::tuple, decltype(registry::low_precision_formula_types)>;
-/// The schemes with FP8 kernels, and every (scheme, activation key) pair their forward passes take.
-using fp8_schemes = registry::as_list<std::tuple, decltype(registry::fp8_scheme_types)>;
-using forward_pairs = registry::as_list<std::tuple, decltype(registry::forward_pair_types)>;
 /// Every (scheme, activation tag) pair of a linear and of a MoE layer, every scheme with kernels.
 using linear_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::linear>)>;
 using moe_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::moe>)>;

@@ -70,7 +70,7 @@ void with_activation(const layer_plan& l, layer_kind kind, Fn&& fn) {
 /// their activation (cpu::pairs_with says which FP8 pairings they refuse).
 template <class Scheme, layer_kind Kind, class Fn>
 void with_layer_activation(const layer_plan& l, Fn&& fn) {
-  if constexpr (schemes::weight_formula_of(Scheme::id).has_value()) fn(treatment_tag<schemes::treatment_of(Scheme::id, Kind)>{});
+  if constexpr (schemes::is_weight_only(Scheme::id)) fn(treatment_tag<schemes::treatment_of(Scheme::id, Kind)>{});
   else with_activation(l, Kind, fn);
 }
 

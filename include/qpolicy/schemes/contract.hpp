@@ -62,7 +62,6 @@ struct scheme_contract {
   gemm_kind gemm = gemm_kind::scaled_fp8;
   activation_treatment linear_treatment = activation_treatment::fp8_key, moe_treatment = activation_treatment::fp8_key;
   std::string_view linear_kernel{}, moe_kernel{};  // what runs, for the plan's notes and the demo (weight-only schemes)
-  bool moe_emulated = false;                       // the MoE path emulates another architecture's numerics
   std::int64_t moe_multiple = 1;                   // hidden and intermediate sizes must be multiples of this
   bool moe_pads = false;                           // ... or are zero-padded up to it instead of refused
   std::string_view moe_message{};                  // vLLM's refusal, {K} the size (when not padded)
@@ -79,16 +78,16 @@ inline constexpr auto scheme_table = std::to_array<scheme_contract>({
     // Per-block MoE pads I and H to whole 128x128 blocks (fp8-numerics.md §9).
     {method::fp8_per_block, key_id::fp8_per_block_static, true, true, activation_path::dynamic,
      key_id::fp8_per_block_dynamic, key_id::fp8_per_block_dynamic, weight_scales::block_128x128, std::nullopt,
-     "weight_scale_inv", 128, gemm_kind::scaled_fp8, activation_treatment::fp8_key, activation_treatment::fp8_key, {}, {}, false,
-     128, true},
+     "weight_scale_inv", 128, gemm_kind::scaled_fp8, activation_treatment::fp8_key, activation_treatment::fp8_key, {}, {}, 128,
+     true},
     {method::mxfp8, key_id::mxfp8_static, true, true, activation_path::dynamic, key_id::mxfp8_dynamic,
      key_id::mxfp8_dynamic, std::nullopt, std::nullopt, "weight_scale", 32, gemm_kind::weight_only, activation_treatment::none,
-     activation_treatment::none, "W8A16: MXFP8 weights dequantized in the kernel (Marlin)", "W8A16 experts (Marlin)", false, 32,
+     activation_treatment::none, "W8A16: MXFP8 weights dequantized in the kernel (Marlin)", "W8A16 experts (Marlin)", 32,
      false, "Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32."},
     {method::mxfp4, key_id::mxfp4_static, true, true, activation_path::dynamic, key_id::mxfp4_dynamic,
      key_id::mxfp4_dynamic, std::nullopt, std::nullopt, "weight_scale", 32, gemm_kind::weight_only, activation_treatment::none,
      activation_treatment::mxfp4_qdq, "W4A16: MXFP4 weights dequantized in the kernel (Marlin)",
-     "emulation: activations MXFP4 quantize-dequantized (EVEN), W4A16 experts", true, 32, true},
+     "emulation: activations MXFP4 quantize-dequantized (EVEN), W4A16 experts", 32, true},
     {method::int8_per_channel_weight_only, key_id::int8_per_channel_static, false, true, activation_path::weight_only,
      std::nullopt, std::nullopt, std::nullopt, std::nullopt, "weight_scale", 16, gemm_kind::weight_only, activation_treatment::none,
      activation_treatment::none, {}, "W8A16 experts, per-channel scales after the sum (Triton int8_w8a16)"},
@@ -96,7 +95,7 @@ inline constexpr auto scheme_table = std::to_array<scheme_contract>({
     {method::nvfp4_per_token, key_id::nvfp4, false, true, activation_path::dynamic, std::nullopt, std::nullopt,
      std::nullopt, std::nullopt, "weight_scale", 16, gemm_kind::weight_only, activation_treatment::none,
      activation_treatment::nvfp4_per_token, {},
-     "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", true, 16, false,
+     "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", 16, false,
      "last dim must be a multiple of 16, got {K}"},
 });
 
@@ -118,15 +117,17 @@ constexpr const scheme_contract& contract_of(method m) { return scheme_table[con
 constexpr bool has_fp8_gemm(method m) {
   return has_contract(m) && contract_of(m).gemm == gemm_kind::scaled_fp8 && contract_of(m).scales.has_value();
 }
+/// Whether a method's layers run the weight-only GEMM.
+constexpr bool is_weight_only(method m) { return has_contract(m) && contract_of(m).gemm == gemm_kind::weight_only; }
 /// Whether this build has kernels for a method's layers: the scaled FP8 GEMM or the weight-only GEMM.
 constexpr bool has_kernels(method m) {
-  return has_fp8_gemm(m) || (has_contract(m) && contract_of(m).gemm == gemm_kind::weight_only);
+  return has_fp8_gemm(m) || is_weight_only(m);
 }
 
 /// The formula of method m's weights when its layers run the weight-only GEMM (their low-precision
 /// weight formula), if they do.
 constexpr std::optional<formula> weight_formula_of(method m) {
-  if (!has_contract(m) || contract_of(m).gemm != gemm_kind::weight_only) return std::nullopt;
+  if (!is_weight_only(m)) return std::nullopt;
   return formula_of_key(contract_of(m).weight_key);
 }
 

@@ -4,7 +4,6 @@
 // derived from them by Hana algorithms: the kernels' instantiation lists, the tests' type lists, the
 // runtime id -> tag dispatch (dispatch/dispatch.hpp). Counts come from the tables. Only the Hana headers
 // it needs, so kernel translation units (nvcc) include it too.
-#include <boost/hana/at.hpp>
 #include <boost/hana/filter.hpp>
 #include <boost/hana/flatten.hpp>
 #include <boost/hana/for_each.hpp>
@@ -62,7 +61,7 @@ inline constexpr auto fp8_scheme_types = where(method_types, [](method m) { retu
 
 /// The schemes whose weights run the weight-only GEMM (a low-precision weight formula).
 inline constexpr auto weight_only_scheme_types =
-    where(method_types, [](method m) { return schemes::weight_formula_of(m).has_value(); });
+    where(method_types, [](method m) { return schemes::is_weight_only(m); });
 
 /// The low-precision formulas (the quantizers outside FP8's float32-scaled e4m3).
 inline constexpr auto low_precision_formula_types =

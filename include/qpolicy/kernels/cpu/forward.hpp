@@ -34,7 +34,7 @@ using fp8::weight_scales;
 
 /// Whether a scheme's layers run the weight-only GEMM (its row's GEMM kind).
 template <class Scheme>
-inline constexpr bool is_weight_only = schemes::weight_formula_of(Scheme::id).has_value();
+inline constexpr bool is_weight_only = schemes::is_weight_only(Scheme::id);
 
 namespace detail {
 /// A scheme's default activation key for a layer kind, from its contract. A scheme without kernels
