@@ -3,7 +3,7 @@
 The C++ library does the work (the extension module ``qpolicy._qpolicy``); the results are the ones the
 ``qpolicy`` CLI prints:
 
-- ``resolve(quantization, config, legacy=False)``: vLLM's ``quantization`` + ``quantization_config``
+- ``resolve(quantization, config, legacy=False, vllm=None)``: vLLM's ``quantization`` + ``quantization_config``
   resolved, as ``qpolicy resolve`` prints it (a dict, or None when nothing is configured);
 - ``plan(config, model)``: what vLLM does with each layer of a model, as a ``Plan``;
 - ``quantize_tensor(tensor, key)``: one quant key's or low-precision formula's codes and scales for a
@@ -24,7 +24,7 @@ __version__: str = _qpolicy.__version__
 #: Whether the library holds the CUDA kernels.
 WITH_CUDA: bool = _qpolicy.with_cuda
 
-__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "plan", "quantize_tensor", "resolve"]
+__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "plan", "quantize_tensor", "releases", "resolve"]
 
 
 class QPolicyWarning(UserWarning):
@@ -64,7 +64,24 @@ def _warn(messages: Sequence[str]) -> None:
         _warnings.warn(m, QPolicyWarning, stacklevel=3)
 
 
-def resolve(quantization: Optional[str], config: Union[None, str, Mapping[str, Any]] = None, legacy: bool = False) -> Optional[dict]:
+def releases() -> list:
+    """The vLLM releases qpolicy follows (``"0.30"`` ... ``"0.34"``); the last is the default."""
+    return list(_qpolicy.releases())
+
+
+def _release(vllm: Optional[str], legacy: bool) -> Optional[str]:
+    if vllm is None:
+        return None
+    if legacy:
+        raise ValueError("legacy=True is a schema of its own (in no vLLM release from 0.29 on); it takes no vllm")
+    known = releases()
+    if vllm not in known:
+        raise ValueError(f"vllm must be a vLLM release qpolicy knows, one of {known}; got {vllm!r}")
+    return vllm
+
+
+def resolve(quantization: Optional[str], config: Union[None, str, Mapping[str, Any]] = None, legacy: bool = False,
+            vllm: Optional[str] = None) -> Optional[dict]:
     """Resolves vLLM's ``quantization`` and ``quantization_config`` as vLLM does.
 
     Args:
@@ -72,6 +89,7 @@ def resolve(quantization: Optional[str], config: Union[None, str, Mapping[str, A
             ``"online"``, a checkpoint method (``"fp8"``), or None.
         config: ``quantization_config`` as a dict or as JSON text; None when absent.
         legacy: the legacy schema (``global_scheme``, ``*_scheme_override``, ``ignore``).
+        vllm: the vLLM release whose rules to follow (``"0.30"`` ... ``"0.34"``); None: the newest.
 
     Returns:
         The resolved configuration, as ``qpolicy resolve`` prints it, or None when nothing is
@@ -80,7 +98,7 @@ def resolve(quantization: Optional[str], config: Union[None, str, Mapping[str, A
     Raises:
         ConfigError: the configuration is invalid (every bad field in ``errors``).
     """
-    text, warnings, errors = _qpolicy.resolve(quantization, _config_text(config), legacy)
+    text, warnings, errors = _qpolicy.resolve(quantization, _config_text(config), legacy, _release(vllm, legacy))
     if errors:
         raise ConfigError(errors)
     _warn(warnings)
@@ -161,6 +179,7 @@ def plan(
     legacy: bool = False,
     check_shapes: bool = False,
     tp: int = 1,
+    vllm: Optional[str] = None,
 ) -> Plan:
     """Plans a model: for every layer, the method, keys and the rule that decided it.
 
@@ -170,6 +189,7 @@ def plan(
         quantization: vLLM's ``quantization`` argument (default ``"online"``; a shorthand such as
             ``"fp8_per_block"`` with ``config=None`` works too).
         legacy: the legacy schema.
+        vllm: the vLLM release whose rules to follow (``"0.30"`` ... ``"0.34"``); None: the newest.
         check_shapes, tp: the shape checks of ``qpolicy plan --check-shapes --tp N``.
 
     Raises:
@@ -182,7 +202,8 @@ def plan(
         model_text = json.dumps(model)
     else:
         model_text = json.dumps({"layers": list(model)})
-    text, table, errors = _qpolicy.plan(quantization, _config_text(config), legacy, model_text, check_shapes, tp)
+    text, table, errors = _qpolicy.plan(quantization, _config_text(config), legacy, model_text, check_shapes, tp,
+                                        _release(vllm, legacy))
     if errors:
         raise ConfigError(errors)
     result = Plan(json.loads(text), table)

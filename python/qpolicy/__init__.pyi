@@ -17,7 +17,10 @@ class ConfigError(ValueError):
     plan: Optional[Plan]
     def __init__(self, errors: Sequence[Tuple[str, str]], plan: Optional[Plan] = ...) -> None: ...
 
-def resolve(quantization: Optional[str], config: _Config = ..., legacy: bool = ...) -> Optional[dict[str, Any]]: ...
+def releases() -> list[str]: ...
+def resolve(
+    quantization: Optional[str], config: _Config = ..., legacy: bool = ..., vllm: Optional[str] = ...
+) -> Optional[dict[str, Any]]: ...
 
 class Plan:
     layers: list[dict[str, Any]]
@@ -40,6 +43,7 @@ def plan(
     legacy: bool = ...,
     check_shapes: bool = ...,
     tp: int = ...,
+    vllm: Optional[str] = ...,
 ) -> Plan: ...
 
 def quantize_tensor(

@@ -11,14 +11,14 @@
 namespace qpolicy::cli {
 
 const char* const usage_text =
-    "usage: qpolicy resolve [--legacy] [-q NAME] [-c JSON|@FILE]\n"
-    "       qpolicy plan [--legacy] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
+    "usage: qpolicy resolve [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE]\n"
+    "       qpolicy plan [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
     "                    [--check-shapes [--tp N]]\n"
-    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] MODEL_DIR -o OUT_DIR\n"
+    "       qpolicy quantize [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] MODEL_DIR -o OUT_DIR\n"
     "                    [--format vllm-fp8|compressed-tensors] [--max-shard-size SIZE] [--shard I/N] [--resume]\n"
     "                    [--device cpu|cuda] [--threads N]\n"
     "       qpolicy quantize --finalize OUT_DIR\n"
-    "       qpolicy quantize [--legacy] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] INPUT... -o OUTPUT.safetensors\n"
+    "       qpolicy quantize [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] INPUT... -o OUTPUT.safetensors\n"
     "                    [--config-out CONFIG.json] [--format vllm-fp8|compressed-tensors] [--device cpu|cuda] [--threads N]\n"
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
@@ -29,6 +29,8 @@ const char* const usage_text =
     "                                 checkpoint method such as 'fp8'); absent means None\n"
     "  -c, --quantization-config ARG  vLLM's quantization_config as JSON text or @file.json (files may\n"
     "                                 hold comments and trailing commas); absent means None\n"
+    "  --vllm X.Y                     the vLLM release whose rules to follow: 0.30, 0.31, 0.32, 0.33 or 0.34\n"
+    "                                 (default: 0.34, the newest)\n"
     "  --legacy                       the legacy schema (global_scheme, *_scheme_override, ignore)\n"
     "  --model FILE                   the model's layer list (MODEL.json)\n"
     "  --format table|json            plan output (default: table)\n"
@@ -176,6 +178,13 @@ options parse_args(const std::vector<std::string>& all) {
       return o;
     }
     if (a == "--legacy") o.request.legacy = true;
+    else if (a == "--vllm" || a.rfind("--vllm=", 0) == 0) {
+      const auto v = a == "--vllm" ? r.value("--vllm") : r.inline_value("--vllm", std::string_view(a).substr(7));
+      const auto release = find_release(v);
+      if (!release)
+        throw usage_error(fmt::format("--vllm must be a vLLM release qpolicy knows, one of {}; got '{}'", release_names_repr(), v));
+      o.request.release = *release;
+    }
     else if (a == "-q" || a == "--quantization") o.request.quantization = r.value("-q");
     else if (a.rfind("--quantization=", 0) == 0) o.request.quantization = r.inline_value("-q", std::string_view(a).substr(15));
     else if (a == "-c" || a == "--quantization-config") set_config(o, r.value("-c"));
@@ -224,6 +233,8 @@ options parse_args(const std::vector<std::string>& all) {
     else throw usage_error(fmt::format("unknown option '{}' for {}", a, o.command));
   }
   if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
+  if (o.request.legacy && r.seen("--vllm"))
+    throw usage_error("--legacy is a schema of its own (in no vLLM release from 0.29 on); it takes no --vllm");
   if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");
   if (quantize && !o.finalize.empty()) {
     if (!o.inputs.empty() || !o.output.empty() || r.seen("-q") || r.seen("-c") || r.seen("--shard") || o.resume)

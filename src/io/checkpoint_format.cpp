@@ -149,7 +149,7 @@ std::optional<json::value> activation_args(method m, std::optional<key_id> k) {
   return std::nullopt;
 }
 
-std::string activation_text(std::optional<key_id> k) { return k ? key_name(*k) : std::string("none (weight-only)"); }
+std::string activation_text(std::optional<key_id> k) { return k ? key_name(*k, newest_release) : std::string("none (weight-only)"); }
 
 }  // namespace
 

@@ -15,13 +15,19 @@ namespace bj = boost::json;
 
 namespace {
 
-std::string activation_text(const layer_plan& l) {
+std::string activation_text(const layer_plan& l, vllm_release r) {
   switch (l.activation) {
     case activation_kind::method_default: return "default";
     case activation_kind::none: return "null";
-    case activation_kind::key: return key_name(l.activation_key);
+    case activation_kind::key: return key_name(l.activation_key, r);
   }
   return "null";
+}
+
+std::string weight_text(const layer_plan& l, vllm_release r) {
+  std::string out = key_name(*l.weight, r);
+  if (l.hadamard) out += fmt::format(" (Hadamard {})", hadamard_size_of(l));
+  return out;
 }
 
 std::vector<std::string> all_warnings(const plan& p, const std::vector<std::string>& extra) {
@@ -47,8 +53,10 @@ std::string plan_to_json(const plan& p, const model_desc& model, const std::vect
       o["error"] = std::string(p.error_of(l));
     } else {
       o["method"] = l.decided == method::none ? bj::value(nullptr) : bj::value(std::string(to_string(l.decided)));
-      o["weight"] = l.weight ? bj::value(key_name(*l.weight)) : bj::value(nullptr);
-      o["activation"] = (l.weight && l.activation != activation_kind::none) ? bj::value(activation_text(l)) : bj::value(nullptr);
+      o["weight"] = l.weight ? bj::value(key_name(*l.weight, p.release)) : bj::value(nullptr);
+      o["activation"] =
+          (l.weight && l.activation != activation_kind::none) ? bj::value(activation_text(l, p.release)) : bj::value(nullptr);
+      if (l.hadamard) o["hadamard_size"] = hadamard_size_of(l);
       o["source"] = l.source == decided_by::none ? bj::value(nullptr) : bj::value(std::string(to_string(l.source)));
       o["pattern"] = l.pattern >= 0 ? bj::value(std::string(p.pattern_of(l))) : bj::value(nullptr);
     }
@@ -72,14 +80,16 @@ std::vector<std::string> kernel_notes(const plan& p, const model_desc& model) {
   std::vector<std::string> out;
   for (const auto& c : schemes::scheme_table)
     for (const layer_kind kind : {layer_kind::linear, layer_kind::moe}) {
-      if (c.gemm != schemes::gemm_kind::weight_only) continue;
+      if (c.gemm == schemes::gemm_kind::scaled_fp8) continue;
       std::size_t n = 0;
       for (std::size_t i = 0; i < p.layers.size(); ++i)
         n += !p.layers[i].failed() && p.layers[i].decided == c.id && model.layers[i].kind == kind;
       if (n == 0) continue;
       const bool moe = kind == layer_kind::moe;
-      out.push_back(fmt::format("{} {} layers ({}): {}", to_string(c.id), moe ? "MoE" : "linear", n,
-                                moe ? c.moe_kernel : c.linear_kernel));
+      const std::string_view what = c.gemm == schemes::gemm_kind::none ? std::string_view("no kernel in this build")
+                                    : moe                               ? c.moe_kernel
+                                                                        : c.linear_kernel;
+      out.push_back(fmt::format("{} {} layers ({}): {}", to_string(c.id), moe ? "MoE" : "linear", n, what));
     }
   return out;
 }
@@ -104,7 +114,7 @@ std::string plan_to_table(const plan& p, const model_desc& model, const std::vec
     if (l.pattern >= 0) by += " " + std::string(p.pattern_of(l));
     if (!d.quantizable && d.kind != layer_kind::other) by = "- (not quantizable)";
     rows.push_back({{d.name, d.class_name, l.decided == method::none ? "-" : std::string(to_string(l.decided)),
-                     l.weight ? key_name(*l.weight) : "-", l.weight ? activation_text(l) : "-", by}});
+                     l.weight ? weight_text(l, p.release) : "-", l.weight ? activation_text(l, p.release) : "-", by}});
   }
   std::size_t width[6] = {};
   for (const auto& r : rows)

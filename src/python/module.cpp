@@ -46,8 +46,19 @@ errors catching(Fn&& fn) {
   return {};
 }
 
-qpolicy::config_request request_of(std::optional<std::string> quantization, std::optional<std::string> config_text, bool legacy) {
+/// The release named `name` (the Python layer checks the name against releases() first).
+qpolicy::vllm_release release_of(const std::optional<std::string>& name) {
+  if (!name) return qpolicy::newest_release;
+  const auto r = qpolicy::find_release(*name);
+  if (!r) throw std::invalid_argument("vllm must be a vLLM release qpolicy knows, one of " + qpolicy::release_names_repr() +
+                                      "; got '" + *name + "'");
+  return *r;
+}
+
+qpolicy::config_request request_of(std::optional<std::string> quantization, std::optional<std::string> config_text, bool legacy,
+                                   const std::optional<std::string>& release) {
   qpolicy::config_request r;
+  r.release = release_of(release);
   if (quantization) r.quantization = *quantization;
   if (config_text) r.config_text = *config_text;
   r.dialect = qpolicy::json_dialect::strict;
@@ -57,11 +68,13 @@ qpolicy::config_request request_of(std::optional<std::string> quantization, std:
 
 /// resolve: (the resolved config as `qpolicy resolve` prints it, warnings, errors).
 std::tuple<std::string, std::vector<std::string>, errors> resolve(std::optional<std::string> quantization,
-                                                                 std::optional<std::string> config_text, bool legacy) {
+                                                                 std::optional<std::string> config_text, bool legacy,
+                                                                 std::optional<std::string> release) {
   std::string json;
   std::vector<std::string> warnings;
+  const auto request = request_of(std::move(quantization), std::move(config_text), legacy, release);
   auto e = catching([&] {
-    const auto r = qpolicy::resolve(request_of(std::move(quantization), std::move(config_text), legacy));
+    const auto r = qpolicy::resolve(request);
     json = qpolicy::resolved_to_json(r.config);
     warnings = r.warnings;
   });
@@ -71,10 +84,12 @@ std::tuple<std::string, std::vector<std::string>, errors> resolve(std::optional<
 /// plan: (the plan as `qpolicy plan --format json` prints it, or "" when resolving or reading the
 /// model failed, the table text, errors of the configuration or the model).
 std::tuple<std::string, std::string, errors> plan(std::optional<std::string> quantization, std::optional<std::string> config_text,
-                                                  bool legacy, const std::string& model_text, bool check_shapes, int tp) {
+                                                  bool legacy, const std::string& model_text, bool check_shapes, int tp,
+                                                  std::optional<std::string> release) {
   std::string json, table;
+  const auto request = request_of(std::move(quantization), std::move(config_text), legacy, release);
   auto e = catching([&] {
-    const auto r = qpolicy::resolve(request_of(std::move(quantization), std::move(config_text), legacy));
+    const auto r = qpolicy::resolve(request);
     const auto model = qpolicy::parse_model(model_text, qpolicy::json_dialect::strict);
     qpolicy::plan_options o;
     o.check_shapes = check_shapes;
@@ -186,8 +201,14 @@ NB_MODULE(_qpolicy, m) {
   m.doc() = "qpolicy's C++ library; use the qpolicy package, not this module";
   m.attr("__version__") = QPOLICY_VERSION_STRING;
   m.attr("with_cuda") = qpolicy::cuda::built_with_cuda;
-  m.def("resolve", &resolve, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a);
-  m.def("plan", &plan, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "model_text"_a, "check_shapes"_a, "tp"_a);
+  m.def("resolve", &resolve, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "vllm"_a.none());
+  m.def("plan", &plan, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "model_text"_a, "check_shapes"_a, "tp"_a,
+        "vllm"_a.none());
+  m.def("releases", [] {
+    std::vector<std::string> names;
+    for (const auto& r : qpolicy::release_table) names.emplace_back(r.name);
+    return names;
+  });
   m.def("quantize_tensor", &quantize_tensor, "x"_a, "element"_a, "key"_a, "ue8m0"_a, "scale_layout"_a, "threads"_a);
   m.def("keys", &qpolicy::quantize_tensor_keys);
 }

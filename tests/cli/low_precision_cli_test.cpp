@@ -284,17 +284,19 @@ TEST_CASE("plan Qwen3-30B-A3B with nvfp4_per_token and mxfp4, then quantize-tens
   INFO(nv.err);
   REQUIRE(nv.status == 0);
   CHECK_THAT(nv.out, Catch::Contains("nvfp4_per_token MoE layers (48): emulation of Blackwell's TRT-LLM NVFP4 MoE"));
-  // -q mxfp4 alone defers to the checkpoint (a checkpoint method name); with a config it is online.
-  const auto mx = qpolicy::test::run_process({exe, "plan", "-q", "mxfp4", "-c", R"({"ignore": ["re:.*self_attn.*"]})", "--model", model});
+  // -q mxfp4 alone defers to the checkpoint (a checkpoint method name); with a config it is online up
+  // to vLLM 0.33 (0.34 returns the config unmerged).
+  const auto mx = qpolicy::test::run_process(
+      {exe, "plan", "--vllm", "0.33", "-q", "mxfp4", "-c", R"({"ignore": ["re:.*self_attn.*"]})", "--model", model});
   INFO(mx.err);
   REQUIRE(mx.status == 0);
   CHECK_THAT(mx.out, Catch::Contains("mxfp4 MoE layers (48): emulation: activations MXFP4 quantize-dequantized"));
   // --check-shapes applies the schemes' size rules with vLLM's messages: I = 768 / 32 ranks = 24.
   const auto shapes = qpolicy::test::run_process(
-      {exe, "plan", "-q", "mxfp8", "-c", R"({"ignore": []})", "--model", model, "--check-shapes", "--tp", "32"});
+      {exe, "plan", "-q", "online", "-c", R"({"moe": "mxfp8"})", "--model", model, "--check-shapes", "--tp", "32"});
   CHECK_THAT(shapes.out + shapes.err, Catch::Contains("model.layers.0.mlp.experts: Online MXFP8 MoE requires hidden/intermediate sizes divisible by 32."));
   const auto padded = qpolicy::test::run_process(
-      {exe, "plan", "-q", "mxfp4", "-c", R"({"ignore": []})", "--model", model, "--check-shapes", "--tp", "32"});
+      {exe, "plan", "-q", "online", "-c", R"({"moe": "mxfp4"})", "--model", model, "--check-shapes", "--tp", "32"});
   CHECK_THAT(padded.out + padded.err, Catch::Contains("expert weights are zero-padded (vLLM's maybe_roundup_sizes)"));
   // One expert's w13 [2I, H] = [1536, 2048], as the plan's MoE layers hold them.
   const std::int64_t rows = 1536, cols = 2048;

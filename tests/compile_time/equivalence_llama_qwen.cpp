@@ -22,9 +22,6 @@ TEST_CASE("llama-3.1-8b: compile-time plans equal runtime plans", "[compile-time
         llama_3_1_8b>("current/plan/llama-3.1-8b-instruct/common_user_ignore_list");
   check<qp::quant_config<qp::linear_spec<qp::fp8_per_channel>, ignore<"lm_head", "re:.*down_proj">>, llama_3_1_8b>(
       "current/plan/llama-3.1-8b-instruct/online_linear_channel_ignore_head");
-  check<qp::policy<qp::fp8_per_tensor,
-                   qp::quant_config<qp::linear_spec<qp::fp8_per_block_static, qp::fp8_per_block_dynamic>>>,
-        llama_3_1_8b>("current/plan/llama-3.1-8b-instruct/linear_weight_and_activation");
 }
 
 TEST_CASE("qwen2.5-0.5b: compile-time plans equal runtime plans", "[compile-time][qwen2.5]") {
@@ -50,10 +47,11 @@ TEST_CASE("qwen3-30b-a3b: compile-time plans equal runtime plans", "[compile-tim
         qwen3_30b_a3b>("current/plan/qwen3-30b-a3b/docs_ignore_example");
   check<qp::quant_config<targets<target<"re:model\\.layers\\.[0-3]\\.", qp::fp8_per_block>>>, qwen3_30b_a3b>(
       "current/plan/qwen3-30b-a3b/targets_first_layers");
-  check<qp::policy<qp::fp8_per_block, qp::quant_config<qp::linear_spec<qp::unset, qp::fp8_per_token>>>,
-        qwen3_30b_a3b>("current/plan/qwen3-30b-a3b/activation_override_per_token");
-  check<qp::policy<qp::mxfp8, qp::quant_config<ignore<"lm_head">>>, qwen3_30b_a3b>(
-      "current/plan/qwen3-30b-a3b/mxfp8_with_ignore");
+  // 0.33: an activation-only spec replaces the shorthand's linear slot (the `or` merge).
+  check<qp::policy<qp::fp8_per_block, qp::quant_config<qp::linear_spec<qp::unset, qp::fp8_per_token>>, qp::vllm_0_33>,
+        qwen3_30b_a3b>("current/plan/qwen3-30b-a3b/activation_override_per_token@0.33");
+  check<qp::policy<qp::mxfp8, qp::quant_config<ignore<"lm_head">>, qp::vllm_0_33>, qwen3_30b_a3b>(
+      "current/plan/qwen3-30b-a3b/mxfp8_with_ignore@0.33");
   check<qp::policy<qp::fp8_per_tensor, qp::quant_config<ignore<"model.layers.*.mlp.experts.*">>>, qwen3_30b_a3b>(
       "current/plan/qwen3-30b-a3b/ignore_experts_glob_trailing");
   check<qp::int8_per_channel_weight_only, qwen3_30b_a3b>("current/plan/qwen3-30b-a3b/int8_moe_weight_only");

@@ -1,4 +1,6 @@
-// Every case of shared/conformance/config_cases.json, through the C++ API and through the CLI.
+// The config conformance cases through the C++ API and through the CLI: every case of
+// shared/conformance/vllm_release_cases.json, under the release it names, and the legacy-schema cases of
+// config_cases.json (its current-schema cases are superseded by the release cases).
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
@@ -15,7 +17,25 @@ namespace {
 
 using test::required_env;
 
-const bj::array& cases() { return test::conformance_cases("QPOLICY_CONFIG_CASES"); }
+const std::vector<const bj::object*>& cases() {
+  static const auto all = [] {
+    std::vector<const bj::object*> out;
+    for (const auto& c : test::conformance_cases("QPOLICY_RELEASE_CASES")) out.push_back(&c.as_object());
+    for (const auto& c : test::conformance_cases("QPOLICY_CONFIG_CASES"))
+      if (c.at("schema").as_string() == "legacy") out.push_back(&c.as_object());
+    return out;
+  }();
+  return all;
+}
+
+/// The release a case names (the newest when it names none).
+vllm_release release_of(const bj::object& c) {
+  const auto* v = c.if_contains("vllm");
+  if (!v) return newest_release;
+  const auto r = find_release(std::string_view(v->as_string()));
+  REQUIRE(r.has_value());
+  return *r;
+}
 
 std::string str(const bj::value& v) { return v.is_string() ? std::string(v.as_string()) : bj::serialize(v); }
 
@@ -70,6 +90,7 @@ std::string expected_error_line(const bj::object& expect) {
 config_request request_of(const bj::object& c) {
   config_request r;
   r.legacy = c.at("schema").as_string() == "legacy";
+  if (!r.legacy) r.release = release_of(c);
   if (const auto* q = c.if_contains("quantization"); q && !q->is_null()) r.quantization = std::string(q->as_string());
   if (const auto* cfg = c.if_contains("config")) r.config_text = bj::serialize(*cfg);
   return r;
@@ -109,9 +130,9 @@ std::string write_temp_model(const bj::value& model) {
 }  // namespace
 
 TEST_CASE("conformance cases through the C++ API", "[conformance][api]") {
-  REQUIRE(cases().size() >= 200);
-  for (const auto& cv : cases()) {
-    const auto& c = cv.as_object();
+  REQUIRE(cases().size() >= 599 + 63);
+  for (const auto* cp : cases()) {
+    const auto& c = *cp;
     const auto& expect = c.at("expect").as_object();
     const int want_exit = static_cast<int>(expect.at("exit").to_number<int>());
     SECTION(std::string(c.at("id").as_string())) {
@@ -162,13 +183,15 @@ TEST_CASE("conformance cases through the C++ API", "[conformance][api]") {
         if (const auto* m = w.if_contains("method"))
           CHECK((m->is_null() ? std::string("null") : std::string(m->as_string())) == to_string(l.decided));
         if (const auto* k = w.if_contains("weight"))
-          CHECK((k->is_null() ? std::string("null") : std::string(k->as_string())) == (l.weight ? key_name(*l.weight) : "null"));
+          CHECK((k->is_null() ? std::string("null") : std::string(k->as_string())) ==
+                (l.weight ? key_name(*l.weight, p->release) : "null"));
         if (const auto* a = w.if_contains("activation")) {
           const std::string got = !l.weight || l.activation == activation_kind::none ? "null"
                                   : l.activation == activation_kind::method_default ? "default"
-                                                                                   : key_name(l.activation_key);
+                                                                                   : key_name(l.activation_key, p->release);
           CHECK((a->is_null() ? std::string("null") : std::string(a->as_string())) == got);
         }
+        if (const auto* h = w.if_contains("hadamard_size")) CHECK(h->to_number<std::int64_t>() == hadamard_size_of(l));
         if (const auto* s = w.if_contains("source"))
           CHECK((s->is_null() ? std::string("null") : std::string(s->as_string())) == to_string(l.source));
         if (const auto* pat = w.if_contains("pattern"))
@@ -186,13 +209,14 @@ TEST_CASE("conformance cases through the C++ API", "[conformance][api]") {
 
 TEST_CASE("conformance cases through the qpolicy CLI", "[conformance][cli]") {
   const auto exe = required_env("QPOLICY_EXE");
-  for (const auto& cv : cases()) {
-    const auto& c = cv.as_object();
+  for (const auto* cp : cases()) {
+    const auto& c = *cp;
     const auto& expect = c.at("expect").as_object();
     const int want_exit = static_cast<int>(expect.at("exit").to_number<int>());
     SECTION(std::string(c.at("id").as_string())) {
       std::vector<std::string> args{exe, std::string(c.at("command").as_string())};
       if (c.at("schema").as_string() == "legacy") args.push_back("--legacy");
+      if (const auto* v = c.if_contains("vllm")) args.insert(args.end(), {"--vllm", std::string(v->as_string())});
       if (const auto* q = c.if_contains("quantization"); q && !q->is_null()) {
         args.push_back("-q");
         args.emplace_back(q->as_string());

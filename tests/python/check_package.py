@@ -54,12 +54,19 @@ def error_texts(e):
 
 
 def check_config_cases(root):
-    cases = json.load(open(os.path.join(SHARED, "conformance", "config_cases.json")))["cases"]
+    """Every release case (under its release) and the legacy cases of config_cases.json, through the
+    package and the CLI; the CLI's results are checked against the expectations by the C++ suite."""
+    cases = json.load(open(os.path.join(SHARED, "conformance", "vllm_release_cases.json")))["cases"]
+    cases += [c for c in json.load(open(os.path.join(SHARED, "conformance", "config_cases.json")))["cases"]
+              if c["schema"] == "legacy"]
     resolved = planned = refused = 0
     for case in cases:
         args = [case["command"]]
         if case["schema"] == "legacy":
             args.append("--legacy")
+        release = case.get("vllm")
+        if release is not None:
+            args += ["--vllm", release]
         if case.get("quantization") is not None:
             args += ["-q", case["quantization"]]
         config_text = json.dumps(case["config"]) if "config" in case else None
@@ -76,13 +83,14 @@ def check_config_cases(root):
             if case["command"] == "resolve":
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    got = qpolicy.resolve(case.get("quantization"), config_text, legacy=case["schema"] == "legacy")
+                    got = qpolicy.resolve(case.get("quantization"), config_text, legacy=case["schema"] == "legacy",
+                                          vllm=release)
                 said = [line[len("warning: "):] for line in err.splitlines() if line.startswith("warning: ")]
                 if [str(w.message) for w in caught] != said:
                     fail(f"{label}: warnings {[str(w.message) for w in caught]}, the CLI's {said}")
             else:
                 got = qpolicy.plan(config_text, case["model"], quantization=case.get("quantization"),
-                                   legacy=case["schema"] == "legacy")
+                                   legacy=case["schema"] == "legacy", vllm=release)
         except qpolicy.ConfigError as e:
             if status != 2:
                 fail(f"{label}: ConfigError {e} where the CLI exited {status}")
@@ -107,6 +115,15 @@ def check_config_cases(root):
             planned += 1
     print(f"ok: {len(cases)} shared config cases give the CLI's results: {resolved} resolved, {planned} planned, "
           f"{refused} refused with the CLI's errors")
+    if qpolicy.releases() != ["0.30", "0.31", "0.32", "0.33", "0.34"]:
+        fail(f"releases() gave {qpolicy.releases()}")
+    try:
+        qpolicy.resolve("online", {"linear": "fp8_per_block"}, vllm="0.29")
+        fail("vllm='0.29' was accepted")
+    except ValueError as e:
+        if str(e) != "vllm must be a vLLM release qpolicy knows, one of ['0.30', '0.31', '0.32', '0.33', '0.34']; got '0.29'":
+            fail(f"vllm='0.29' gave {e}")
+    print("ok: the package takes vllm= for each release and refuses an unknown one, naming the known ones")
 
 
 def write_safetensors(path, name, dtype, array):

@@ -22,7 +22,7 @@ consteval std::size_t per_block_layers() {
     model.layers.push_back({prefix + ".self_attn.qkv_proj", "QKVParallelLinear", qp::layer_kind::linear});
     model.layers.push_back({prefix + ".mlp.down_proj", "RowParallelLinear", qp::layer_kind::linear});
   }
-  qp::current_config cfg = qp::shorthand_config(qp::shorthand::fp8_per_block);
+  qp::current_config cfg = qp::shorthand_config(qp::shorthand::fp8_per_block, qp::newest_release);
   cfg.ignore = {"re:model\\.layers\\.(0|3)\\."};
   auto plan = qp::build_plan<qp::match::nfa_pattern_set>(qp::resolved_config(cfg), model);
   return plan.value->count(qp::method::fp8_per_block);

@@ -8,12 +8,34 @@ namespace qp = qpolicy;
 namespace sc = qpolicy::schemes;
 
 // Name lists derived from the tables, as vLLM's messages list them.
-static_assert(qp::quant_key_names_repr() ==
+// Each release's QUANT_KEY_NAMES and shorthands (spec §9.1), as its messages list them.
+using rel = qp::vllm_release;
+static_assert(qp::quant_key_names_repr(rel::v0_30) ==
               "['fp8_per_block_dynamic', 'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
               "'fp8_per_tensor_static', 'fp8_per_token', 'int8_per_channel_static', 'mxfp4', 'mxfp8']");
-static_assert(qp::shorthand_names_repr() ==
+static_assert(qp::quant_key_names_repr(rel::v0_31) == qp::quant_key_names_repr(rel::v0_30));
+static_assert(qp::quant_key_names_repr(rel::v0_32) ==
+              "['fp8_per_block_dynamic', 'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
+              "'fp8_per_tensor_static', 'fp8_per_token', 'int4_per_group_32', 'int8_per_channel_static', 'mxfp4', 'mxfp8', "
+              "'nvfp4_per_token']");
+static_assert(qp::quant_key_names_repr(rel::v0_34) ==
+              "['fp8_per_block_dynamic', 'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
+              "'fp8_per_tensor_static', 'fp8_per_token', 'int4_per_group_32', 'int8_per_channel_static', 'int8_per_group_32', "
+              "'lut_b', 'mxfp4', 'mxfp8', 'nvfp4_per_token']");
+static_assert(qp::shorthand_names_repr(rel::v0_33) ==
               "['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'mxfp4', 'mxfp8', "
               "'nvfp4_per_token']");
+static_assert(qp::shorthand_names_repr(rel::v0_34) ==
+              "['fp8_per_block', 'fp8_per_channel', 'fp8_per_tensor', 'int8_per_channel_weight_only', 'lut_b_moe', 'mxfp4', "
+              "'mxfp4_hadamard32', 'mxfp8', 'nvfp4_per_token']");
+static_assert(qp::release_names_repr() == "['0.30', '0.31', '0.32', '0.33', '0.34']");
+// MXFP8 is the dynamic key in 0.30-0.33 (shorthand and dispatch), the static one from 0.34.
+static_assert(qp::key_name(qp::key_id::mxfp4_static, rel::v0_33) == "QuantKey(u8,scale(u8,static,GroupShape(row=1, col=32)),symmetric)");
+static_assert(qp::key_name(qp::key_id::mxfp4_static, rel::v0_34) == "mxfp4");
+static_assert(sc::dispatch_method(qp::key_id::mxfp8_dynamic, qp::layer_kind::linear, rel::v0_33) == qp::method::mxfp8);
+static_assert(!sc::dispatch_method(qp::key_id::mxfp8_dynamic, qp::layer_kind::linear, rel::v0_34));
+static_assert(!sc::dispatch_method(qp::key_id::lut_b, qp::layer_kind::moe, rel::v0_33));
+static_assert(sc::dispatch_method(qp::key_id::lut_b, qp::layer_kind::moe, rel::v0_34) == qp::method::lut_b_moe);
 static_assert(qp::legacy_online_names_repr() == "['fp8_per_block', 'fp8_per_tensor', 'online']");
 static_assert(sc::formula_names(false) ==
               "fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token, fp8_per_channel_static, fp8_per_block_static, "
@@ -33,17 +55,17 @@ static_assert(!sc::dispatch_method(qp::key_id::nvfp4, qp::layer_kind::linear));
 static_assert(!sc::dispatch_method(qp::key_id::fp8_per_token, qp::layer_kind::linear));  // activation keys select nothing
 static_assert(!sc::dispatch_method(qp::key_id::fp8_per_tensor_static, qp::layer_kind::other));
 
-// Every shorthand is a scheme of the contract, with the shorthand's weight key.
+// Every shorthand's slots dispatch, in every release that has it, to a scheme of the contract.
 consteval bool shorthands_have_contracts() {
-  for (const auto& s : qp::shorthand_table) {
-    bool found = false;
-    for (std::size_t m = 0; m < qp::method_count; ++m) {
-      const auto method = static_cast<qp::method>(m);
-      if (qp::to_string(method) != s.name) continue;
-      found = sc::has_contract(method) && sc::contract_of(method).weight_key == *s.moe_weight;
+  for (const auto& r : qp::release_table)
+    for (const auto& s : qp::shorthand_table) {
+      if (!qp::holds(r.shorthands, s.id)) continue;
+      for (auto kind : {qp::layer_kind::linear, qp::layer_kind::moe}) {
+        const auto k = qp::shorthand_weight(s.id, kind, r.id);
+        if (k && !(sc::dispatch_method(*k, kind, r.id) && sc::has_contract(*sc::dispatch_method(*k, kind, r.id))))
+          return false;
+      }
     }
-    if (!found) return false;
-  }
   return true;
 }
 static_assert(shorthands_have_contracts());

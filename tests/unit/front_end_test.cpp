@@ -15,11 +15,12 @@ namespace fs = std::filesystem;
 namespace {
 std::string env(const char* n) { return test::required_env(n); }
 using test::slurp;
-std::string resolve_error(const char* q, const char* cfg, bool legacy = false) {
+std::string resolve_error(const char* q, const char* cfg, bool legacy = false, vllm_release release = newest_release) {
   config_request r;
   if (q) r.quantization = q;
   if (cfg) r.config_text = cfg;
   r.legacy = legacy;
+  r.release = release;
   try {
     resolve(r);
   } catch (const config_error& e) {
@@ -30,16 +31,55 @@ std::string resolve_error(const char* q, const char* cfg, bool legacy = false) {
 }  // namespace
 
 TEST_CASE("messages print JSON values as Python does", "[unit][front]") {
-  CHECK(resolve_error(nullptr, R"({"targets":{"x":100.0}})").find("= 100.0 is not") != std::string::npos);
-  CHECK(resolve_error(nullptr, R"({"targets":{"x":1e16}})").find("= 1e+16 is not") != std::string::npos);
-  CHECK(resolve_error(nullptr, R"({"targets":{"x":0.00001}})").find("= 1e-05 is not") != std::string::npos);
-  CHECK(resolve_error(nullptr, R"({"targets":{"x":[1,"a",null,true]}})").find("= [1, 'a', None, True] is not") != std::string::npos);
-  CHECK(resolve_error(nullptr, R"({"targets":{"x":{"k":"it's"}}})").find("= {'k': \"it's\"} is not") != std::string::npos);
+  // 0.30-0.33 print a targets value that is not a shorthand with str().
+  const auto v033 = vllm_release::v0_33;
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":100.0}})", false, v033).find("= 100.0 is not") != std::string::npos);
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":1e16}})", false, v033).find("= 1e+16 is not") != std::string::npos);
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":0.00001}})", false, v033).find("= 1e-05 is not") != std::string::npos);
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":[1,"a",null,true]}})", false, v033).find("= [1, 'a', None, True] is not") !=
+        std::string::npos);
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":{"k":"it's"}}})", false, v033).find("= {'k': \"it's\"} is not") !=
+        std::string::npos);
+  // 0.34 takes spec objects there, and names the type of anything else.
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":100.0}})") ==
+        "targets: targets[x] must be an online shorthand name or a quantization spec, got float");
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":{"k":"it's"}}})") == "targets.k: Unexpected keyword argument");
   CHECK(resolve_error(nullptr, R"({"ignore":"x","targets":5})") == "targets must be a dict, got int");
   CHECK(resolve_error(nullptr, R"({"linear":{"weight":"x","bogus":1}})").rfind("linear.weight: unknown quantization name 'x'", 0) == 0);
   CHECK(resolve_error(nullptr, "[1]") == "quantization_config must be a JSON object or null, got list");
   CHECK(resolve_error("fp8_per_tensor", R"({"global_scheme":true})", true) ==
         "quantization='fp8_per_tensor' conflicts with quantization_config['global_scheme']=True. These must match when both are specified.");
+}
+
+TEST_CASE("hadamard_size is read as pydantic reads an int (vLLM 0.34)", "[unit][front]") {
+  auto spec = [](const char* size) {
+    return resolve_error(nullptr, (std::string(R"({"linear":{"weight":"mxfp4","hadamard_size":)") + size + "}}").c_str());
+  };
+  CHECK(spec("32") == "<no error>");
+  CHECK(spec("\"32\"") == "<no error>");
+  CHECK(spec("\" 3_2 \"") == "<no error>");
+  CHECK(spec("32.0") == "<no error>");
+  CHECK(spec("true") == "<no error>");  // a bool is an int: 1, a power of two
+  CHECK(spec("false") == "linear.hadamard_size: hadamard_size must be a power of two, got 0");
+  CHECK(spec("1e2") == "linear.hadamard_size: hadamard_size must be a power of two, got 100");
+  CHECK(spec("\"-32\"") == "linear.hadamard_size: hadamard_size must be a power of two, got -32");
+  CHECK(spec("32.5") == "linear.hadamard_size: Input should be a valid integer, got a number with a fractional part");
+  CHECK(spec("1e400") == "linear.hadamard_size: Input should be a finite number");
+  CHECK(spec("\"0x20\"") == "linear.hadamard_size: Input should be a valid integer, unable to parse string as an integer");
+  CHECK(spec("[32]") == "linear.hadamard_size: Input should be a valid integer");
+  CHECK(spec("9223372036854775808") ==
+        "linear.hadamard_size: hadamard_size 9223372036854775808 is larger than qpolicy supports (at most 4611686018427387904)");
+  // Before 0.34 QuantSpec has no such field.
+  CHECK(resolve_error(nullptr, R"({"linear":{"weight":"mxfp4","hadamard_size":32}})", false, vllm_release::v0_33) ==
+        "linear.hadamard_size: Unexpected keyword argument");
+}
+
+TEST_CASE("a spec-valued target prints as the QuantSpec dataclass in the exclusion message", "[unit][front]") {
+  CHECK(resolve_error(nullptr, R"({"targets":{"x":{"weight":"mxfp4"}},"linear":{"weight":"mxfp4","hadamard_size":true}})") ==
+        "quantization_config.targets is mutually exclusive with quantization_config.linear/moe, got targets={'x': "
+        "QuantSpec(weight=QuantKey(dtype=torch.uint8, scale=ScaleDesc(dtype=torch.uint8, static=True, "
+        "group_shape=GroupShape(row=1, col=32)), scale2=None, symmetric=True), activation=None, hadamard_size=None)}, "
+        "linear=mxfp4_hadamard1, moe=None.");
 }
 
 TEST_CASE("every field error is collected, in declaration order", "[unit][front]") {
@@ -54,7 +94,8 @@ TEST_CASE("every field error is collected, in declaration order", "[unit][front]
     CHECK(got == std::vector<std::string>{
                      "linear.weight: unknown quantization name 'bad'; expected one of ['fp8_per_block_dynamic', "
                      "'fp8_per_block_static', 'fp8_per_channel_static', 'fp8_per_tensor_dynamic', "
-                     "'fp8_per_tensor_static', 'fp8_per_token', 'int8_per_channel_static', 'mxfp4', 'mxfp8']",
+                     "'fp8_per_tensor_static', 'fp8_per_token', 'int4_per_group_32', 'int8_per_channel_static', "
+                     "'int8_per_group_32', 'lut_b', 'mxfp4', 'mxfp8', 'nvfp4_per_token']",
                      "linear.extra: Unexpected keyword argument", "moe: Input should be a dictionary or an instance of QuantSpec",
                      "ignore.0: Input should be a valid string", "ignore.2: Input should be a valid string",
                      "zzz: Unexpected keyword argument"});

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "qpolicy/core/detail/maybe.hpp"
-#include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/keys/release.hpp"
 
 namespace qpolicy {
 
@@ -37,34 +37,88 @@ class config_error : public std::runtime_error {
   diagnostic diag_;
 };
 
-/// QuantSpec{weight, activation}; `*_set` is pydantic's fields_set (not part of equality).
+/// QuantSpec{weight, activation, hadamard_size}; `*_set` is pydantic's fields_set (not part of
+/// equality); hadamard_size 0 is None.
 struct quant_spec {
   std::optional<key_id> weight{};
   std::optional<key_id> activation{};
   bool weight_set = false;
   bool activation_set = false;
-  constexpr bool operator==(const quant_spec& o) const { return weight == o.weight && activation == o.activation; }
+  std::int64_t hadamard_size = 0;
+  constexpr bool operator==(const quant_spec& o) const {
+    return weight == o.weight && activation == o.activation && hadamard_size == o.hadamard_size;
+  }
 };
 
-/// str(spec): the name of the weight key, or None.
-constexpr std::string spec_str(const std::optional<quant_spec>& s) {
-  if (s && s->weight) return key_name(*s->weight);
+/// str(spec) in release r (spec §9.2, §9.4): the weight key's name (or None); from 0.34 the JSON form
+/// when the activation was written, and `_hadamard{n}` when rotated.
+constexpr std::string spec_str(const quant_spec& s, vllm_release r) {
+  auto name = [r](const std::optional<key_id>& k) -> std::string {
+    if (k) return key_name(*k, r);
+    return "None";
+  };
+  if (!rules(r).fields_set) return name(s.weight);
+  std::string out;
+  if (!s.activation_set) {
+    out = name(s.weight);
+  } else {
+    auto json = [r](const std::optional<key_id>& k) -> std::string {
+      if (k) return "\"" + key_name(*k, r) + "\"";
+      return "null";
+    };
+    out = "{\"weight\":" + json(s.weight) + ",\"activation\":" + json(s.activation) + "}";
+  }
+  if (s.hadamard_size) out += "_hadamard" + text::to_decimal(static_cast<long long>(s.hadamard_size));
+  return out;
+}
+constexpr std::string spec_str(const std::optional<quant_spec>& s, vllm_release r) {
+  if (s) return spec_str(*s, r);
   return "None";
 }
 
-/// One `targets` entry: pattern -> shorthand, in input order.
+/// repr(QuantKey) / repr(QuantSpec): the dataclasses' own reprs, as a targets dict prints a spec value.
+constexpr std::string key_dataclass_repr(key_id k) {
+  auto dt = [](dtype d) -> std::string {
+    constexpr std::array<std::string_view, 6> torch{"torch.float8_e4m3fn", "torch.uint8", "torch.int8",
+                                                    "torch.float32", "torch.float16", "ScalarType.uint4b8"};
+    return std::string(torch[static_cast<std::size_t>(d)]);
+  };
+  auto scale = [&](const scale_desc& d) {
+    return "ScaleDesc(dtype=" + dt(d.type) + ", static=" + (d.is_static ? "True" : "False") + ", group_shape=GroupShape(row=" +
+           text::to_decimal(d.group.row) + ", col=" + text::to_decimal(d.group.col) + "))";
+  };
+  const auto& key = key_of(k);
+  std::string out = "QuantKey(dtype=" + dt(key.data) + ", scale=" + scale(key.scale) + ", scale2=";
+  if (key.scale2) out += scale(*key.scale2);
+  else out += "None";
+  return out + ", symmetric=" + (key.symmetric ? "True" : "False") + ")";
+}
+constexpr std::string spec_dataclass_repr(const quant_spec& s) {
+  auto key = [](const std::optional<key_id>& k) -> std::string {
+    if (k) return key_dataclass_repr(*k);
+    return "None";
+  };
+  std::string out = "QuantSpec(weight=" + key(s.weight) + ", activation=" + key(s.activation) + ", hadamard_size=";
+  if (s.hadamard_size) out += text::to_decimal(static_cast<long long>(s.hadamard_size));
+  else out += "None";
+  return out + ")";
+}
+
+/// One `targets` entry, in input order: pattern -> an online shorthand, or (from 0.34) a spec.
 struct target_rule {
   std::string pattern;
-  shorthand value{};
+  std::optional<shorthand> value{};  // empty: the value is `spec`
+  quant_spec spec{};
   constexpr bool operator==(const target_rule&) const = default;
 };
 
-/// QuantizationConfigArgs (current schema).
+/// QuantizationConfigArgs (current schema), under the rules of `release`.
 struct current_config {
   std::optional<quant_spec> linear{};
   std::optional<quant_spec> moe{};
   std::vector<std::string> ignore{};
   maybe<std::vector<target_rule>> targets{};
+  vllm_release release = newest_release;
   constexpr bool operator==(const current_config&) const = default;
 };
 
@@ -106,18 +160,26 @@ struct outcome {
 
 // ---- current schema rules ----
 
-/// The shorthand's own config (spec §3.3): weight set, activation unset, no ignore, no targets.
-constexpr current_config shorthand_config(shorthand s) {
+/// A shorthand's slot for a layer kind in release r: weight set, activation unset, the shorthand's
+/// rotation (none when the slot is None).
+constexpr std::optional<quant_spec> shorthand_spec(shorthand s, layer_kind kind, vllm_release r) {
+  const auto k = shorthand_weight(s, kind, r);
+  if (!k) return std::nullopt;
+  return quant_spec{*k, std::nullopt, true, false, kind == layer_kind::linear ? entry(s).linear_hadamard : 0};
+}
+
+/// The shorthand's own config (spec §3.3): its slots, no ignore, no targets.
+constexpr current_config shorthand_config(shorthand s, vllm_release r) {
   current_config c;
-  if (auto k = entry(s).linear_weight) c.linear = quant_spec{*k, std::nullopt, true, false};
-  if (auto k = entry(s).moe_weight) c.moe = quant_spec{*k, std::nullopt, true, false};
+  c.linear = shorthand_spec(s, layer_kind::linear, r);
+  c.moe = shorthand_spec(s, layer_kind::moe, r);
+  c.release = r;
   return c;
 }
 
 /// The slot a shorthand given as a `linear`/`moe` string fills, or the "does not define" error.
-constexpr outcome<quant_spec> shorthand_slot(shorthand s, layer_kind field) {
-  const auto cfg = shorthand_config(s);
-  const auto& slot = field == layer_kind::linear ? cfg.linear : cfg.moe;
+constexpr outcome<quant_spec> shorthand_slot(shorthand s, layer_kind field, vllm_release r) {
+  auto slot = shorthand_spec(s, field, r);
   if (!slot)
     return {std::nullopt, diagnostic{std::string(to_string(field)),
                                      "online shorthand " + text::py_repr(to_string(s)) + " does not define a " +
@@ -125,12 +187,14 @@ constexpr outcome<quant_spec> shorthand_slot(shorthand s, layer_kind field) {
   return {slot, std::nullopt};
 }
 
-/// repr of a validated targets dict: {'pattern': 'shorthand', ...}.
+/// repr of a validated targets dict: {'pattern': 'shorthand', 'p2': QuantSpec(...), ...}.
 constexpr std::string targets_repr(const std::vector<target_rule>& targets) {
   std::string out = "{";
   for (std::size_t i = 0; i < targets.size(); ++i) {
     if (i) out += ", ";
-    out += text::py_repr(targets[i].pattern) + ": " + text::py_repr(to_string(targets[i].value));
+    out += text::py_repr(targets[i].pattern) + ": ";
+    if (targets[i].value) out += text::py_repr(to_string(*targets[i].value));
+    else out += spec_dataclass_repr(targets[i].spec);
   }
   return out + "}";
 }
@@ -139,41 +203,61 @@ constexpr std::string targets_repr(const std::vector<target_rule>& targets) {
 constexpr maybe<diagnostic> check_mutual_exclusion(const current_config& c) {
   if (c.targets && (c.linear || c.moe))
     return diagnostic{"", "quantization_config.targets is mutually exclusive with quantization_config.linear/moe, got "
-                          "targets=" + targets_repr(*c.targets) + ", linear=" + spec_str(c.linear) +
-                              ", moe=" + spec_str(c.moe) + "."};
+                          "targets=" + targets_repr(*c.targets) + ", linear=" + spec_str(c.linear, c.release) +
+                              ", moe=" + spec_str(c.moe, c.release) + "."};
   return std::nullopt;
 }
 
-/// merge_spec(base, override) (spec §3.4).
-constexpr std::optional<quant_spec> merge_spec(const std::optional<quant_spec>& b, const std::optional<quant_spec>& o) {
-  if (!o) return b;
-  if (!b) return o;
-  return quant_spec{o->weight_set ? o->weight : b->weight, o->activation_set ? o->activation : b->activation, true, true};
+/// merge_quantization_config's merge_spec (0.34): the base's written fields, then the override's; a
+/// Hadamard shorthand's weight may not change.
+constexpr outcome<std::optional<quant_spec>> merge_spec(const std::optional<quant_spec>& b,
+                                                        const std::optional<quant_spec>& o, vllm_release r) {
+  using R = outcome<std::optional<quant_spec>>;
+  if (!o) return R{b, std::nullopt};
+  if (!b) return R{o, std::nullopt};
+  if (b->hadamard_size && o->weight_set && o->weight != b->weight)
+    return R{std::nullopt, diagnostic{"", "quantization_config cannot change the weight of a Hadamard-rotated shorthand (" +
+                                              spec_str(*b, r) + " -> " + spec_str(*o, r) +
+                                              "); use --quantization online and set `hadamard_size` on the spec instead."}};
+  quant_spec m;
+  m.weight_set = b->weight_set || o->weight_set;
+  m.weight = o->weight_set ? o->weight : b->weight;
+  m.activation_set = b->activation_set || o->activation_set;
+  m.activation = o->activation_set ? o->activation : b->activation;
+  m.hadamard_size = o->hadamard_size ? o->hadamard_size : b->hadamard_size;
+  return R{std::optional<quant_spec>(m), std::nullopt};
 }
 
-/// How `-q` names are classified by resolve_quantization_config.
-constexpr bool is_online_name(std::string_view q) { return q == "online" || find_shorthand(q).has_value(); }
-
-/// resolve_quantization_config (spec §3.4) over an already built (and field-validated) config.
-/// `cfg` empty means quantization_config was None.
-constexpr outcome<resolved_config> resolve_current(const maybe<std::string>& q,
-                                                   const maybe<current_config>& cfg) {
+/// resolve_quantization_config (spec §3.4, §9.2, §9.4) over an already built (and field-validated)
+/// config of release r. `cfg` empty means quantization_config was None.
+constexpr outcome<resolved_config> resolve_current(const maybe<std::string>& q, const maybe<current_config>& cfg,
+                                                   vllm_release r = newest_release) {
   using R = outcome<resolved_config>;
-  if (q && !is_online_name(*q)) {
+  if (q && !is_online_name(*q, r)) {
     if (!cfg) return R{resolved_config{}, std::nullopt};
     return R{resolved_config{*cfg}, std::nullopt};
   }
   std::optional<shorthand> base_id;
-  if (q) base_id = find_shorthand(*q);
+  if (q) base_id = find_shorthand(*q, r);
   if (!cfg) {
     if (!base_id || entry(*base_id).deferred) return R{resolved_config{}, std::nullopt};
-    return R{resolved_config{shorthand_config(*base_id)}, std::nullopt};
+    return R{resolved_config{shorthand_config(*base_id, r)}, std::nullopt};
   }
-  if (!base_id) return R{resolved_config{*cfg}, std::nullopt};
-  const auto base = shorthand_config(*base_id);
+  if (!base_id || (entry(*base_id).deferred && rules(r).defer_with_config)) return R{resolved_config{*cfg}, std::nullopt};
+  const auto base = shorthand_config(*base_id, r);
   current_config merged;
-  merged.linear = merge_spec(base.linear, cfg->linear);
-  merged.moe = merge_spec(base.moe, cfg->moe);
+  merged.release = r;
+  if (rules(r).fields_set) {
+    auto linear = merge_spec(base.linear, cfg->linear, r);
+    if (linear.error) return R{std::nullopt, *linear.error};
+    auto moe = merge_spec(base.moe, cfg->moe, r);
+    if (moe.error) return R{std::nullopt, *moe.error};
+    merged.linear = *linear.value;
+    merged.moe = *moe.value;
+  } else {
+    merged.linear = cfg->linear ? cfg->linear : base.linear;  // a spec object is always true
+    merged.moe = cfg->moe ? cfg->moe : base.moe;
+  }
   merged.ignore = cfg->ignore.empty() ? base.ignore : cfg->ignore;
   if (cfg->targets && !cfg->targets->empty()) merged.targets = cfg->targets;
   if (auto e = check_mutual_exclusion(merged)) return R{std::nullopt, *e};
@@ -252,13 +336,22 @@ constexpr resolved_config resolve_legacy_values(const maybe<std::string>& q, may
 
 // ---- field messages shared by both front ends ----
 
-constexpr std::string unknown_quantization_name_message(std::string_view repr_of_value) {
-  return "unknown quantization name " + std::string(repr_of_value) + "; expected one of " + quant_key_names_repr();
+constexpr std::string unknown_quantization_name_message(std::string_view repr_of_value, vllm_release r) {
+  return "unknown quantization name " + std::string(repr_of_value) + "; expected one of " + quant_key_names_repr(r);
 }
 
-constexpr std::string targets_not_shorthand_message(std::string_view pattern, std::string_view str_of_value) {
+constexpr std::string targets_not_shorthand_message(std::string_view pattern, std::string_view str_of_value, vllm_release r) {
   return "targets[" + std::string(pattern) + "] = " + std::string(str_of_value) +
-         " is not a valid online shorthand name; expected one of " + shorthand_names_repr();
+         " is not a valid online shorthand name; expected one of " + shorthand_names_repr(r);
+}
+
+constexpr std::string targets_not_spec_message(std::string_view pattern, std::string_view type_name) {
+  return "targets[" + std::string(pattern) + "] must be an online shorthand name or a quantization spec, got " +
+         std::string(type_name);
+}
+
+constexpr std::string hadamard_not_power_of_two_message(std::string_view value) {
+  return "hadamard_size must be a power of two, got " + std::string(value);
 }
 
 constexpr std::string targets_bad_regex_message(std::string_view pattern, std::string_view error) {

@@ -58,8 +58,8 @@ void with_activation(const layer_plan& l, layer_kind kind, Fn&& fn) {
   const key_id key = activation_key_of(l, kind);
   if (!schemes::has_activation(key)) {
     std::string keys;
-    for (const auto& a : schemes::activation_table) keys += (keys.empty() ? "" : ", ") + key_name(a.key);
-    throw std::invalid_argument("activation key " + key_name(key) + " has no FP8 activation quantizer (" + keys + " have one)");
+    for (const auto& a : schemes::activation_table) keys += (keys.empty() ? "" : ", ") + key_name(a.key, newest_release);
+    throw std::invalid_argument("activation key " + key_name(key, newest_release) + " has no FP8 activation quantizer (" + keys + " have one)");
   }
   with_tag(registry::activation_key_types, key, fn);
 }

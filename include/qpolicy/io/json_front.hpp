@@ -31,6 +31,7 @@ struct config_request {
   maybe<std::string> config_text;   // -c as JSON text; empty = absent (None)
   json_dialect dialect = json_dialect::strict;
   bool legacy = false;
+  vllm_release release = newest_release;  // whose rules the current schema follows (spec §9)
 };
 
 /// A resolved configuration and what the front end noticed on the way (duplicate keys, deferrals).

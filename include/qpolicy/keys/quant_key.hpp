@@ -14,10 +14,10 @@
 namespace qpolicy {
 
 /// Element types of quantized data and scales.
-enum class dtype : std::uint8_t { f8e4m3fn, u8, i8, f32 };
+enum class dtype : std::uint8_t { f8e4m3fn, u8, i8, f32, f16, uint4b8 };
 
 constexpr std::string_view to_string(dtype d) {
-  constexpr std::array<std::string_view, 4> names{"f8e4m3fn", "u8", "i8", "f32"};
+  constexpr std::array<std::string_view, 6> names{"f8e4m3fn", "u8", "i8", "f32", "f16", "uint4b8"};
   return names[static_cast<std::size_t>(d)];
 }
 
@@ -65,7 +65,9 @@ constexpr std::string to_string(const quant_key& k) {
   return out + (k.symmetric ? ",symmetric)" : ",asymmetric)");
 }
 
-/// Every key a config can name (QUANT_KEY_NAMES, then the weight-only and nameless keys).
+/// Every key a config can name, in vLLM's QUANT_KEY_NAMES order of the newest release, then the keys
+/// named only on the weight side, then the nameless ones. Which of them a release names is the
+/// release's (keys/release.hpp).
 enum class key_id : std::uint8_t {
   fp8_per_tensor_static,
   fp8_per_tensor_dynamic,
@@ -79,28 +81,48 @@ enum class key_id : std::uint8_t {
   mxfp8_static,
   mxfp4_static,
   nvfp4,
+  nvfp4_per_token,
+  int8_per_group_32,
+  int4_per_group_32,
+  lut_b,
 };
-/// One row of the key table: the key and its name ("" when it has none and prints its form).
+
+/// How a key is named: in QUANT_KEY_NAMES (where its release lists it), only in the weight field
+/// (_WEIGHT_QUANT_KEY_NAMES, where the release has those), or never (it prints its form).
+enum class key_naming : std::uint8_t { quant_key_names, weight_only, nameless };
+
+/// One row of the key table: the key, its name ("" when it has none) and how it is named.
 struct key_entry {
   key_id id;
   std::string_view name;
   quant_key key;
-  bool in_quant_key_names;
+  key_naming naming;
+  bool online_method = true;  // false: a weight no online method takes, and no error (vLLM loads it elsewhere)
 };
 
+inline constexpr scale_desc f32_static_tensor{dtype::f32, true, per_tensor};
+inline constexpr scale_desc f32_dynamic_token{dtype::f32, false, per_token};
+
 inline constexpr auto key_table = std::to_array<key_entry>({
-    {key_id::fp8_per_tensor_static, "fp8_per_tensor_static", {dtype::f8e4m3fn, {dtype::f32, true, per_tensor}}, true},
-    {key_id::fp8_per_tensor_dynamic, "fp8_per_tensor_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, per_tensor}}, true},
-    {key_id::fp8_per_token, "fp8_per_token", {dtype::f8e4m3fn, {dtype::f32, false, per_token}}, true},
-    {key_id::fp8_per_channel_static, "fp8_per_channel_static", {dtype::f8e4m3fn, {dtype::f32, true, per_channel}}, true},
-    {key_id::fp8_per_block_static, "fp8_per_block_static", {dtype::f8e4m3fn, {dtype::f32, true, {128, 128}}}, true},
-    {key_id::fp8_per_block_dynamic, "fp8_per_block_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, {1, 128}}}, true},
-    {key_id::mxfp8_dynamic, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, false, {1, 32}}}, true},
-    {key_id::mxfp4_dynamic, "mxfp4", {dtype::u8, {dtype::u8, false, {1, 32}}}, true},
-    {key_id::int8_per_channel_static, "int8_per_channel_static", {dtype::i8, {dtype::f32, true, per_channel}}, true},
-    {key_id::mxfp8_static, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, true, {1, 32}}}, false},
-    {key_id::mxfp4_static, "mxfp4", {dtype::u8, {dtype::u8, true, {1, 32}}}, false},
-    {key_id::nvfp4, "", {dtype::u8, {dtype::f8e4m3fn, true, {1, 16}}, scale_desc{dtype::f32, true, per_tensor}}, false},
+    {key_id::fp8_per_tensor_static, "fp8_per_tensor_static", {dtype::f8e4m3fn, f32_static_tensor}, key_naming::quant_key_names},
+    {key_id::fp8_per_tensor_dynamic, "fp8_per_tensor_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, per_tensor}}, key_naming::quant_key_names},
+    {key_id::fp8_per_token, "fp8_per_token", {dtype::f8e4m3fn, f32_dynamic_token}, key_naming::quant_key_names},
+    {key_id::fp8_per_channel_static, "fp8_per_channel_static", {dtype::f8e4m3fn, {dtype::f32, true, per_channel}}, key_naming::quant_key_names},
+    {key_id::fp8_per_block_static, "fp8_per_block_static", {dtype::f8e4m3fn, {dtype::f32, true, {128, 128}}}, key_naming::quant_key_names},
+    {key_id::fp8_per_block_dynamic, "fp8_per_block_dynamic", {dtype::f8e4m3fn, {dtype::f32, false, {1, 128}}}, key_naming::quant_key_names},
+    {key_id::mxfp8_dynamic, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, false, {1, 32}}}, key_naming::quant_key_names},
+    {key_id::mxfp4_dynamic, "mxfp4", {dtype::u8, {dtype::u8, false, {1, 32}}}, key_naming::quant_key_names},
+    {key_id::int8_per_channel_static, "int8_per_channel_static", {dtype::i8, {dtype::f32, true, per_channel}}, key_naming::quant_key_names},
+    {key_id::mxfp8_static, "mxfp8", {dtype::f8e4m3fn, {dtype::u8, true, {1, 32}}}, key_naming::weight_only},
+    {key_id::mxfp4_static, "mxfp4", {dtype::u8, {dtype::u8, true, {1, 32}}}, key_naming::weight_only},
+    {key_id::nvfp4, "", {dtype::u8, {dtype::f8e4m3fn, true, {1, 16}}, f32_static_tensor}, key_naming::nameless},
+    {key_id::nvfp4_per_token, "nvfp4_per_token", {dtype::u8, {dtype::f8e4m3fn, false, {1, 16}}, f32_dynamic_token},
+     key_naming::quant_key_names},
+    {key_id::int8_per_group_32, "int8_per_group_32", {dtype::i8, {dtype::f32, false, {1, 32}}}, key_naming::quant_key_names},
+    // Loaded by vLLM's checkpoint MXFP4 method (gfx942), not by an online one.
+    {key_id::int4_per_group_32, "int4_per_group_32", {dtype::uint4b8, {dtype::f16, true, {1, 32}}},
+     key_naming::quant_key_names, false},
+    {key_id::lut_b, "lut_b", {dtype::u8, {dtype::f8e4m3fn, true, {8, 64}}}, key_naming::quant_key_names},
 });
 /// How many keys there are: the table's rows, one per key_id in its order.
 inline constexpr std::size_t key_count = key_table.size();
@@ -109,27 +131,12 @@ static_assert(key_table[key_count - 1].id == static_cast<key_id>(key_count - 1),
 constexpr const key_entry& entry(key_id k) { return key_table[static_cast<std::size_t>(k)]; }
 constexpr const quant_key& key_of(key_id k) { return entry(k).key; }
 
-/// A key's name: its QUANT_KEY_NAMES or weight-only name, else its printed form.
-constexpr std::string key_name(key_id k) {
-  // if/else, not ?: -- GCC 12 destroys a ?: string temporary twice during constant evaluation.
-  if (entry(k).name.empty()) return to_string(entry(k).key);
-  return std::string(entry(k).name);
-}
+/// A key's printed form, as `{key}` in vLLM's messages.
 constexpr std::string key_repr(key_id k) { return to_string(entry(k).key); }
 
-/// Which names a spec field accepts: `weight` prefers the weight-only keys for mxfp8/mxfp4.
+/// Which names a spec field accepts: `weight` prefers the weight-only keys for mxfp8/mxfp4 (where the
+/// release has them).
 enum class key_field : std::uint8_t { weight, activation, plain };
-
-/// Exact, case-sensitive lookup of a key name for a spec field.
-constexpr std::optional<key_id> find_key(std::string_view name, key_field field) {
-  if (field == key_field::weight) {
-    if (name == "mxfp8") return key_id::mxfp8_static;
-    if (name == "mxfp4") return key_id::mxfp4_static;
-  }
-  for (const auto& e : key_table)
-    if (e.in_quant_key_names && e.name == name) return e.id;
-  return std::nullopt;
-}
 
 /// The id of the row of `table` named `name` (exact, case-sensitive), as every vocabulary looks names up.
 template <class Row, std::size_t N>
@@ -154,42 +161,41 @@ constexpr std::string sorted_names_repr(const Names& names) {
   return text::py_repr_list(std::span<const std::string_view>(sorted.data(), n));
 }
 
-/// The sorted QUANT_KEY_NAMES, as the unknown-name message lists them.
-constexpr std::string quant_key_names_repr() {
-  std::array<std::string_view, key_count> names{};
-  std::size_t n = 0;
-  for (const auto& e : key_table)
-    if (e.in_quant_key_names) names[n++] = e.name;
-  return sorted_names_repr(std::span<const std::string_view>(names.data(), n));
-}
-
-/// The online shorthands of `-q` and of targets values (spec §3.3), in their table order.
+/// The online shorthands of `-q` and of targets values (spec §3.3, §9.4), in vLLM's order. Which of
+/// them a release has is the release's (keys/release.hpp).
 enum class shorthand : std::uint8_t {
   fp8_per_tensor,
   fp8_per_block,
   fp8_per_channel,
   mxfp8,
   mxfp4,
+  mxfp4_hadamard32,
   int8_per_channel_weight_only,
   nvfp4_per_token,
+  lut_b_moe,
 };
-/// One shorthand: its name and the weight key of its linear and MoE slots (none when the slot is None).
+/// One shorthand: its name, the weight key of its linear and MoE slots (none when the slot is None)
+/// and the Hadamard rotation of its linear slot (0: none).
 struct shorthand_entry {
   shorthand id;
   std::string_view name;
   std::optional<key_id> linear_weight;
   std::optional<key_id> moe_weight;
   bool deferred;  // also a checkpoint method name: `-q` alone defers to the checkpoint
+  std::int64_t linear_hadamard = 0;
 };
 
+// mxfp8's slots hold the release's MXFP8 key (release_key): static from 0.34, dynamic before.
 inline constexpr auto shorthand_table = std::to_array<shorthand_entry>({
     {shorthand::fp8_per_tensor, "fp8_per_tensor", key_id::fp8_per_tensor_static, key_id::fp8_per_tensor_static, false},
     {shorthand::fp8_per_block, "fp8_per_block", key_id::fp8_per_block_static, key_id::fp8_per_block_static, false},
     {shorthand::fp8_per_channel, "fp8_per_channel", key_id::fp8_per_channel_static, key_id::fp8_per_channel_static, false},
     {shorthand::mxfp8, "mxfp8", key_id::mxfp8_static, key_id::mxfp8_static, true},
     {shorthand::mxfp4, "mxfp4", key_id::mxfp4_static, key_id::mxfp4_static, true},
+    {shorthand::mxfp4_hadamard32, "mxfp4_hadamard32", key_id::mxfp4_static, std::nullopt, false, 32},
     {shorthand::int8_per_channel_weight_only, "int8_per_channel_weight_only", std::nullopt, key_id::int8_per_channel_static, false},
     {shorthand::nvfp4_per_token, "nvfp4_per_token", std::nullopt, key_id::nvfp4, false},
+    {shorthand::lut_b_moe, "lut_b_moe", std::nullopt, key_id::lut_b, false},
 });
 inline constexpr std::size_t shorthand_count = shorthand_table.size();
 static_assert(shorthand_table[shorthand_count - 1].id == static_cast<shorthand>(shorthand_count - 1),
@@ -197,14 +203,6 @@ static_assert(shorthand_table[shorthand_count - 1].id == static_cast<shorthand>(
 
 constexpr const shorthand_entry& entry(shorthand s) { return shorthand_table[static_cast<std::size_t>(s)]; }
 constexpr std::string_view to_string(shorthand s) { return entry(s).name; }
-
-constexpr std::optional<shorthand> find_shorthand(std::string_view name) { return find_by_name(shorthand_table, name); }
-
-constexpr std::string shorthand_names_repr() {
-  std::array<std::string_view, shorthand_count> names{};
-  for (std::size_t i = 0; i < shorthand_count; ++i) names[i] = shorthand_table[i].name;
-  return sorted_names_repr(names);
-}
 
 /// The legacy OnlineQuantScheme.
 enum class legacy_scheme : std::uint8_t { fp8_per_tensor, fp8_per_block };
@@ -245,12 +243,13 @@ enum class method : std::uint8_t {
   mxfp4,
   int8_per_channel_weight_only,
   nvfp4_per_token,
+  lut_b_moe,
 };
 
 /// The methods' printed names, in `method` order.
 inline constexpr auto method_names = std::to_array<std::string_view>(
     {"null", "unquantized", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "mxfp4",
-     "int8_per_channel_weight_only", "nvfp4_per_token"});
+     "int8_per_channel_weight_only", "nvfp4_per_token", "lut_b_moe"});
 /// How many methods there are: one name each.
 inline constexpr std::size_t method_count = method_names.size();
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/keys/release.hpp"
 
 namespace qpolicy {
 
@@ -40,12 +40,24 @@ struct layer_plan {
   decided_by source = decided_by::none;
   std::int32_t pattern = -1;  // index into plan::patterns
   std::int32_t error = -1;    // index into plan::errors; the other fields are then unset
-  std::optional<shorthand> target{};  // the targets value that decided the layer
+  std::optional<shorthand> target{};  // the targets shorthand that decided the layer (none for a spec value)
+  std::uint8_t hadamard = 0;          // the input rotation: log2(hadamard_size) + 1, 0 for none
 
   constexpr bool failed() const { return error >= 0; }
   constexpr bool quantized() const { return !failed() && decided != method::none && decided != method::unquantized; }
   constexpr bool operator==(const layer_plan&) const = default;
 };
+
+/// A rotation size as layer_plan stores it (a power of two, or 0 for none), and back.
+constexpr std::uint8_t hadamard_code(std::int64_t size) {
+  std::uint8_t code = 0;
+  while (size > 0) {
+    ++code;
+    size >>= 1;
+  }
+  return code;
+}
+constexpr std::int64_t hadamard_size_of(const layer_plan& l) { return l.hadamard ? std::int64_t{1} << (l.hadamard - 1) : 0; }
 
 /// Options that extend vLLM's behaviour without changing a compatible result (spec §8).
 struct plan_options {
@@ -57,6 +69,7 @@ struct plan_options {
 /// layer error texts, summary lines and warnings.
 struct plan {
   bool configured = false;  // false when resolution gave None
+  vllm_release release = newest_release;  // whose names the plan prints
   std::vector<layer_plan> layers{};
   std::vector<std::string> patterns{};
   std::vector<std::string> errors{};
@@ -82,12 +95,12 @@ struct plan {
   }
   /// Layer-by-layer equality of decisions, patterns and error texts (not of warnings).
   constexpr bool same_decisions(const plan& o) const {
-    if (configured != o.configured || layers.size() != o.layers.size()) return false;
+    if (configured != o.configured || release != o.release || layers.size() != o.layers.size()) return false;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const auto& a = layers[i];
       const auto& b = o.layers[i];
       if (a.decided != b.decided || a.weight != b.weight || a.activation != b.activation || a.source != b.source ||
-          a.target != b.target || pattern_of(a) != o.pattern_of(b) || error_of(a) != o.error_of(b) ||
+          a.target != b.target || a.hadamard != b.hadamard || pattern_of(a) != o.pattern_of(b) || error_of(a) != o.error_of(b) ||
           (a.activation == activation_kind::key && a.activation_key != b.activation_key))
         return false;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qpolicy/model/model.hpp"
+#include "qpolicy/config/config.hpp"
 #include "qpolicy/plan/plan.hpp"
 
 namespace qpolicy {
@@ -51,6 +52,17 @@ constexpr std::string_view layer_suffix(std::string_view name) {
   }
 }
 
+/// The spec a quantized layer's decision stands for (str(spec) is its summary key).
+constexpr quant_spec spec_of(const layer_plan& l) {
+  quant_spec s;
+  s.weight = l.weight;
+  s.weight_set = true;
+  s.activation_set = l.activation != activation_kind::method_default;
+  if (l.activation == activation_kind::key) s.activation = l.activation_key;
+  s.hadamard_size = hadamard_size_of(l);
+  return s;
+}
+
 /// The summary lines of a plan: "{suffix}: {count} (from {source}: [{pattern}, ]{key})", sorted.
 constexpr std::vector<std::string> summarize(const plan& p, const model_desc& model) {
   // Views into the plan and model; the key text is made once per group, not per layer. A layer finds
@@ -64,6 +76,9 @@ constexpr std::vector<std::string> summarize(const plan& p, const model_desc& mo
     bool has_pattern = false;
     std::optional<shorthand> target;
     key_id weight = key_id::fp8_per_tensor_static;
+    activation_kind activation = activation_kind::method_default;
+    key_id activation_key = key_id::fp8_per_tensor_dynamic;
+    std::uint8_t hadamard = 0;
     std::string key;
     std::size_t count = 0;
   };
@@ -84,7 +99,9 @@ constexpr std::vector<std::string> summarize(const plan& p, const model_desc& mo
     bool found = false;
     for (auto& o : groups)
       if (o.suffix_head == head && o.suffix_tail == tail && o.suffix.size() == suffix.size() && o.rule == l.source &&
-          o.pattern_index == pattern && o.target == l.target && (l.target || o.weight == *l.weight) &&
+          o.pattern_index == pattern && o.target == l.target &&
+          (l.target || (o.weight == *l.weight && o.activation == l.activation && o.hadamard == l.hadamard &&
+                        (l.activation != activation_kind::key || o.activation_key == l.activation_key))) &&
           o.suffix == suffix) {
         ++o.count;
         found = true;
@@ -102,8 +119,11 @@ constexpr std::vector<std::string> summarize(const plan& p, const model_desc& mo
     g.has_pattern = l.pattern >= 0;
     g.target = l.target;
     if (l.weight) g.weight = *l.weight;
+    g.activation = l.activation;
+    g.activation_key = l.activation_key;
+    g.hadamard = l.hadamard;
     if (l.target) g.key = to_string(*l.target);
-    else g.key = key_name(*l.weight);
+    else g.key = spec_str(spec_of(l), p.release);
     g.count = 1;
     groups.push_back(g);
   }

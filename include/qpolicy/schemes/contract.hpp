@@ -13,7 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/keys/release.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 #include "qpolicy/schemes/tags.hpp"
 #include "qpolicy/numerics/gemm_desc.hpp"
@@ -33,6 +33,7 @@ enum class activation_path : std::uint8_t {
 enum class gemm_kind : std::uint8_t {
   scaled_fp8,   // W8A8: FP8 codes times FP8 activations, the scales outside the sums (dense, or grouped over experts)
   weight_only,  // W8A16 / W4A16: the weights decoded in the kernel, activations in the model dtype (after a treatment)
+  none,         // no kernel in this build yet: the scheme plans, and its layers are marked so
 };
 
 /// What a layer does to its activations before its GEMM.
@@ -97,6 +98,29 @@ inline constexpr auto scheme_table = std::to_array<scheme_contract>({
      activation_treatment::nvfp4_per_token, {},
      "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", 16, false,
      "last dim must be a multiple of 16, got {K}"},
+    // LUT-B experts (vLLM 0.34): planned; their kernels come with the new schemes' numerics.
+    {method::lut_b_moe, key_id::lut_b, false, true, activation_path::dynamic, std::nullopt, std::nullopt, std::nullopt,
+     std::nullopt, "weight_scale", 64, gemm_kind::none, activation_treatment::none, activation_treatment::none},
+});
+
+/// A scheme as vLLM's online methods see it: the method classes that take its layers (messages name
+/// them), whether they accept an explicit activation (0.34), and whether its linear method takes a
+/// Hadamard rotation of its input (0.34's InputHadamardLinearMethod).
+struct online_method_row {
+  method id;
+  std::string_view linear_class, moe_class;
+  bool accepts_activation_override = false;
+  bool rotates_input = false;
+};
+inline constexpr auto online_method_table = std::to_array<online_method_row>({
+    {method::fp8_per_tensor, "Fp8PerTensorOnlineLinearMethod", "Fp8PerTensorOnlineMoEMethod"},
+    {method::fp8_per_channel, "Fp8PtpcOnlineLinearMethod", "Fp8PtpcOnlineMoEMethod"},
+    {method::fp8_per_block, "Fp8PerBlockOnlineLinearMethod", "Fp8PerBlockOnlineMoEMethod"},
+    {method::mxfp8, "Mxfp8OnlineLinearMethod", "Mxfp8OnlineMoEMethod"},
+    {method::mxfp4, "Mxfp4OnlineLinearMethod", "Mxfp4OnlineMoEMethod", true, true},
+    {method::int8_per_channel_weight_only, "", "Int8OnlineMoEMethod"},
+    {method::nvfp4_per_token, "", "Nvfp4OnlineMoEMethod"},
+    {method::lut_b_moe, "", "LutBOnlineMoEMethod"},
 });
 
 // Lookups return indices and values, not pointers: GCC 12's UBSan (-fsanitize=null) makes a pointer's
@@ -142,22 +166,53 @@ constexpr std::optional<key_id> default_activation(method m, layer_kind kind) {
   return kind == layer_kind::moe ? contract_of(m).moe_activation : contract_of(m).linear_activation;
 }
 
-/// The dispatch table (spec §3.6): the method a weight key selects for a layer kind, if any.
-constexpr std::optional<method> dispatch_method(key_id weight, layer_kind kind) {
-  for (const auto& c : scheme_table)
-    if (c.weight_key == weight && (kind == layer_kind::linear ? c.linear : kind == layer_kind::moe && c.moe)) return c.id;
+/// The online method row of a quantizing method.
+constexpr const online_method_row& online_method_of(method m) {
+  std::size_t i = 0;
+  while (i + 1 < online_method_table.size() && online_method_table[i].id != m) ++i;
+  return online_method_table[i];
+}
+
+/// Whether release r can name or hold a key: a QUANT_KEY_NAMES entry of it, or the slot of one of its
+/// shorthands. A release's dispatch tables hold exactly the schemes whose weight key it has.
+constexpr bool release_has_key(key_id k, vllm_release r) {
+  if (key_name(k, r) == entry(k).name && !entry(k).name.empty()) return true;
+  for (const auto& s : shorthand_table)
+    if (holds(entry(r).shorthands, s.id) && (shorthand_weight(s.id, layer_kind::linear, r) == k ||
+                                             shorthand_weight(s.id, layer_kind::moe, r) == k))
+      return true;
+  return false;
+}
+
+/// The dispatch table of release r (spec §3.6, §9): the method a weight key selects for a layer kind.
+constexpr std::optional<method> dispatch_method(key_id weight, layer_kind kind, vllm_release r = newest_release) {
+  for (const auto& c : scheme_table) {
+    const key_id k = release_key(c.weight_key, r);
+    if (k == weight && release_has_key(k, r) &&
+        (kind == layer_kind::linear ? c.linear : kind == layer_kind::moe && c.moe))
+      return c.id;
+  }
   return std::nullopt;
 }
 
-/// The sorted printed keys that `kind` supports, as the dispatch-miss message lists them.
-constexpr std::string supported_weight_keys_repr(layer_kind kind) {
+/// The sorted printed keys that `kind` supports in release r, as the dispatch-miss message lists them.
+constexpr std::string supported_weight_keys_repr(layer_kind kind, vllm_release r = newest_release) {
   std::array<std::string, key_count> printed{};
   std::size_t n = 0;
   for (const auto& e : key_table)
-    if (dispatch_method(e.id, kind)) printed[n++] = to_string(e.key);
+    if (dispatch_method(e.id, kind, r)) printed[n++] = to_string(e.key);
   for (std::size_t i = 1; i < n; ++i)  // insertion sort: constexpr and tiny
     for (std::size_t j = i; j > 0 && printed[j] < printed[j - 1]; --j) std::swap(printed[j], printed[j - 1]);
   return text::py_repr_list(std::span<const std::string>(printed.data(), n));
+}
+
+/// The sorted linear method classes that take a Hadamard rotation, as vLLM's refusal lists them.
+constexpr std::string rotating_classes_repr() {
+  std::array<std::string_view, online_method_table.size()> names{};
+  std::size_t n = 0;
+  for (const auto& row : online_method_table)
+    if (row.rotates_input) names[n++] = row.linear_class;
+  return sorted_names_repr(std::span<const std::string_view>(names.data(), n));
 }
 
 /// One dynamic activation quantizer: its key and the GEMM-side grouping of its scales.

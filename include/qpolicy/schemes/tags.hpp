@@ -4,7 +4,7 @@
 // template arguments for kernels too (nvcc 13 rejects class-type NTTPs on __global__ templates).
 #include <string_view>
 
-#include "qpolicy/keys/quant_key.hpp"
+#include "qpolicy/keys/release.hpp"
 
 namespace qpolicy {
 
@@ -27,6 +27,12 @@ using int8_per_channel_static = key_tag<key_id::int8_per_channel_static>;
 using mxfp8_static = key_tag<key_id::mxfp8_static>;
 using mxfp4_static = key_tag<key_id::mxfp4_static>;
 using nvfp4 = key_tag<key_id::nvfp4>;
+/// The dynamic per-token NVFP4 key, named `nvfp4_per_token` from vLLM 0.32 (the shorthand of that name is
+/// the method tag `nvfp4_per_token`).
+using nvfp4_per_token_dynamic = key_tag<key_id::nvfp4_per_token>;
+using int8_per_group_32 = key_tag<key_id::int8_per_group_32>;
+using int4_per_group_32 = key_tag<key_id::int4_per_group_32>;
+using lut_b = key_tag<key_id::lut_b>;
 
 /// A method of the plan as a type; the online shorthands are the methods of the same name.
 template <method M>
@@ -45,6 +51,30 @@ using mxfp8 = method_tag<method::mxfp8>;
 using mxfp4 = method_tag<method::mxfp4>;
 using int8_per_channel_weight_only = method_tag<method::int8_per_channel_weight_only>;
 using nvfp4_per_token = method_tag<method::nvfp4_per_token>;
+using lut_b_moe = method_tag<method::lut_b_moe>;
+
+/// An online shorthand that is not a method of the plan (its layers plan as another method).
+template <shorthand S>
+struct shorthand_tag {
+  static constexpr shorthand id = S;
+  static constexpr std::string_view name = to_string(S);
+};
+/// MXFP4 linears with a 32-wide Hadamard rotation (vLLM 0.34); they plan as mxfp4.
+using mxfp4_hadamard32 = shorthand_tag<shorthand::mxfp4_hadamard32>;
+
+/// A vLLM release as a policy parameter: policy<Q, C, vllm_0_33>.
+template <vllm_release R>
+struct vllm_tag {
+  static constexpr vllm_release id = R;
+  static constexpr std::string_view name = to_string(R);
+};
+using vllm_0_30 = vllm_tag<vllm_release::v0_30>;
+using vllm_0_31 = vllm_tag<vllm_release::v0_31>;
+using vllm_0_32 = vllm_tag<vllm_release::v0_32>;
+using vllm_0_33 = vllm_tag<vllm_release::v0_33>;
+using vllm_0_34 = vllm_tag<vllm_release::v0_34>;
+/// The newest release: what a policy follows unless it names one.
+using newest_vllm = vllm_tag<newest_release>;
 
 /// `quantization="online"`: the config alone decides.
 struct online {

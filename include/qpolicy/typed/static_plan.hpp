@@ -51,8 +51,8 @@ struct pattern_budget<C<Parts...>> {
   static constexpr std::size_t count = (std::size_t{0} + ... + pattern_budget<Parts>::count);
   static constexpr std::size_t chars = (std::size_t{0} + ... + pattern_budget<Parts>::chars);
 };
-template <class Q, class C>
-struct pattern_budget<policy<Q, C>> : pattern_budget<C> {};
+template <class Q, class C, class R>
+struct pattern_budget<policy<Q, C, R>> : pattern_budget<C> {};
 }  // namespace detail
 
 /// A plan computed during compilation: the decisions of every layer of `Model`, the config's patterns.
@@ -61,6 +61,7 @@ struct static_plan {
   static_assert(NPatterns < 0xFFFF, "a compile-time plan packs a layer's pattern index into 16 bits");
   const Model* model = nullptr;
   bool configured = false;
+  vllm_release release = newest_release;
   // Per layer its layer_plan packed into 64 bits (operator[] unpacks it): a constant array of plain
   // integers is much cheaper for the compilers to build, copy and emit than one of structs holding
   // optionals (nvcc: about 0.1 s of the 1000-layer benchmark).
@@ -96,13 +97,13 @@ struct static_plan {
   }
   std::string name(std::size_t i) const { return model->name_of(i); }
 
-  // One byte per field (the enums are bytes; an optional is 0 or its value + 1), the pattern index
-  // plus one in the top 16 bits. A stored decision never has an error: planning stops at the first.
+  // A byte per field (the activation kind and the rule a nibble each; an optional is 0 or its value
+  // + 1), the pattern index plus one in the top 16 bits. A stored decision never has an error: planning stops at the first.
   static constexpr std::uint64_t pack(const layer_plan& l) {
     const auto byte = [](auto e) { return static_cast<std::uint64_t>(static_cast<std::uint8_t>(e)); };
-    return byte(l.decided) | (l.weight ? byte(*l.weight) + 1 : 0) << 8 | byte(l.activation) << 16 |
-           byte(l.activation_key) << 24 | byte(l.source) << 32 | (l.target ? byte(*l.target) + 1 : 0) << 40 |
-           static_cast<std::uint64_t>(l.pattern + 1) << 48;
+    return byte(l.decided) | (l.weight ? byte(*l.weight) + 1 : 0) << 8 | byte(l.activation_key) << 16 |
+           byte(l.activation) << 24 | byte(l.source) << 28 | (l.target ? byte(*l.target) + 1 : 0) << 32 |
+           byte(l.hadamard) << 40 | static_cast<std::uint64_t>(l.pattern + 1) << 48;
   }
   static constexpr method method_of(std::uint64_t c) { return static_cast<method>(c & 0xFF); }
   static constexpr layer_plan unpack(std::uint64_t c) {
@@ -110,10 +111,11 @@ struct static_plan {
     layer_plan l;
     l.decided = method_of(c);
     if (byte(8)) l.weight = static_cast<key_id>(byte(8) - 1);
-    l.activation = static_cast<activation_kind>(byte(16));
-    l.activation_key = static_cast<key_id>(byte(24));
-    l.source = static_cast<decided_by>(byte(32));
-    if (byte(40)) l.target = static_cast<shorthand>(byte(40) - 1);
+    l.activation_key = static_cast<key_id>(byte(16));
+    l.activation = static_cast<activation_kind>(byte(24) & 0xF);
+    l.source = static_cast<decided_by>(byte(28) & 0xF);
+    if (byte(32)) l.target = static_cast<shorthand>(byte(32) - 1);
+    l.hadamard = byte(40);
     l.pattern = static_cast<std::int32_t>(c >> 48) - 1;
     return l;
   }
@@ -187,6 +189,7 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
   plan_session<match::dfa_pattern_set> session(*lowered.value, packed);
   if (auto e = session.start()) return fail(e->text());
   out.configured = session.out.configured;
+  out.release = session.out.release;
   std::size_t chars = 0;
   for (const auto& p : session.out.patterns) {  // lowering keeps every pattern of the type, at most
     out.pattern_at[out.pattern_count++] = static_cast<std::uint32_t>(chars);

@@ -11,6 +11,7 @@ template <class Model, std::size_t NP, std::size_t NC>
 plan to_runtime(const static_plan<Model, NP, NC>& sp) {
   plan p;
   p.configured = sp.configured;
+  p.release = sp.release;
   p.layers.reserve(sp.size());
   for (std::size_t i = 0; i < sp.size(); ++i) p.layers.push_back(sp[i]);
   for (std::size_t k = 0; k < sp.pattern_count; ++k) p.patterns.emplace_back(sp.pattern(k));

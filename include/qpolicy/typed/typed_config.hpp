@@ -1,9 +1,10 @@
 #pragma once
 // Configs as types, for both schemas, lowered to the plain config values of config.hpp through the
 // same rules and messages as the JSON front end:
-//   current: quant_config<linear_spec<W, A>, moe_spec<W, A>, ignore<"p"...>, targets<target<"p", S>...>>
+//   current: quant_config<linear_spec<W, A, H>, moe_spec<W, A, H>, ignore<"p"...>, targets<target<"p", S>...>>
 //   legacy:  online_quant_config<global_scheme<S>, linear_scheme_override<S>, moe_scheme_override<S>, ignore<...>>
-// and policy<Quantization, Config> for vLLM's `quantization` argument next to `quantization_config`.
+// and policy<Quantization, Config, Release> for vLLM's `quantization` argument next to
+// `quantization_config`, under the rules of one vLLM release (vllm_0_34, the newest, by default).
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -14,23 +15,44 @@
 #include "qpolicy/match/pattern.hpp"
 #include "qpolicy/typed/fixed_string.hpp"
 #include "qpolicy/schemes/tags.hpp"
+#include "qpolicy/keys/release.hpp"
 
 namespace qpolicy {
 
-/// QuantSpec for linear layers: a shorthand or key alone (the string form), or weight and activation
-/// each a key tag, `null` (None) or `unset` (left out).
-template <class Weight = unset, class Activation = unset>
+/// QuantSpec.hadamard_size (vLLM 0.34): a Hadamard rotation of N along the input dimension.
+template <std::int64_t N>
+struct hadamard {
+  static constexpr std::int64_t size = N;
+};
+/// No hadamard_size written (None).
+struct no_hadamard {
+  static constexpr std::int64_t size = 0;
+};
+
+/// QuantSpec for linear layers: a shorthand alone (the string form), or weight and activation each a
+/// key tag, `null` (None) or `unset` (left out), and a rotation (`hadamard<N>`).
+template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
 struct linear_spec {
   using weight = Weight;
   using activation = Activation;
-  static constexpr layer_kind field = layer_kind::linear;
+  using rotation = Hadamard;
+  static constexpr std::optional<layer_kind> field = layer_kind::linear;
 };
 /// QuantSpec for MoE layers (see linear_spec).
-template <class Weight = unset, class Activation = unset>
+template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
 struct moe_spec {
   using weight = Weight;
   using activation = Activation;
-  static constexpr layer_kind field = layer_kind::moe;
+  using rotation = Hadamard;
+  static constexpr std::optional<layer_kind> field = layer_kind::moe;
+};
+/// A QuantSpec as a `targets` value (vLLM 0.34): it applies to linear and MoE layers alike.
+template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
+struct spec {
+  using weight = Weight;
+  using activation = Activation;
+  using rotation = Hadamard;
+  static constexpr std::optional<layer_kind> field = std::nullopt;
 };
 /// `ignore`: patterns (exact names, "re:" regexes, and in the current schema fnmatch globs).
 template <fixed_string... Patterns>
@@ -41,7 +63,7 @@ struct ignore {
   static constexpr std::string_view patterns[count + 1] = {Patterns.view()..., {}};
   static constexpr std::size_t chars = (std::size_t{0} + ... + Patterns.size());
 };
-/// One `targets` entry: pattern -> online shorthand (a method tag).
+/// One `targets` entry: pattern -> an online shorthand (a method or shorthand tag) or a spec<...>.
 template <fixed_string Pattern, class Shorthand>
 struct target {
   static constexpr auto pattern = Pattern;
@@ -74,10 +96,18 @@ struct moe_scheme_override {
 template <class... Parts>
 struct online_quant_config {};
 
-/// vLLM's `quantization` (a shorthand tag or `online`) with its `quantization_config` (or none). A
-/// config type alone means policy<online, Config>; a shorthand tag alone, policy<Shorthand>.
-template <class Quantization, class Config = void>
+/// vLLM's `quantization` (a shorthand tag, `online`, or a checkpoint method `checkpoint<"fp8">`) with
+/// its `quantization_config` (or none), under the rules of vLLM release `Release`. A config type alone
+/// means policy<online, Config>; a shorthand tag alone, policy<Shorthand>.
+template <class Quantization, class Config = void, class Release = newest_vllm>
 struct policy {};
+
+/// `quantization` naming a checkpoint's own method (`fp8`, `compressed-tensors`, ...): the config
+/// composes with it (spec §9.3).
+template <fixed_string Name>
+struct checkpoint {
+  static constexpr std::string_view name = Name.view();
+};
 
 namespace detail {
 
@@ -97,35 +127,81 @@ constexpr std::string tag_name() {
 }
 
 template <class Tag>
-constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& loc, key_field field) {
+constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& loc, key_field field, vllm_release r) {
   if constexpr (std::is_same_v<Tag, null>) {
     return std::nullopt;
   } else {
     const auto name = tag_name<Tag>();
-    return spec_field_key(e, loc, name, field);
+    return spec_field_key(e, loc, name, field, r);
   }
 }
 
+/// The string form: a shorthand (method or shorthand tag) alone.
 template <class Spec>
-constexpr std::optional<quant_spec> lower_spec(field_errors& e) {
+inline constexpr bool is_string_form = !is_key_tag<typename Spec::weight> &&
+                                       !std::is_same_v<typename Spec::weight, unset> &&
+                                       !std::is_same_v<typename Spec::weight, null> &&
+                                       std::is_same_v<typename Spec::activation, unset> &&
+                                       std::is_same_v<typename Spec::rotation, no_hadamard>;
+
+/// QuantSpec(**{...}) of a spec type's written fields, located at `loc` (spec §3.1, §9.4).
+template <class Spec>
+constexpr quant_spec lower_spec_object(field_errors& e, const std::string& loc, vllm_release r) {
   using W = typename Spec::weight;
   using A = typename Spec::activation;
-  const std::string field(to_string(Spec::field));
-  if constexpr (!std::is_same_v<W, unset> && !std::is_same_v<W, null> && std::is_same_v<A, unset>) {
-    // The string form: a shorthand fills the slot, a key name is the weight.
-    const auto name = tag_name<W>();
-    return spec_from_name(e, Spec::field, name);
+  quant_spec s;
+  if constexpr (!std::is_same_v<W, unset>) {
+    s.weight_set = true;
+    s.weight = spec_field<W>(e, loc + ".weight", key_field::weight, r);
+  }
+  if constexpr (!std::is_same_v<A, unset>) {
+    s.activation_set = true;
+    s.activation = spec_field<A>(e, loc + ".activation", key_field::activation, r);
+  }
+  if constexpr (!std::is_same_v<typename Spec::rotation, no_hadamard>) {
+    if (rules(r).hadamard_size) s.hadamard_size = hadamard_field(e, loc + ".hadamard_size", Spec::rotation::size);
+    else e.add(loc + ".hadamard_size", "Unexpected keyword argument");
+  }
+  return s;
+}
+
+template <class Spec>
+constexpr std::optional<quant_spec> lower_spec(field_errors& e, vllm_release r) {
+  const std::string field(to_string(*Spec::field));
+  if constexpr (is_string_form<Spec>) {
+    const auto name = tag_name<typename Spec::weight>();
+    return spec_from_name(e, *Spec::field, name, r);
   } else {
-    quant_spec s;
-    if constexpr (!std::is_same_v<W, unset>) {
-      s.weight_set = true;
-      s.weight = spec_field<W>(e, field + ".weight", key_field::weight);
+    return lower_spec_object<Spec>(e, field, r);
+  }
+}
+
+template <class T>
+inline constexpr bool is_spec_value = requires { typename T::rotation; };
+
+/// str() of a targets value as vLLM 0.30-0.33 print it in their refusal: a shorthand's name, or a
+/// spec's dict ({'weight': 'mxfp4', 'activation': None}).
+template <class V>
+constexpr std::string target_value_str() {
+  if constexpr (!is_spec_value<V>) {
+    return tag_name<V>();
+  } else {
+    std::string out = "{";
+    auto field = [&]<class T>(std::string_view key, T) {
+      if constexpr (!std::is_same_v<T, unset>) {
+        if (out.size() > 1) out += ", ";
+        out += text::py_repr(key) + ": ";
+        if constexpr (std::is_same_v<T, null>) out += "None";
+        else out += text::py_repr(tag_name<T>());
+      }
+    };
+    field("weight", typename V::weight{});
+    field("activation", typename V::activation{});
+    if constexpr (!std::is_same_v<typename V::rotation, no_hadamard>) {
+      if (out.size() > 1) out += ", ";
+      out += "'hadamard_size': " + text::to_decimal(static_cast<long long>(V::rotation::size));
     }
-    if constexpr (!std::is_same_v<A, unset>) {
-      s.activation_set = true;
-      s.activation = spec_field<A>(e, field + ".activation", key_field::activation);
-    }
-    return s;
+    return out + "}";
   }
 }
 
@@ -137,24 +213,35 @@ constexpr std::vector<std::string> lower_ignore(Ignore) {
 }
 
 template <class... T>
-constexpr maybe<std::vector<target_rule>> lower_targets(field_errors& e, targets<T...>) {
+constexpr maybe<std::vector<target_rule>> lower_targets(field_errors& e, targets<T...>, vllm_release r) {
   std::vector<target_rule> out;
   bool stop = false;
   auto one = [&]<class Target>(Target) {
     if (stop) return;
+    using V = typename Target::value;
     const std::string pattern(Target::pattern.view());
-    const auto name = tag_name<typename Target::value>();
-    const auto sh = target_value(e, pattern, true, name, name);
-    if (!sh) {
-      stop = true;
-      return;
+    target_rule rule{pattern, std::nullopt, {}};
+    if constexpr (is_spec_value<V>) {
+      if (rules(r).spec_targets) {
+        const auto before = e.errors.size();
+        rule.spec = lower_spec_object<V>(e, "targets", r);
+        stop = e.errors.size() != before;
+      } else {
+        const auto str = target_value_str<V>();
+        stop = !target_shorthand(e, pattern, false, {}, str, r);
+      }
+    } else {
+      const auto name = tag_name<V>();
+      rule.value = target_shorthand(e, pattern, true, name, name, r);
+      stop = !rule.value;
     }
-    for (auto& r : out)
-      if (r.pattern == pattern) {  // a dict: the last value at the first position
-        r.value = *sh;
+    if (stop || (stop = !target_pattern(e, pattern))) return;
+    for (auto& existing : out)
+      if (existing.pattern == pattern) {  // a dict: the last value at the first position
+        existing = rule;
         return;
       }
-    out.push_back({pattern, *sh});
+    out.push_back(rule);
   };
   (one(T{}), ...);
   return out;
@@ -165,9 +252,9 @@ template <template <class> class Pred, class... Parts>
 inline constexpr std::size_t count_parts = (std::size_t{0} + ... + (Pred<Parts>::value ? 1 : 0));
 
 template <class T> struct is_linear_spec : std::false_type {};
-template <class W, class A> struct is_linear_spec<linear_spec<W, A>> : std::true_type {};
+template <class W, class A, class H> struct is_linear_spec<linear_spec<W, A, H>> : std::true_type {};
 template <class T> struct is_moe_spec : std::false_type {};
-template <class W, class A> struct is_moe_spec<moe_spec<W, A>> : std::true_type {};
+template <class W, class A, class H> struct is_moe_spec<moe_spec<W, A, H>> : std::true_type {};
 template <class T> struct is_ignore_part : std::bool_constant<is_ignore<T>> {};
 template <class T> struct is_targets_part : std::bool_constant<is_instance<T, targets>> {};
 template <class T> struct is_global_part : std::bool_constant<is_instance<T, global_scheme>> {};
@@ -183,7 +270,7 @@ constexpr void with_part(Fn&& fn) {
 }
 
 template <class... Parts>
-constexpr current_config lower_config(field_errors& e, quant_config<Parts...>) {
+constexpr current_config lower_config(field_errors& e, quant_config<Parts...>, vllm_release r) {
   static_assert(((is_linear_spec<Parts>::value || is_moe_spec<Parts>::value || is_ignore_part<Parts>::value ||
                   is_targets_part<Parts>::value) && ...),
                 "quant_config takes linear_spec, moe_spec, ignore and targets parts only");
@@ -192,11 +279,12 @@ constexpr current_config lower_config(field_errors& e, quant_config<Parts...>) {
   static_assert(count_parts<is_ignore_part, Parts...> <= 1, "quant_config has more than one ignore list");
   static_assert(count_parts<is_targets_part, Parts...> <= 1, "quant_config has more than one targets list");
   current_config c;
+  c.release = r;
   // pydantic validates fields in declaration order, whatever order the parts are written in.
-  with_part<is_linear_spec, Parts...>([&]<class P>(P) { c.linear = lower_spec<P>(e); });
-  with_part<is_moe_spec, Parts...>([&]<class P>(P) { c.moe = lower_spec<P>(e); });
+  with_part<is_linear_spec, Parts...>([&]<class P>(P) { c.linear = lower_spec<P>(e, r); });
+  with_part<is_moe_spec, Parts...>([&]<class P>(P) { c.moe = lower_spec<P>(e, r); });
   with_part<is_ignore_part, Parts...>([&]<class P>(P) { c.ignore = lower_ignore(P{}); });
-  with_part<is_targets_part, Parts...>([&]<class P>(P) { c.targets = lower_targets(e, P{}); });
+  with_part<is_targets_part, Parts...>([&]<class P>(P) { c.targets = lower_targets(e, P{}, r); });
   return c;
 }
 
@@ -244,14 +332,19 @@ template <method M>
 struct policy_of<method_tag<M>> {
   using type = policy<method_tag<M>, void>;
 };
-template <class Q, class C>
-struct policy_of<policy<Q, C>> {
-  using type = policy<Q, C>;
+template <shorthand S>
+struct policy_of<shorthand_tag<S>> {
+  using type = policy<shorthand_tag<S>, void>;
+};
+template <class Q, class C, class R>
+struct policy_of<policy<Q, C, R>> {
+  using type = policy<Q, C, R>;
 };
 
-template <class Q, class C>
-constexpr outcome<resolved_config> lower_policy(policy<Q, C>) {
+template <class Q, class C, class Release>
+constexpr outcome<resolved_config> lower_policy(policy<Q, C, Release>) {
   using R = outcome<resolved_config>;
+  constexpr vllm_release r = Release::id;
   const maybe<std::string> q = std::string(Q::name);
   field_errors e;
   if constexpr (is_instance<C, online_quant_config>) {
@@ -260,13 +353,13 @@ constexpr outcome<resolved_config> lower_policy(policy<Q, C>) {
     if (!e.errors.empty()) return R{std::nullopt, e.errors.front()};
     return R{resolve_legacy_values(q, cfg), std::nullopt};
   } else if constexpr (std::is_void_v<C>) {
-    return resolve_current(q, std::nullopt);
+    return resolve_current(q, std::nullopt, r);
   } else {
     static_assert(is_instance<C, quant_config>, "a policy's config is a quant_config<...> or an online_quant_config<...>");
-    auto cfg = lower_config(e, C{});
+    auto cfg = lower_config(e, C{}, r);
     if (!e.errors.empty()) return R{std::nullopt, e.errors.front()};
     if (auto d = check_mutual_exclusion(cfg)) return R{std::nullopt, *d};
-    return resolve_current(q, cfg);
+    return resolve_current(q, cfg, r);
   }
 }
 

@@ -24,43 +24,55 @@ struct field_errors {
 
 /// A spec field (`linear.weight`, `moe.activation`) given as a key name: the key, or a field error at
 /// `loc` naming the value.
-constexpr std::optional<key_id> spec_field_key(field_errors& e, const std::string& loc, std::string_view name, key_field field) {
-  if (auto k = find_key(name, field)) return k;
-  e.add(loc, unknown_quantization_name_message(text::py_repr(name)));
+constexpr std::optional<key_id> spec_field_key(field_errors& e, const std::string& loc, std::string_view name, key_field field,
+                                               vllm_release r) {
+  if (auto k = find_key(name, field, r)) return k;
+  e.add(loc, unknown_quantization_name_message(text::py_repr(name), r));
   return std::nullopt;
 }
 
 /// A spec given as a string (`"linear": "fp8_per_block"`): a shorthand fills the slot of `field`, a
 /// key name is the weight.
-constexpr std::optional<quant_spec> spec_from_name(field_errors& e, layer_kind field, std::string_view name) {
-  if (auto sh = find_shorthand(name)) {
-    auto slot = shorthand_slot(*sh, field);
+constexpr std::optional<quant_spec> spec_from_name(field_errors& e, layer_kind field, std::string_view name, vllm_release r) {
+  if (auto sh = find_shorthand(name, r)) {
+    auto slot = shorthand_slot(*sh, field, r);
     if (slot.error) e.add(slot.error->loc, slot.error->message);
     return slot.value;
   }
-  if (auto k = find_key(name, key_field::plain)) return quant_spec{k, std::nullopt, true, false};
-  e.add(std::string(to_string(field)), unknown_quantization_name_message(text::py_repr(name)));
+  if (auto k = find_key(name, key_field::plain, r)) return quant_spec{k, std::nullopt, true, false};
+  e.add(std::string(to_string(field)), unknown_quantization_name_message(text::py_repr(name), r));
   return std::nullopt;
 }
 
-/// One targets entry: its value must be a shorthand (`is_string`: whether it is a string, then
-/// `name`), and a `re:` pattern must compile. Returns the shorthand, or nullopt after a field error
-/// (pydantic stops at the first bad entry).
-constexpr std::optional<shorthand> target_value(field_errors& e, const std::string& pattern, bool is_string,
-                                                std::string_view name, std::string_view str_of_value) {
-  const auto sh = is_string ? find_shorthand(name) : std::nullopt;
-  if (!sh) {
-    e.add("targets", targets_not_shorthand_message(pattern, str_of_value));
-    return std::nullopt;
+/// QuantSpec.hadamard_size after pydantic's integer conversion (0.34): a power of two, or a field
+/// error naming the value.
+constexpr std::int64_t hadamard_field(field_errors& e, const std::string& loc, std::int64_t size) {
+  if (size <= 0 || (size & (size - 1))) {
+    e.add(loc, hadamard_not_power_of_two_message(text::to_decimal(static_cast<long long>(size))));
+    return 0;
   }
+  return size;
+}
+
+/// A targets value given as a string: a shorthand of the release, or a field error. Before 0.34 every
+/// value goes here (`is_string` false for the others; `str_of_value` is str() of the value).
+constexpr std::optional<shorthand> target_shorthand(field_errors& e, const std::string& pattern, bool is_string,
+                                                    std::string_view name, std::string_view str_of_value, vllm_release r) {
+  const auto sh = is_string ? find_shorthand(name, r) : std::nullopt;
+  if (!sh) e.add("targets", targets_not_shorthand_message(pattern, str_of_value, r));
+  return sh;
+}
+
+/// A targets pattern: a `re:` pattern must compile. False after a field error.
+constexpr bool target_pattern(field_errors& e, const std::string& pattern) {
   if (match::is_regex_pattern(pattern)) {
     match::program prog;
     if (auto err = match::compile_regex(prog, std::string_view(pattern).substr(3), 0, match::anchoring::prefix)) {
       e.add("targets", targets_bad_regex_message(pattern, err->message));
-      return std::nullopt;
+      return false;
     }
   }
-  return sh;
+  return true;
 }
 
 /// A legacy scheme field (`global_scheme`, `linear_scheme_override`, `moe_scheme_override`) given as a

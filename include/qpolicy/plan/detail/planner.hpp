@@ -224,7 +224,7 @@ class planner {
       return {-1, "Found multiple quantization_config.targets matches for the shards of " + layer.name + ": " +
                       sets_repr() + ". Each shard may match at most one target."};
     for (const auto& s : sets)
-      if (targets[s.front()].value != targets[sets.front().front()].value) {
+      if (!same_target(targets[s.front()], targets[sets.front().front()], release_)) {
         std::vector<std::string> per_shard;
         for (const auto& t : sets) per_shard.push_back(targets[t.front()].pattern);
         return {-1, "Found different quantization_config.targets values for the shards of " + layer.name + ": " +
@@ -249,20 +249,44 @@ class planner {
     return l;
   }
 
-  /// Dispatch (§3.6) of a weight key for a layer, with the given activation and provenance.
-  constexpr layer_plan dispatch(const layer_desc& layer, key_id weight, activation_kind act, key_id act_key,
-                                decided_by source, std::int32_t pattern) {
-    const auto m = schemes::dispatch_method(weight, layer.kind);
+  /// A spec's decision for a layer (§3.6, §9.2, §9.4): no online method (int4), a dispatch miss, the
+  /// release's rotation and activation rules, or the method with its activation and provenance.
+  constexpr layer_plan decide_spec(const layer_desc& layer, const quant_spec& spec, decided_by source, std::int32_t pattern,
+                                   std::optional<shorthand> target) {
+    const key_id weight = *spec.weight;
+    if (!entry(weight).online_method) return unquantized(source, pattern);
+    const auto m = schemes::dispatch_method(weight, layer.kind, release_);
     if (!m)
       return fail("online quantization for " + layer.class_name + " with weight=" + key_repr(weight) +
-                  " is not supported; supported weight keys: " + schemes::supported_weight_keys_repr(layer.kind));
+                  " is not supported; supported weight keys: " + schemes::supported_weight_keys_repr(layer.kind, release_));
+    const auto& row = schemes::online_method_of(*m);
+    const std::string_view cls = layer.kind == layer_kind::linear ? row.linear_class : row.moe_class;
+    activation_kind act = activation_kind::method_default;
+    if (rules(release_).activation_opt_in) {
+      if (spec.hadamard_size && !(layer.kind == layer_kind::linear && row.rotates_input))
+        return fail("hadamard_size is not yet supported for online " + std::string(cls) + "; supported: " +
+                    schemes::rotating_classes_repr());
+      if (spec.activation_set) {
+        if (!row.accepts_activation_override)
+          return fail("activation override is not supported for online " + std::string(cls));
+        if (spec.activation && key_of(*spec.activation).scale.is_static)
+          return fail("online " + std::string(cls) + " cannot honour activation=" + key_repr(*spec.activation) +
+                      ": static activation scales are not supported. Use a dynamic activation key, or 'activation: null'.");
+        act = spec.activation ? activation_kind::key : activation_kind::none;
+      }
+    } else if (spec.activation) {
+      return fail("activation override (activation=" + key_repr(*spec.activation) + ") is not yet supported for online " +
+                  std::string(cls));
+    }
     layer_plan l;
     l.decided = *m;
     l.weight = weight;
     l.activation = act;
-    l.activation_key = act_key;
+    l.activation_key = spec.activation.value_or(key_id::fp8_per_tensor_dynamic);
+    l.hadamard = hadamard_code(spec.hadamard_size);
     l.source = source;
     l.pattern = pattern;
+    l.target = target;
     return l;
   }
 
@@ -281,10 +305,7 @@ class planner {
       const auto& spec = layer.kind == layer_kind::linear ? cfg.linear : cfg.moe;
       const auto source = layer.kind == layer_kind::linear ? decided_by::linear : decided_by::moe;
       if (!spec || !spec->weight) return unquantized(source, -1);
-      const auto act = !spec->activation_set ? activation_kind::method_default
-                       : spec->activation   ? activation_kind::key
-                                            : activation_kind::none;
-      return dispatch(layer, *spec->weight, act, spec->activation.value_or(key_id::fp8_per_tensor_dynamic), source, -1);
+      return decide_spec(layer, *spec, source, -1, std::nullopt);
     }
     const auto base = static_cast<std::uint32_t>(cfg.ignore.size());
     auto t = match_targets(targets_m, layer, *cfg.targets, base);
@@ -302,15 +323,14 @@ class planner {
     if (layer.kind == layer_kind::other)
       return fail("Layer " + layer.name + " was matched by quantization_config.targets (" + rule.pattern +
                   "), but online quantization is not supported for " + layer.class_name + ".");
-    const auto& sh = entry(rule.value);
-    const auto slot = layer.kind == layer_kind::linear ? sh.linear_weight : sh.moe_weight;
-    if (!slot)
-      return fail("targets pattern " + rule.pattern + " = " + std::string(sh.name) + " does not define a QuantSpec for " +
-                  layer.class_name + " layers (matched at " + layer.name + ").");
-    auto l = dispatch(layer, *slot, activation_kind::method_default, key_id::fp8_per_tensor_dynamic, decided_by::targets,
-                      static_cast<std::int32_t>(base) + t.target);
-    if (!l.failed()) l.target = rule.value;
-    return l;
+    // A shorthand gives its slot for the layer's kind; a spec (0.34) applies to both kinds.
+    const auto spec = rule.value ? shorthand_spec(*rule.value, layer.kind, release_) : std::optional<quant_spec>(rule.spec);
+    if (!spec)
+      return fail("targets pattern " + rule.pattern + " = " + std::string(to_string(*rule.value)) +
+                  " does not define a QuantSpec for " + layer.class_name + " layers (matched at " + layer.name + ").");
+    const auto pattern = static_cast<std::int32_t>(base) + t.target;
+    if (!spec->weight) return unquantized(decided_by::targets, pattern);
+    return decide_spec(layer, *spec, decided_by::targets, pattern, rule.value);
   }
 
   constexpr layer_plan decide_legacy(const layer_desc& layer, const legacy_config& cfg, Matcher& ignore_m) {
@@ -328,7 +348,7 @@ class planner {
                              : decided_by::global;
     // vLLM's quirk (spec §5.2): no scheme at all (only the other kind's override set) means fp8_per_tensor.
     const auto key = entry(scheme.value_or(legacy_scheme::fp8_per_tensor)).weight;
-    return dispatch(layer, key, activation_kind::method_default, key_id::fp8_per_tensor_dynamic, source, -1);
+    return decide_spec(layer, quant_spec{key, std::nullopt, true, false}, source, -1, std::nullopt);
   }
 
   constexpr void warn_unused(std::size_t ignore_count) {
@@ -342,6 +362,7 @@ class planner {
   }
 
   constexpr void reset_uses(std::size_t n) { uses_.assign(n, {}); }
+  constexpr void set_release(vllm_release r) { release_ = r; }
 
  private:
   const model_desc& model_;
@@ -351,6 +372,26 @@ class planner {
   std::string shard_buf_;
   lean_vector<std::size_t> fused_at_;  // where the fused name occurs in the current layer's name
   lean_vector<pattern_use> uses_;
+  vllm_release release_ = newest_release;
+
+  /// Whether two targets values ask for the same thing (shards of one fused layer must): the same
+  /// shorthand before 0.34; from 0.34 the same (weight, activation, activation written, rotation) per
+  /// layer kind, a one-sided shorthand standing for its spec on either kind.
+  static constexpr bool same_target(const target_rule& a, const target_rule& b, vllm_release r) {
+    if (!rules(r).spec_targets) return a.value == b.value;
+    auto slot = [r](const target_rule& t, layer_kind kind) -> std::optional<quant_spec> {
+      if (!t.value) return t.spec;
+      const auto other = kind == layer_kind::linear ? layer_kind::moe : layer_kind::linear;
+      if (auto s = shorthand_spec(*t.value, kind, r)) return s;
+      return shorthand_spec(*t.value, other, r);
+    };
+    auto same = [](const std::optional<quant_spec>& x, const std::optional<quant_spec>& y) {
+      if (!x || !y) return x.has_value() == y.has_value();
+      return *x == *y && x->activation_set == y->activation_set;
+    };
+    return same(slot(a, layer_kind::linear), slot(b, layer_kind::linear)) &&
+           same(slot(a, layer_kind::moe), slot(b, layer_kind::moe));
+  }
 
   static constexpr std::string empty_shards_message(const packed_mapping& p) {
     return "packed_modules_mapping[" + text::py_repr(p.fused) + "] lists no shards, so the fused layer cannot be matched";
@@ -409,6 +450,8 @@ class plan_session {
     if (auto e = check_online_config(config_)) return e;
     out.configured = true;
     if (const auto* cfg = config_.current()) {
+      out.release = cfg->release;
+      planner_.set_release(cfg->release);
       ignore_.emplace(detail::make_matcher<Matcher>(cfg->ignore, match::glob_mode::on));
       if (auto e = detail::unsupported_pattern(cfg->ignore, "ignore", *ignore_)) return e;
       std::vector<std::string> target_patterns;
