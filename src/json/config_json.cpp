@@ -283,6 +283,7 @@ resolution resolve(const config_request& request) {
   }
   maybe<current_config> built;
   if (cfg) built = build_current(doc, *cfg, request.release);
+  for (auto& w : surprising_release_behaviour(q, built, request.release)) out.warnings.push_back(std::move(w));
   auto r = resolve_current(q, built, request.release);
   if (r.error) throw config_error(*r.error);
   out.config = std::move(*r.value);

@@ -159,3 +159,42 @@ TEST_CASE("CLI: shape checks are opt-in", "[cli]") {
   CHECK(first_line(r.err).find("is not divisible by the tensor-parallel degree 3") != std::string::npos);
   fs::remove(model);
 }
+
+TEST_CASE("CLI: --vllm picks a release; an unknown one is a usage error listing the known ones", "[cli]") {
+  auto r = cli({"resolve", "--vllm", "0.29", "-q", "fp8_per_block"});
+  CHECK(r.status == 1);
+  CHECK(first_line(r.err) == "error: --vllm must be a vLLM release qpolicy knows, one of ['0.30', '0.31', '0.32', '0.33', "
+                             "'0.34']; got '0.29'");
+  r = cli({"resolve", "--vllm=latest", "-q", "fp8_per_block"});
+  CHECK(r.status == 1);
+  CHECK(first_line(r.err).find("got 'latest'") != std::string::npos);
+  r = cli({"resolve", "--legacy", "--vllm", "0.33", "-q", "fp8_per_block"});
+  CHECK(r.status == 1);
+  CHECK(first_line(r.err) == "error: --legacy is a schema of its own (in no vLLM release from 0.29 on); it takes no --vllm");
+  r = cli({"resolve", "--vllm", "0.33", "--vllm", "0.34", "-q", "fp8_per_block"});
+  CHECK(r.status == 1);
+  // The same arguments, two releases, two answers (spec §9): MXFP8 is dynamic before 0.34.
+  r = cli({"resolve", "--vllm", "0.33", "-q", "mxfp8"});
+  CHECK(r.out == "null\n");
+  r = cli({"resolve", "--vllm", "0.33", "-q", "online", "-c", R"({"linear": "mxfp8"})"});
+  CHECK(r.out == "{\"linear\":{\"weight\":\"mxfp8\"},\"moe\":null,\"ignore\":[],\"targets\":null}\n");
+  r = cli({"resolve", "--vllm", "0.31", "-q", "online", "-c", R"({"linear": {"weight": "int8_per_group_32"}})"});
+  CHECK(r.status == 2);
+  CHECK(first_line(r.err).find("error: linear.weight: unknown quantization name 'int8_per_group_32'") == 0);
+}
+
+TEST_CASE("CLI: surprising release behaviour gets a warning that says what vLLM will do", "[cli]") {
+  auto r = cli({"resolve", "--vllm", "0.33", "-q", "fp8_per_block", "-c", R"({"linear": {"activation": "fp8_per_token"}})"});
+  CHECK(r.status == 0);
+  CHECK(first_line(r.err).find("warning: vLLM 0.33 replaces the linear spec of quantization='fp8_per_block' with the one "
+                               "given (its `or` merge), which has no weight: linear layers stay unquantized") == 0);
+  r = cli({"resolve", "--vllm", "0.30", "-q", "online", "-c", R"({"moe": {"weight": "mxfp4"}})"});
+  CHECK(first_line(r.err).find("warning: in vLLM 0.30, moe.weight 'mxfp4' is the dynamic MXFP4 key") == 0);
+  r = cli({"resolve", "-q", "mxfp8", "-c", R"({"ignore": ["lm_head"]})"});
+  CHECK(first_line(r.err).find("warning: vLLM 0.34 returns quantization_config unmerged for quantization='mxfp8'") == 0);
+  // No warning where nothing surprises: the same merge under 0.34, the shorthand form under 0.30.
+  r = cli({"resolve", "-q", "fp8_per_block", "-c", R"({"linear": {"activation": "fp8_per_token"}})"});
+  CHECK(r.err.empty());
+  r = cli({"resolve", "--vllm", "0.30", "-q", "online", "-c", R"({"moe": "mxfp4"})"});
+  CHECK(r.err.empty());
+}

@@ -264,6 +264,38 @@ constexpr outcome<resolved_config> resolve_current(const maybe<std::string>& q, 
   return R{resolved_config{merged}, std::nullopt};
 }
 
+/// Where release r does something a user would not expect from the arguments, a sentence saying what
+/// vLLM will do (the decision stays the release's): 0.30-0.33 replace a shorthand's slot with a spec
+/// that has no weight, and read `weight: "mxfp4"` as the dynamic key no method takes; 0.34 ignores
+/// the defaults of `-q mxfp4|mxfp8` given with a config.
+constexpr std::vector<std::string> surprising_release_behaviour(const maybe<std::string>& q, const maybe<current_config>& cfg,
+                                                                vllm_release r) {
+  std::vector<std::string> out;
+  if (!cfg) return out;
+  const std::string release(to_string(r));
+  const auto base = q ? find_shorthand(*q, r) : std::nullopt;
+  if (base && entry(*base).deferred && rules(r).defer_with_config)
+    out.push_back("vLLM " + release + " returns quantization_config unmerged for quantization=" + text::py_repr(*q) +
+                  " (also a checkpoint method): the shorthand's own " + std::string(to_string(*base)) +
+                  " specs apply only where vLLM finds the checkpoint unquantized, so this plan holds the config alone; "
+                  "write the specs in the config (or use quantization='online') to quantize those layers");
+  for (const auto kind : {layer_kind::linear, layer_kind::moe}) {
+    const auto& spec = kind == layer_kind::linear ? cfg->linear : cfg->moe;
+    const std::string field(to_string(kind));
+    if (!spec) continue;
+    if (!rules(r).fields_set && base && shorthand_spec(*base, kind, r) && !spec->weight)
+      out.push_back("vLLM " + release + " replaces the " + field + " spec of quantization=" + text::py_repr(*q) +
+                    " with the one given (its `or` merge), which has no weight: " + field +
+                    " layers stay unquantized" + (spec->activation ? " and the activation is not used" : "") +
+                    "; vLLM 0.34 merges field by field. Give the weight too to keep them quantized");
+    if (!rules(r).weight_only_names && spec->weight == key_id::mxfp4_dynamic)
+      out.push_back("in vLLM " + release + ", " + field + ".weight 'mxfp4' is the dynamic MXFP4 key, which no online " +
+                    "method takes: " + field + " layers fail. The shorthand (\"" + field +
+                    "\": \"mxfp4\") gives MXFP4 static; vLLM 0.34 reads 'mxfp4' as the static key in a weight");
+  }
+  return out;
+}
+
 /// OnlineQuantizationConfig's "at least one" check (spec §3.5, §5).
 constexpr maybe<diagnostic> check_online_config(const resolved_config& r) {
   if (auto c = r.current(); c && !c->linear && !c->moe && !c->targets)
