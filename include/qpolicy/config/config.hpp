@@ -63,8 +63,11 @@ constexpr std::string spec_str(const quant_spec& s, vllm_release r) {
     out = name(s.weight);
   } else {
     auto json = [r](const std::optional<key_id>& k) -> std::string {
-      if (k) return "\"" + key_name(*k, r) + "\"";
-      return "null";
+      if (!k) return "null";
+      // Appended, not `"\"" + name`: GCC 12 warns falsely (-Wrestrict) on a literal + a temporary.
+      std::string quoted("\"");
+      quoted.append(key_name(*k, r)).append("\"");
+      return quoted;
     };
     out = "{\"weight\":" + json(s.weight) + ",\"activation\":" + json(s.activation) + "}";
   }
@@ -273,17 +276,24 @@ constexpr std::vector<std::string> surprising_release_behaviour(const maybe<std:
   std::vector<std::string> out;
   if (!cfg) return out;
   const std::string release(to_string(r));
-  const auto base = q ? find_shorthand(*q, r) : std::nullopt;
-  if (base && entry(*base).deferred && rules(r).defer_with_config)
+  // A plain flag and id, not an optional: GCC 12 warns falsely (maybe-uninitialized) on the optional here.
+  bool has_base = false;
+  shorthand base{};
+  if (q)
+    if (const auto found = find_shorthand(*q, r)) {
+      has_base = true;
+      base = *found;
+    }
+  if (has_base && entry(base).deferred && rules(r).defer_with_config)
     out.push_back("vLLM " + release + " returns quantization_config unmerged for quantization=" + text::py_repr(*q) +
-                  " (also a checkpoint method): the shorthand's own " + std::string(to_string(*base)) +
+                  " (also a checkpoint method): the shorthand's own " + std::string(to_string(base)) +
                   " specs apply only where vLLM finds the checkpoint unquantized, so this plan holds the config alone; "
                   "write the specs in the config (or use quantization='online') to quantize those layers");
   for (const auto kind : {layer_kind::linear, layer_kind::moe}) {
     const auto& spec = kind == layer_kind::linear ? cfg->linear : cfg->moe;
     const std::string field(to_string(kind));
     if (!spec) continue;
-    if (!rules(r).fields_set && base && shorthand_spec(*base, kind, r) && !spec->weight)
+    if (!rules(r).fields_set && has_base && shorthand_spec(base, kind, r) && !spec->weight)
       out.push_back("vLLM " + release + " replaces the " + field + " spec of quantization=" + text::py_repr(*q) +
                     " with the one given (its `or` merge), which has no weight: " + field +
                     " layers stay unquantized" + (spec->activation ? " and the activation is not used" : "") +
