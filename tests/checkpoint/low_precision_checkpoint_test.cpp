@@ -198,10 +198,16 @@ TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot expr
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("is planned as mxfp8, which --format vllm-fp8 cannot express") &&
                         Catch::Contains("--format compressed-tensors can (mxfp8-quantized)"));
+  // vLLM 0.34 refuses this activation in the plan; 0.33 refuses explicit activations; MXFP4 takes one in
+  // 0.34, and the checkpoint cannot say it.
   r = run({"quantize", "-q", "online", "-c", R"({"linear": {"weight": "mxfp8", "activation": "fp8_per_token"}})", in.string(), "-o",
            out.string()});
   CHECK(r.status == 2);
-  CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp8 weights"));
+  CHECK_THAT(r.err, Catch::Contains("activation override is not supported for online Mxfp8OnlineLinearMethod"));
+  r = run({"quantize", "-q", "online", "-c", R"({"linear": {"weight": "mxfp4", "activation": "fp8_per_token"}})", in.string(), "-o",
+           out.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp4 weights"));
   CHECK_FALSE(fs::exists(out));
 
   // Two schemes: one config group each, the top-level format mixed-precision (compressed-tensors').
