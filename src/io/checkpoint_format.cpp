@@ -181,7 +181,8 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& l = p.layers[i];
     const bool low_precision = l.quantized() && schemes::is_weight_only(l.decided);
-    if (!l.quantized() || !schemes::has_kernels(l.decided)) continue;  // the writer refuses the others by name
+    // The writer refuses the others by name.
+    if (!l.quantized() || !schemes::has_kernels(l.decided) || l.hadamard) continue;
     const auto& layer = model.layers[i];
     const auto activation = activation_of(l, layer.kind);
     const auto method_name = std::string(to_string(l.decided));

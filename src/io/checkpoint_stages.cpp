@@ -90,6 +90,12 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
                                ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " (" +
                                schemes::kernel_methods_text() + " have one)");
+  if (lp.hadamard)
+    throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
+                               " with a Hadamard rotation of its input (hadamard_size " +
+                               std::to_string(hadamard_size_of(lp)) +
+                               "), but quantize has no kernel for rotated weights in this build; plan it without the rotation "
+                               "or leave the layer unquantized");
   const auto& contract = schemes::contract_of(lp.decided);
   const key_id weight_key = contract.weight_key;
   // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9);

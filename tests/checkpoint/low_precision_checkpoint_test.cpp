@@ -208,6 +208,12 @@ TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot expr
            out.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp4 weights"));
+  // vLLM 0.34's rotated MXFP4 and LUT-B plan, but have no kernel here yet: refused by name, nothing written.
+  r = run({"quantize", "-q", "mxfp4_hadamard32", in.string(), "-o", out.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("is planned as mxfp4 with a Hadamard rotation of its input (hadamard_size 32), but quantize "
+                                    "has no kernel for rotated weights in this build"));
+  CHECK_FALSE(fs::exists(out));
   CHECK_FALSE(fs::exists(out));
 
   // Two schemes: one config group each, the top-level format mixed-precision (compressed-tensors').

@@ -60,7 +60,7 @@ struct release_row {
   id_set shorthands;  // its _ONLINE_SHORTHANDS
 };
 
-namespace detail {
+namespace detail::release_ids {
 using k = key_id;
 using s = shorthand;
 inline constexpr id_set keys_0_30 = ids({k::fp8_per_tensor_static, k::fp8_per_tensor_dynamic, k::fp8_per_token,
@@ -72,15 +72,16 @@ inline constexpr id_set keys_0_34 = keys_0_33 | ids({k::lut_b});
 inline constexpr id_set shorthands_0_30 = ids({s::fp8_per_tensor, s::fp8_per_block, s::fp8_per_channel, s::mxfp8, s::mxfp4,
                                                s::int8_per_channel_weight_only, s::nvfp4_per_token});
 inline constexpr id_set shorthands_0_34 = shorthands_0_30 | ids({s::mxfp4_hadamard32, s::lut_b_moe});
-}  // namespace detail
+}  // namespace detail::release_ids
 
 // In release order; the last row is the newest, the default.
+namespace ri = detail::release_ids;
 inline constexpr auto release_table = std::to_array<release_row>({
-    {vllm_release::v0_30, "0.30", release_family::or_merge, detail::keys_0_30, detail::shorthands_0_30},
-    {vllm_release::v0_31, "0.31", release_family::or_merge, detail::keys_0_30, detail::shorthands_0_30},
-    {vllm_release::v0_32, "0.32", release_family::or_merge, detail::keys_0_32, detail::shorthands_0_30},
-    {vllm_release::v0_33, "0.33", release_family::or_merge, detail::keys_0_33, detail::shorthands_0_30},
-    {vllm_release::v0_34, "0.34", release_family::fields_set, detail::keys_0_34, detail::shorthands_0_34},
+    {vllm_release::v0_30, "0.30", release_family::or_merge, ri::keys_0_30, ri::shorthands_0_30},
+    {vllm_release::v0_31, "0.31", release_family::or_merge, ri::keys_0_30, ri::shorthands_0_30},
+    {vllm_release::v0_32, "0.32", release_family::or_merge, ri::keys_0_32, ri::shorthands_0_30},
+    {vllm_release::v0_33, "0.33", release_family::or_merge, ri::keys_0_33, ri::shorthands_0_30},
+    {vllm_release::v0_34, "0.34", release_family::fields_set, ri::keys_0_34, ri::shorthands_0_34},
 });
 inline constexpr std::size_t release_count = release_table.size();
 static_assert(release_table[release_count - 1].id == static_cast<vllm_release>(release_count - 1),
@@ -103,14 +104,19 @@ constexpr std::string release_names_repr() {
 /// A key as release r holds it: MXFP8 is the release's MXFP8 key (dynamic before 0.34).
 constexpr key_id release_key(key_id k, vllm_release r) { return k == key_id::mxfp8_static ? rules(r).mxfp8_key : k; }
 
-/// A key's name in release r (vLLM's quant_key_name / quant_key_str): its QUANT_KEY_NAMES name, else
-/// its weight-only name where the release has those, else its printed form.
-constexpr std::string key_name(key_id k, vllm_release r) {
+/// Whether release r names key k: in its QUANT_KEY_NAMES, or as a weight-only name where it has those.
+constexpr bool has_name(key_id k, vllm_release r) {
   const auto& e = entry(k);
+  return (e.naming == key_naming::quant_key_names && holds(entry(r).key_names, k)) ||
+         (e.naming == key_naming::weight_only && rules(r).weight_only_names);
+}
+
+/// A key's name in release r (vLLM's quant_key_name / quant_key_str): its name where the release has
+/// one, else its printed form.
+constexpr std::string key_name(key_id k, vllm_release r) {
   // if/else, not ?: -- GCC 12 destroys a ?: string temporary twice during constant evaluation.
-  if (e.naming == key_naming::quant_key_names && holds(entry(r).key_names, k)) return std::string(e.name);
-  if (e.naming == key_naming::weight_only && rules(r).weight_only_names) return std::string(e.name);
-  return to_string(e.key);
+  if (has_name(k, r)) return std::string(entry(k).name);
+  return to_string(entry(k).key);
 }
 
 /// Exact, case-sensitive lookup of a key name for a spec field in release r.

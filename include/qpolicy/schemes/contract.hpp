@@ -176,7 +176,7 @@ constexpr const online_method_row& online_method_of(method m) {
 /// Whether release r can name or hold a key: a QUANT_KEY_NAMES entry of it, or the slot of one of its
 /// shorthands. A release's dispatch tables hold exactly the schemes whose weight key it has.
 constexpr bool release_has_key(key_id k, vllm_release r) {
-  if (key_name(k, r) == entry(k).name && !entry(k).name.empty()) return true;
+  if (has_name(k, r)) return true;
   for (const auto& s : shorthand_table)
     if (holds(entry(r).shorthands, s.id) && (shorthand_weight(s.id, layer_kind::linear, r) == k ||
                                              shorthand_weight(s.id, layer_kind::moe, r) == k))

@@ -29,31 +29,26 @@ struct no_hadamard {
   static constexpr std::int64_t size = 0;
 };
 
-/// QuantSpec for linear layers: a shorthand alone (the string form), or weight and activation each a
-/// key tag, `null` (None) or `unset` (left out), and a rotation (`hadamard<N>`).
-template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
-struct linear_spec {
+/// A QuantSpec's fields as types: weight and activation each a key tag, `null` (None) or `unset` (left
+/// out), and a rotation (`hadamard<N>`); `Field` is the config field it fills (`other`: none, a
+/// targets value).
+template <class Weight, class Activation, class Hadamard, layer_kind Field>
+struct spec_fields {
   using weight = Weight;
   using activation = Activation;
   using rotation = Hadamard;
-  static constexpr std::optional<layer_kind> field = layer_kind::linear;
+  static constexpr std::optional<layer_kind> field =
+      Field == layer_kind::other ? std::nullopt : std::optional<layer_kind>(Field);
 };
+/// QuantSpec for linear layers: a shorthand alone (the string form), or the fields of spec_fields.
+template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
+struct linear_spec : spec_fields<Weight, Activation, Hadamard, layer_kind::linear> {};
 /// QuantSpec for MoE layers (see linear_spec).
 template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
-struct moe_spec {
-  using weight = Weight;
-  using activation = Activation;
-  using rotation = Hadamard;
-  static constexpr std::optional<layer_kind> field = layer_kind::moe;
-};
+struct moe_spec : spec_fields<Weight, Activation, Hadamard, layer_kind::moe> {};
 /// A QuantSpec as a `targets` value (vLLM 0.34): it applies to linear and MoE layers alike.
 template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
-struct spec {
-  using weight = Weight;
-  using activation = Activation;
-  using rotation = Hadamard;
-  static constexpr std::optional<layer_kind> field = std::nullopt;
-};
+struct spec : spec_fields<Weight, Activation, Hadamard, layer_kind::other> {};
 /// `ignore`: patterns (exact names, "re:" regexes, and in the current schema fnmatch globs).
 template <fixed_string... Patterns>
 struct ignore {
