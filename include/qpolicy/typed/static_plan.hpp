@@ -196,7 +196,10 @@ constexpr auto run_static_plan(const Model& m, std::string& error) {
     for (char c : p) out.pattern_text[chars++] = c;
   }
   out.pattern_at[out.pattern_count] = static_cast<std::uint32_t>(chars);
-  if (!out.configured) return out;
+  if (!out.configured) {  // every layer as the runtime leaves it: no decision
+    for (auto& c : out.codes) c = out.pack(layer_plan{});
+    return out;
+  }
 
   match::dfa_pattern_set* const matchers[2] = {session.ignore_matcher(), session.targets_matcher()};
   // Every distinct state the records' prefixes reach. For one layer index, the states its digits lead

@@ -29,6 +29,10 @@ struct no_hadamard {
   static constexpr std::int64_t size = 0;
 };
 
+/// The default activation of a spec type: a weight tag alone is the string form (`"linear": NAME`);
+/// `linear_spec<W, unset>` is the object form (`"linear": {"weight": NAME}`).
+struct alone {};
+
 /// A QuantSpec's fields as types: weight and activation each a key tag, `null` (None) or `unset` (left
 /// out), and a rotation (`hadamard<N>`); `Field` is the config field it fills (`other`: none, a
 /// targets value).
@@ -41,13 +45,13 @@ struct spec_fields {
       Field == layer_kind::other ? std::nullopt : std::optional<layer_kind>(Field);
 };
 /// QuantSpec for linear layers: a shorthand alone (the string form), or the fields of spec_fields.
-template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
+template <class Weight = unset, class Activation = alone, class Hadamard = no_hadamard>
 struct linear_spec : spec_fields<Weight, Activation, Hadamard, layer_kind::linear> {};
 /// QuantSpec for MoE layers (see linear_spec).
-template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
+template <class Weight = unset, class Activation = alone, class Hadamard = no_hadamard>
 struct moe_spec : spec_fields<Weight, Activation, Hadamard, layer_kind::moe> {};
 /// A QuantSpec as a `targets` value (vLLM 0.34): it applies to linear and MoE layers alike.
-template <class Weight = unset, class Activation = unset, class Hadamard = no_hadamard>
+template <class Weight = unset, class Activation = alone, class Hadamard = no_hadamard>
 struct spec : spec_fields<Weight, Activation, Hadamard, layer_kind::other> {};
 /// `ignore`: patterns (exact names, "re:" regexes, and in the current schema fnmatch globs).
 template <fixed_string... Patterns>
@@ -131,13 +135,18 @@ constexpr std::optional<key_id> spec_field(field_errors& e, const std::string& l
   }
 }
 
-/// The string form: a shorthand (method or shorthand tag) alone.
+/// The string form: a name alone -- a shorthand, or a key whose name is no shorthand's (a key tag
+/// named like a shorthand, e.g. the dynamic `nvfp4_per_token` key, can only be the object form).
 template <class Spec>
-inline constexpr bool is_string_form = !is_key_tag<typename Spec::weight> &&
-                                       !std::is_same_v<typename Spec::weight, unset> &&
-                                       !std::is_same_v<typename Spec::weight, null> &&
-                                       std::is_same_v<typename Spec::activation, unset> &&
-                                       std::is_same_v<typename Spec::rotation, no_hadamard>;
+constexpr bool is_string_form() {
+  using W = typename Spec::weight;
+  if constexpr (std::is_same_v<W, unset> || std::is_same_v<W, null> || !std::is_same_v<typename Spec::activation, alone> ||
+                !std::is_same_v<typename Spec::rotation, no_hadamard>) {
+    return false;
+  } else {
+    return !is_key_tag<W> || !find_by_name(shorthand_table, W::name).has_value();
+  }
+}
 
 /// QuantSpec(**{...}) of a spec type's written fields, located at `loc` (spec §3.1, §9.4).
 template <class Spec>
@@ -149,7 +158,7 @@ constexpr quant_spec lower_spec_object(field_errors& e, const std::string& loc, 
     s.weight_set = true;
     s.weight = spec_field<W>(e, loc + ".weight", key_field::weight, r);
   }
-  if constexpr (!std::is_same_v<A, unset>) {
+  if constexpr (!std::is_same_v<A, unset> && !std::is_same_v<A, alone>) {
     s.activation_set = true;
     s.activation = spec_field<A>(e, loc + ".activation", key_field::activation, r);
   }
@@ -163,7 +172,7 @@ constexpr quant_spec lower_spec_object(field_errors& e, const std::string& loc, 
 template <class Spec>
 constexpr std::optional<quant_spec> lower_spec(field_errors& e, vllm_release r) {
   const std::string field(to_string(*Spec::field));
-  if constexpr (is_string_form<Spec>) {
+  if constexpr (is_string_form<Spec>()) {
     const auto name = tag_name<typename Spec::weight>();
     return spec_from_name(e, *Spec::field, name, r);
   } else {
@@ -183,7 +192,7 @@ constexpr std::string target_value_str() {
   } else {
     std::string out = "{";
     auto field = [&]<class T>(std::string_view key, T) {
-      if constexpr (!std::is_same_v<T, unset>) {
+      if constexpr (!std::is_same_v<T, unset> && !std::is_same_v<T, alone>) {
         if (out.size() > 1) out += ", ";
         out += text::py_repr(key) + ": ";
         if constexpr (std::is_same_v<T, null>) out += "None";
@@ -239,6 +248,7 @@ constexpr maybe<std::vector<target_rule>> lower_targets(field_errors& e, targets
     out.push_back(rule);
   };
   (one(T{}), ...);
+  (void)one;  // an empty targets<> calls it for nothing
   return out;
 }
 
