@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/rotation.hpp"
+#include "qpolicy/numerics/detail/hadamard.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -16,7 +18,8 @@ std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
   detail::parallel_ranges(w.rows, threads, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t n = first; n < last; ++n)
       for (std::int64_t k = 0; k < w.cols; ++k)
-        out[static_cast<std::size_t>(n * w.cols + k)] = lp::weight_operand<F>(w.codes.data(), w.block_scales.data(), w.cols, n, k);
+        out[static_cast<std::size_t>(n * w.cols + k)] =
+            lp::weight_operand<F>(w.codes.data(), w.block_scales.data(), w.cols, n, k, w.codebook.data());
   });
   return out;
 }
@@ -24,15 +27,35 @@ template std::vector<float> decode_weights<formula::mxfp8_torch>(const lp_matrix
 template std::vector<float> decode_weights<formula::mxfp4_even>(const lp_matrix&, unsigned);
 template std::vector<float> decode_weights<formula::int8_per_channel>(const lp_matrix&, unsigned);
 template std::vector<float> decode_weights<formula::nvfp4_weight>(const lp_matrix&, unsigned);
+template std::vector<float> decode_weights<formula::lut_b>(const lp_matrix&, unsigned);
 
-treated_activations treat_activations(activation_treatment t, const float* x, std::int64_t rows, std::int64_t k, unsigned threads) {
+treated_activations treat_activations(activation_treatment t, const float* x, std::int64_t rows, std::int64_t k, unsigned threads,
+                                      std::int64_t hadamard_size) {
   treated_activations a;
   const std::size_t n = static_cast<std::size_t>(rows * k);
   if (t == activation_treatment::none) {
     a.values.assign(x, x + n);
     return a;
   }
+  if (schemes::rotates(t)) {
+    // §A.3: every forward rotates x in the model dtype (bf16 here) before the wrapped method's treatment.
+    std::vector<float> rotated(n);
+    const detail::hadamard_table h(hadamard_size ? hadamard_size : 32);
+    detail::parallel_ranges(rows, threads, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t r = first; r < last; ++r) detail::rotate_row(x + r * k, k, h, element::bf16, rotated.data() + r * k);
+    });
+    return treat_activations(t == activation_treatment::rotated ? activation_treatment::none : activation_treatment::mxfp4_qdq,
+                             rotated.data(), rows, k, threads);
+  }
   const input_view xv{x, element::f32, rows, k};
+  if (t == activation_treatment::mxfp8_qdq) {
+    // §B.5: the torch path's MXFP8 codes, dequantized in float32 (q * 2^(b - 127)) and rounded to bf16.
+    std::vector<std::uint8_t> q(n), b(n / 32);
+    lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
+    a.values.resize(n);
+    for (std::size_t i = 0; i < n; ++i) a.values[i] = lp::round_to(element::bf16, fp8::decode(q[i]) * lp::e8m0_value(b[i / 32]));
+    return a;
+  }
   std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
   a.values.resize(n);
   if (t == activation_treatment::mxfp4_qdq) {
@@ -80,9 +103,22 @@ void weight_only_gemm(const float* a, const float* a_scale, const float* w, cons
 }
 
 void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
+  const auto& f = schemes::formula_of(*schemes::formula_of_key(c.weight_key));
+  if (f.tiled()) {  // quantize_lut_b's check, w13 [2I, H] first, then w2 [H, I]
+    if (!schemes::takes_shape(f, 2 * inter, hidden)) throw std::invalid_argument(schemes::block_message(f, hidden, 2 * inter));
+    if (!schemes::takes_shape(f, hidden, inter)) throw std::invalid_argument(schemes::block_message(f, inter, hidden));
+    return;
+  }
   if (c.moe_pads || c.moe_multiple <= 1) return;
   for (const std::int64_t size : {hidden, inter})
     if (size % c.moe_multiple != 0) throw std::invalid_argument(schemes::with_k(c.moe_message, size));
+}
+
+std::int64_t checked_hadamard_size(std::int64_t requested, std::int64_t k) {
+  const std::int64_t size = requested ? requested : 32;
+  if (!lp::is_hadamard_size(size)) throw std::invalid_argument("hadamard_size must be a power of two, got " + std::to_string(size));
+  if (k % size != 0) throw std::invalid_argument(schemes::hadamard_size_message(k, size));
+  return size;
 }
 
 void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k) {

@@ -1,6 +1,9 @@
 #include "qpolicy/kernels/cpu/low_precision_reference.hpp"
 
 #include <cmath>
+#include <vector>
+
+#include "qpolicy/numerics/detail/lut_b_tile.hpp"
 
 #include "qpolicy/numerics/low_precision.hpp"
 
@@ -151,6 +154,60 @@ void nvfp4_per_token(const input_view& x, std::uint8_t* q, std::uint8_t* sf, flo
     }
     per_token[r] = st;
   }
+}
+
+void hadamard_rotate(const input_view& x, std::int64_t size, float* out) {
+  // hadamard_matrix(n): [[1]] doubled as [[H, H], [H, -H]] in float32, divided by the float n ** 0.5.
+  std::vector<float> h{1.0f};
+  for (std::int64_t n = 1; n < size; n *= 2) {
+    std::vector<float> next(static_cast<std::size_t>(4 * n * n));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float v = h[static_cast<std::size_t>(i * n + j)];
+        next[static_cast<std::size_t>(i * 2 * n + j)] = v;
+        next[static_cast<std::size_t>(i * 2 * n + j + n)] = v;
+        next[static_cast<std::size_t>((i + n) * 2 * n + j)] = v;
+        next[static_cast<std::size_t>((i + n) * 2 * n + j + n)] = -v;
+      }
+    h = std::move(next);
+  }
+  const float root = static_cast<float>(std::sqrt(static_cast<double>(size)));
+  for (auto& v : h) v = v / root;
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    for (std::int64_t b = 0; b < x.cols; b += size)
+      for (std::int64_t j = 0; j < size; ++j) {
+        float acc = 0.0f;  // torch-CPU's fp32 matmul order: one fused multiply-add per term, i ascending
+        for (std::int64_t i = 0; i < size; ++i) acc = std::fma(x.at(r, b + i), h[static_cast<std::size_t>(i * size + j)], acc);
+        out[r * x.cols + b + j] = lp::round_to(x.type, acc + 0.0f);
+      }
+}
+
+void lut_b(const input_view& w, std::uint8_t* packed, std::uint8_t* codebooks, std::uint8_t* scales) {
+  const std::int64_t k_tiles = w.cols / lp::lut_cols;
+  lp::lut_scratch scratch;
+  float tile[lp::lut_elements];
+  for (std::int64_t t = 0; t < w.rows / lp::lut_rows; ++t)
+    for (std::int64_t j = 0; j < k_tiles; ++j) {
+      for (int r = 0; r < lp::lut_rows; ++r)
+        for (int k = 0; k < lp::lut_cols; ++k) tile[r * lp::lut_cols + k] = w.at(t * lp::lut_rows + r, j * lp::lut_cols + k);
+      const std::int64_t at = t * k_tiles + j;
+      scales[at] = lp::lut_b_tile(tile, scratch, packed + at * lp::lut_packed_bytes, codebooks + at * lp::lut_entries);
+    }
+}
+
+void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
+                      std::int64_t cols, float* out) {
+  const std::int64_t k_tiles = cols / lp::lut_cols;
+  for (std::int64_t n = 0; n < rows; ++n)
+    for (std::int64_t k = 0; k < cols; ++k) {
+      const std::int64_t tile = (n / lp::lut_rows) * k_tiles + k / lp::lut_cols;
+      const int i = static_cast<int>((n % lp::lut_rows) * lp::lut_cols + k % lp::lut_cols);
+      const std::uint32_t word = packed[tile * lp::lut_packed_bytes + (i / 8) * 3] |
+                                 (static_cast<std::uint32_t>(packed[tile * lp::lut_packed_bytes + (i / 8) * 3 + 1]) << 8) |
+                                 (static_cast<std::uint32_t>(packed[tile * lp::lut_packed_bytes + (i / 8) * 3 + 2]) << 16);
+      const unsigned index = (word >> (3 * (i % 8))) & 7u;
+      out[n * cols + k] = decode(codebooks[tile * lp::lut_entries + index]) * std::ldexp(1.0f, scales[tile] - 127);
+    }
 }
 
 }  // namespace qpolicy::cpu::reference

@@ -35,7 +35,16 @@ void reference_low_precision(const input_view& x, const quantized_outputs& out, 
   constexpr auto& f = schemes::formula_of(F);
   const std::int64_t per_row = schemes::scales_per_row(f, x.cols);
   std::vector<std::uint8_t> blocks(static_cast<std::size_t>(f.block() ? x.rows * per_row : 0));
-  if constexpr (F == formula::mxfp8_torch) ref::mxfp8_torch(x, out.codes, blocks.data());
+  if constexpr (F == formula::lut_b) {
+    ref::lut_b(x, out.codes, out.codebook, static_cast<std::uint8_t*>(out.scales));
+    return;
+  } else if constexpr (f.transform == schemes::pre_transform::hadamard) {
+    // The rotation (rounded to x's dtype), then the base formula's reference on the rotated values.
+    std::vector<float> rotated(static_cast<std::size_t>(x.size()));
+    ref::hadamard_rotate(x, o.transform_size ? o.transform_size : f.transform_size, rotated.data());
+    reference_low_precision<f.base>({rotated.data(), element::f32, x.rows, x.cols}, out, o);
+    return;
+  } else if constexpr (F == formula::mxfp8_torch) ref::mxfp8_torch(x, out.codes, blocks.data());
   else if constexpr (F == formula::mxfp8_flashinfer) ref::mxfp8_flashinfer(x, out.codes, blocks.data());
   else if constexpr (F == formula::mxfp4_even) ref::mxfp4_even(x, out.codes, blocks.data());
   else if constexpr (F == formula::mxfp4_rceil) ref::mxfp4_flashinfer(x, out.codes, blocks.data());
@@ -56,7 +65,9 @@ template <class Formula>
 void quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o, const cpu_options& co) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   if constexpr (f.low_precision()) {
-    lp_kernel<Formula>::run(x, lp::outputs_of(f, out, o.swizzled), co, o.has_amax ? std::optional<float>(o.amax) : std::nullopt);
+    auto lp_out = lp::outputs_of(f, out, o.swizzled);
+    lp_out.transform_size = o.transform_size;
+    lp_kernel<Formula>::run(x, lp_out, co, o.has_amax ? std::optional<float>(o.amax) : std::nullopt);
   } else if constexpr (Formula::id == formula::fp8_per_tensor_static) {
     if (o.has_amax) weight_kernel<fp8_per_tensor>::run_with_amax(x, o.amax, out.codes, static_cast<float*>(out.scales), co);
     else weight_kernel<fp8_per_tensor>::run(x, out.codes, static_cast<float*>(out.scales), co);

@@ -46,6 +46,67 @@ __global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t*
   }
 }
 
+/// A rotating formula (new-schemes §A): one thread per (row, 32-block of the quantizer), its 32 outputs
+/// rotated from their `size`-column block (the fused multiply-add chain of numerics/detail/hadamard.hpp,
+/// rounded once to x's dtype), then the base formula's block function.
+template <formula F>
+__global__ void rotated_block_kernel(input_view x, lp::outputs out, std::int64_t size) {
+  constexpr int block = static_cast<int>(schemes::formula_of(F).block());
+  const std::int64_t per_row = x.cols / block, blocks = x.rows * per_row;
+  const float c = lp::hadamard_magnitude(size);
+  for (std::int64_t b = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; b < blocks;
+       b += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = b / per_row, j = b % per_row, first = r * x.cols + j * block;
+    const std::int64_t column = j * block, start = column / size * size;  // the rotation block holding this block
+    float v[block];
+    for (int o = 0; o < block; ++o) {
+      float acc = 0.0f;
+      for (std::int64_t i = 0; i < size; ++i) acc = fmaf(x.at(r * x.cols + start + i), lp::hadamard_entry(i, column - start + o, c), acc);
+      v[o] = lp::round_to(x.type, acc + 0.0f);
+    }
+    out.block_scales[lp::block_scale_offset(r, j, per_row, out.swizzled)] = lp::quantize_block<F>(v, 0.0f, out.codes, first);
+  }
+}
+
+/// LUT-B (new-schemes §B.3): one thread per 8x64 tile, the tile's fit in the thread's local memory.
+__global__ void lut_b_kernel(input_view x, lp::outputs out) {
+  const std::int64_t k_tiles = x.cols / lp::lut_cols, tiles = x.rows / lp::lut_rows * k_tiles;
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < tiles;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = t / k_tiles * lp::lut_rows, col = t % k_tiles * lp::lut_cols;
+    float tile[lp::lut_elements];
+    for (int r = 0; r < lp::lut_rows; ++r)
+      for (int k = 0; k < lp::lut_cols; ++k) tile[r * lp::lut_cols + k] = x.at(row + r, col + k);
+    lp::lut_scratch scratch;
+    out.block_scales[t] = lp::lut_b_tile(tile, scratch, out.codes + t * lp::lut_packed_bytes, out.codebook + t * lp::lut_entries);
+  }
+}
+
+/// LUT-B decode (§B.4): one thread per element, bf16 or fp16 bits.
+__global__ void lut_b_dequantize_kernel(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales,
+                                        std::int64_t rows, std::int64_t cols, bool f16, std::uint16_t* out) {
+  const std::int64_t k_tiles = cols / lp::lut_cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t n = i / cols, k = i % cols, tile = n / lp::lut_rows * k_tiles + k / lp::lut_cols;
+    const float v = lp::lut_value(packed + tile * lp::lut_packed_bytes, codebooks + tile * lp::lut_entries, scales[tile],
+                                  static_cast<int>(n % lp::lut_rows), static_cast<int>(k % lp::lut_cols));
+    out[i] = f16 ? lp::to_fp16(v) : fp8::to_bf16(v);
+  }
+}
+
+/// The Hadamard rotation alone (§A.3): one thread per element, as float32 values of x's dtype grid.
+__global__ void rotate_kernel(input_view x, std::int64_t size, float* out) {
+  const float c = lp::hadamard_magnitude(size);
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < x.size();
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / x.cols, column = i % x.cols, start = column / size * size;
+    float acc = 0.0f;
+    for (std::int64_t k = 0; k < size; ++k) acc = fmaf(x.at(r * x.cols + start + k), lp::hadamard_entry(k, column - start, c), acc);
+    out[i] = lp::round_to(x.type, acc + 0.0f);
+  }
+}
+
 /// NVFP4 weights, pass 1: amaxT of the whole matrix as the bits of a non-negative float (they order
 /// like the values; a NaN, stored as the quiet NaN, exceeds them all).
 __global__ void amax_kernel(input_view x, std::uint32_t* amax_bits) {
@@ -107,11 +168,18 @@ void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::u
   constexpr formula F = Formula::id;
   constexpr auto& f = schemes::formula_of(F);
   if (x.size() == 0) return;
-  if (x.cols % f.k_multiple != 0)
-    throw std::invalid_argument(std::string(f.name) + " needs cols to be a multiple of " + std::to_string(f.k_multiple) + ", got " +
-                                std::to_string(x.cols) + (o.layer.empty() ? "" : " for layer " + o.layer));
+  const std::int64_t size = out.transform_size ? out.transform_size : f.transform_size;
+  if (!schemes::takes_shape(f, x.rows, x.cols) || (size && (!lp::is_hadamard_size(size) || x.cols % size != 0)))
+    throw std::invalid_argument(std::string(f.name) + " cannot take a [" + std::to_string(x.rows) + ", " + std::to_string(x.cols) +
+                                "] tensor: " + schemes::block_message(f, x.cols, x.rows) + (o.layer.empty() ? "" : " for layer " + o.layer));
   const auto stream = stream_of(o);
-  if constexpr (F == formula::int8_per_channel || F == formula::nvfp4_per_token) {
+  if constexpr (F == formula::lut_b) {
+    lut_b_kernel<<<grid_for(x.rows / lp::lut_rows * (x.cols / lp::lut_cols)), 64, 0, stream>>>(x, out);
+    check_launch("lut_b_kernel", o);
+  } else if constexpr (f.transform == schemes::pre_transform::hadamard) {
+    rotated_block_kernel<F><<<grid_for(x.rows * (x.cols / f.block())), threads_per_block, 0, stream>>>(x, out, size);
+    check_launch("rotated_block_kernel (Hadamard)", o);
+  } else if constexpr (F == formula::int8_per_channel || F == formula::nvfp4_per_token) {
     if (x.rows > 0x7FFFFFFF) throw std::invalid_argument(std::string(f.name) + " takes at most 2^31 - 1 rows");
     row_kernel<F><<<static_cast<unsigned>(x.rows), threads_per_block, 0, stream>>>(x, out);
     check_launch("row_kernel (low precision)", o);
@@ -131,6 +199,20 @@ void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::u
     block_kernel<F><<<grid_for(x.rows * (x.cols / f.block())), threads_per_block, 0, stream>>>(x, out, amax_scratch);
     check_launch("block_kernel (low precision)", o);
   }
+}
+
+void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
+                      std::int64_t cols, element out_type, std::uint16_t* out, const launch_options& o) {
+  if (rows == 0 || cols == 0) return;
+  lut_b_dequantize_kernel<<<grid_for(rows * cols), threads_per_block, 0, stream_of(o)>>>(packed, codebooks, scales, rows, cols,
+                                                                                       out_type == element::f16, out);
+  check_launch("lut_b_dequantize_kernel", o);
+}
+
+void hadamard_rotate(const input_view& x, std::int64_t size, float* out, const launch_options& o) {
+  if (x.size() == 0) return;
+  rotate_kernel<<<grid_for(x.size()), threads_per_block, 0, stream_of(o)>>>(x, size, out);
+  check_launch("rotate_kernel (Hadamard)", o);
 }
 
 // Every low-precision formula of the registry: an external table odr-uses each kernel.

@@ -28,6 +28,24 @@ __global__ void decode_operands(const std::uint8_t* codes, const std::uint8_t* s
   }
 }
 
+/// values[i] = MXFP8 torch-path codes dequantized in float32 (q * 2^(b - 127)) and rounded to bf16 (§B.5).
+__global__ void decode_mxfp8(const std::uint8_t* codes, const std::uint8_t* scales, std::int64_t n, std::uint16_t* values) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    values[i] = fp8::to_bf16(fp8::decode(codes[i]) * lp::e8m0_value(scales[i / 32]));
+}
+
+/// out[i] = element i of x's rows rotated by the normalized Hadamard matrix of `size`, rounded to bf16
+/// (§A.3: the fused multiply-add chain of numerics/detail/hadamard.hpp).
+__global__ void rotate_bf16(const std::uint16_t* x, std::int64_t n, std::int64_t k, std::int64_t size, std::uint16_t* out) {
+  const float c = lp::hadamard_magnitude(size);
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t column = i % k, start = i - column + column / size * size;
+    float acc = 0.0f;
+    for (std::int64_t j = 0; j < size; ++j) acc = fmaf(fp8::from_bf16(x[start + j]), lp::hadamard_entry(j, column % size, c), acc);
+    out[i] = fp8::to_bf16(acc + 0.0f);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -39,25 +57,52 @@ device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>& matrices) 
   d.cols = matrices.front().cols;
   d.code_step = static_cast<std::int64_t>(matrices.front().codes.size());
   d.scale_step = static_cast<std::int64_t>(matrices.front().block_scales.size());
-  std::vector<std::uint8_t> codes, scales;
+  d.codebook_step = static_cast<std::int64_t>(matrices.front().codebook.size());
+  std::vector<std::uint8_t> codes, scales, books;
   std::vector<float> rows, tensors;
   for (const auto& m : matrices) {
     codes.insert(codes.end(), m.codes.begin(), m.codes.end());
     scales.insert(scales.end(), m.block_scales.begin(), m.block_scales.end());
+    books.insert(books.end(), m.codebook.begin(), m.codebook.end());
     rows.insert(rows.end(), m.row_scales.begin(), m.row_scales.end());
     tensors.push_back(m.tensor_scale);
   }
   d.codes = to_device(codes.data(), codes.size());
   if (!scales.empty()) d.block_scales = to_device(scales.data(), scales.size());
+  if (!books.empty()) d.codebooks = to_device(books.data(), books.size());
   d.row_scales = to_device(rows.data(), rows.size() * sizeof(float));
   d.tensor_scales = to_device(tensors.data(), tensors.size() * sizeof(float));
   return d;
 }
 
 device_treated treat_activations(forward_context& ctx, schemes::activation_treatment t, const std::uint16_t* x, std::int64_t rows,
-                                 std::int64_t k) {
+                                 std::int64_t k, std::int64_t hadamard_size) {
   if (t == schemes::activation_treatment::none || rows == 0) return {x, nullptr};
   const std::int64_t n = rows * k;
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+  if (schemes::rotates(t)) {
+    // §A.3: the rotated activations (bf16), then the row's treatment (Marlin: none) or MXFP4 EVEN qdq.
+    ctx.rotated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+    auto* rotated = ctx.rotated.as<std::uint16_t>();
+    rotate_bf16<<<blocks, 256, 0, stream_of(ctx.launch)>>>(x, n, k, hadamard_size ? hadamard_size : 32, rotated);
+    check(cudaGetLastError(), "rotate_bf16 (Hadamard)", ctx.launch);
+    if (t == schemes::activation_treatment::rotated) return {rotated, nullptr};
+    return treat_activations(ctx, schemes::activation_treatment::mxfp4_qdq, rotated, rows, k);
+  }
+  if (t == schemes::activation_treatment::mxfp8_qdq) {
+    ctx.codes.reserve(static_cast<std::size_t>(n));
+    ctx.scales.reserve(static_cast<std::size_t>(n / 32));
+    ctx.treated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+    ctx.amax.reserve(sizeof(std::uint32_t));
+    auto* codes = ctx.codes.as<std::uint8_t>();
+    auto* scales = ctx.scales.as<std::uint8_t>();
+    auto* values = ctx.treated.as<std::uint16_t>();
+    lp_kernel<formulas::mxfp8_torch>::run({x, element::bf16, rows, k}, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(),
+                                          ctx.launch);
+    decode_mxfp8<<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+    check(cudaGetLastError(), "decode_mxfp8 (LUT-B activations)", ctx.launch);
+    return {values, nullptr};
+  }
   const input_view xv{x, element::bf16, rows, k};
   ctx.codes.reserve(static_cast<std::size_t>(n / 2));
   ctx.scales.reserve(static_cast<std::size_t>(n / 16));

@@ -243,8 +243,9 @@ void quantize(const input_view& x, const quantized_outputs& out, const quantize_
               const launch_options& o) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   if constexpr (f.low_precision()) {
-    lp_kernel<Formula>::run(x, lp::outputs_of(f, out, opt.swizzled), amax_scratch, o,
-                            opt.has_amax ? std::optional<float>(opt.amax) : std::nullopt);
+    auto lp_out = lp::outputs_of(f, out, opt.swizzled);
+    lp_out.transform_size = opt.transform_size;
+    lp_kernel<Formula>::run(x, lp_out, amax_scratch, o, opt.has_amax ? std::optional<float>(opt.amax) : std::nullopt);
   } else {
     if (opt.has_amax) throw std::invalid_argument("a given amax is a CPU option of fp8_per_tensor_static");
     using kernel = schemes::fp8_kernel_of<weight_kernel, activation_kernel, Formula>;

@@ -67,6 +67,11 @@ template <class Formula>
 void quantize(const input_view&, const quantized_outputs&, const quantize_options&, std::uint32_t*, const launch_options& o) {
   refuse_launch("quantize", o);
 }
+void lut_b_dequantize(const std::uint8_t*, const std::uint8_t*, const std::uint8_t*, std::int64_t, std::int64_t, element,
+                      std::uint16_t*, const launch_options& o) {
+  refuse_launch("decode LUT-B", o);
+}
+void hadamard_rotate(const input_view&, std::int64_t, float*, const launch_options& o) { refuse_launch("rotate", o); }
 template <class Formula>
 void lp_kernel<Formula>::run(const input_view&, const lp::outputs&, std::uint32_t*, const launch_options& o, std::optional<float>) {
   refuse_launch("quantize", o);
@@ -118,7 +123,8 @@ moe_kernel moe_forward(forward_context&, const device_experts&, fp8::weight_scal
   refuse("run forward passes on the GPU");
 }
 device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>&) { refuse("run forward passes on the GPU"); }
-device_treated treat_activations(forward_context&, schemes::activation_treatment, const std::uint16_t*, std::int64_t, std::int64_t) {
+device_treated treat_activations(forward_context&, schemes::activation_treatment, const std::uint16_t*, std::int64_t, std::int64_t,
+                                 std::int64_t) {
   refuse("run forward passes on the GPU");
 }
 }  // namespace detail

@@ -20,8 +20,9 @@ const char* const usage_text =
     "       qpolicy quantize --finalize OUT_DIR\n"
     "       qpolicy quantize [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] INPUT... -o OUTPUT.safetensors\n"
     "                    [--config-out CONFIG.json] [--format vllm-fp8|compressed-tensors] [--device cpu|cuda] [--threads N]\n"
-    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled]\n"
+    "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled] [--rotated-out]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
+    "       qpolicy quantize-tensor --key lut_b --dequantize [--dtype bf16|f16] INPUT.safetensors -o OUTPUT.safetensors\n"
     "       qpolicy [COMMAND] -h|--help\n"
     "       qpolicy --version\n"
     "\n"
@@ -107,6 +108,7 @@ device_kind parse_device(arg_reader& r) {
 
 void parse_quantize_tensor(arg_reader& r, options& o) {
   std::string input;
+  bool dtype_given = false;
   while (!r.done()) {
     const auto& a = r.next();
     if (a == "-h" || a == "--help") {
@@ -126,13 +128,21 @@ void parse_quantize_tensor(arg_reader& r, options& o) {
                        : l == layout::col_tma ? fp8::scale_layout::column_major_tma
                                               : fp8::scale_layout::row_major;
     } else if (a == "--device") o.quant.device = parse_device(r);
-    else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
+    else if (a == "--rotated-out") o.rotated_out = true;
+    else if (a == "--dequantize") o.dequantize = true;
+    else if (a == "--dtype") {
+      constexpr std::array<std::pair<std::string_view, element>, 2> types{{{"bf16", element::bf16}, {"f16", element::f16}}};
+      o.dequantize_type = choose("--dtype", r.value("--dtype"), types);
+      dtype_given = true;
+    } else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));
     else if (a == "-o" || a == "--output") o.output = r.value("-o");
     else if (!a.empty() && a[0] == '-') throw usage_error(fmt::format("unknown option '{}' for quantize-tensor", a));
     else if (o.inputs.empty()) o.inputs.push_back(a);
     else throw usage_error(fmt::format("quantize-tensor takes one input file, got '{}' and '{}'", o.inputs.front(), a));
   }
   if (o.key.empty()) throw usage_error("quantize-tensor needs --key KEY");
+  if (dtype_given && !o.dequantize) throw usage_error("--dtype is the output type of --dequantize");
+  if (o.dequantize && o.rotated_out) throw usage_error("--rotated-out stores the rotation of a quantized input; --dequantize decodes");
   if (o.inputs.empty()) throw usage_error("quantize-tensor needs an INPUT.safetensors");
   if (o.output.empty()) throw usage_error("quantize-tensor needs -o OUTPUT.safetensors");
 }

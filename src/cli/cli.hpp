@@ -65,6 +65,9 @@ struct options {
   // quantize-tensor
   std::string key;
   tensor_quant_options quant;
+  bool rotated_out = false;  // --rotated-out: also store T.rotated (the Hadamard keys)
+  bool dequantize = false;   // --dequantize: decode KEY's stored tensors back to --dtype
+  element dequantize_type = element::bf16;
 };
 
 /// Parses `qpolicy ARGS...` (ARGS without the program name); throws usage_error.

@@ -235,6 +235,8 @@ std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors
     case schemes::code_format::e4m3: out.push_back({l.codes, st::F8_E4M3, {rows, cols}}); break;
     case schemes::code_format::e2m1_packed: out.push_back({l.codes, st::U8, {rows, cols / 2}}); break;
     case schemes::code_format::int8: out.push_back({l.codes, st::I32, {rows, (cols + 3) / 4}}); break;
+    case schemes::code_format::lut3_tiles:  // prepare_conversion refuses LUT-B before any tensor is planned
+      throw std::logic_error("LUT-B has no checkpoint format (no loader reads its tiles)");
   }
   // Block scales are bytes (E8M0 or e4m3); the INT8 row scale is a model-dtype value, stored as one.
   const st scale_type = formula.scales == schemes::scale_format::e8m0 ? st::U8 : formula.scales == schemes::scale_format::e4m3 ? st::F8_E4M3 : d;

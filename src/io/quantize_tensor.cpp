@@ -33,7 +33,7 @@ void check_formula(const schemes::formula_row& f, const input_view& x, const ten
   const std::string where = tensor_where(o);
   const std::string name(f.name);
   checked_elements(x, where);
-  if (x.cols % f.k_multiple != 0) throw config_error("", schemes::block_message(f, x.cols) + where);
+  if (!schemes::takes_shape(f, x.rows, x.cols)) throw config_error("", schemes::block_message(f, x.cols, x.rows) + where);
   if (f.model_dtype_only && x.type == element::f32)
     throw config_error("", name + " computes in the model's dtype (low-precision-numerics.md " + std::string(f.section) +
                                ") and takes bf16 or fp16 tensors, not F32" + where);
@@ -47,6 +47,9 @@ void check_formula(const schemes::formula_row& f, const input_view& x, const ten
                                  std::string(f.section) + ")");
     if (o.layout != fp8::scale_layout::row_major)
       throw config_error("", "--scale-layout col and col-tma are for 1x128 activation groups; " + name + " stores its scales row or swizzled");
+    if (o.swizzled && f.tiled())
+      throw config_error("", "--scale-layout swizzled is the 128x4 layout of per-row block scales; " + name +
+                                 " has one scale per 8x64 tile, stored [N/8, K/64]");
     if (o.swizzled && f.options == schemes::scale_options::row_floats)
       throw config_error("", "--scale-layout swizzled is the 128x4 layout of block scales; " + name + " has one float32 scale per row");
   }
@@ -88,13 +91,19 @@ void checked_parts_into(const schemes::formula_row& f, const input_view& x, cons
   parts.resize(f.second == schemes::second_scale::none ? 2 : 3);
   parts[0].suffix.clear();
   parts[0].type = code_type(f);
-  parts[0].shape = {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k};
+  if (f.codes == schemes::code_format::lut3_tiles) parts[0].shape = {m / f.tile_rows, k / f.block(), schemes::lut_tile_bytes};
+  else parts[0].shape = {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k};
   parts[0].bytes.resize(static_cast<std::size_t>(schemes::code_bytes(f, m, k)));
   parts[1].suffix = ".scale";
   parts[1].type = scale_type(f);
   parts[1].shape = scale_part_shape(f, m, k, o);
   parts[1].bytes.resize(static_cast<std::size_t>(checked::elements(parts[1].shape).value_or(0)) * (parts[1].type == dtype::f32 ? 4 : 1));
-  if (f.second != schemes::second_scale::none) {
+  if (f.second == schemes::second_scale::codebook) {
+    parts[2].suffix = ".codebook";
+    parts[2].type = dtype::f8e4m3fn;
+    parts[2].shape = {m / f.tile_rows, k / f.block(), schemes::lut_codebook_size};
+    parts[2].bytes.resize(static_cast<std::size_t>(schemes::scale_count(f, m, k) * schemes::lut_codebook_size));
+  } else if (f.second != schemes::second_scale::none) {
     const bool per_tensor_second = f.second == schemes::second_scale::per_tensor;
     std::string suffix(".");
     suffix.append(f.second_suffix);  // not "." + string: GCC 12 warns about that (a false -Wrestrict)
@@ -119,8 +128,10 @@ quantize_options kernel_options(const tensor_quant_options& o) {
 void run_on_device(schemes::formula f, const input_view& x, std::vector<device_part>& parts, const tensor_quant_options& o) {
   if (o.swizzled) cuda::fill_zero(parts[1].memory);  // the 128x4 layout's padding stays 0
   cuda::device_memory scratch(sizeof(std::uint32_t));
+  const bool codebook = schemes::formula_of(f).second == schemes::second_scale::codebook;
   const quantized_outputs out{parts[0].memory.as<std::uint8_t>(), parts[1].memory.get(),
-                              parts.size() > 2 ? parts[2].memory.as<float>() : nullptr};
+                              parts.size() > 2 && !codebook ? parts[2].memory.as<float>() : nullptr,
+                              codebook ? parts[2].memory.as<std::uint8_t>() : nullptr};
   with_formula(f, [&]<class Formula>(Formula) {
     cuda::quantize<Formula>(x, out, kernel_options(o), scratch.as<std::uint32_t>(), {nullptr, o.name});
   });
@@ -167,8 +178,10 @@ void quantize_tensor_parts_into(schemes::formula id, const input_view& x, const 
   // The 128x4 layout's padding stays 0 (the kernels write only the scales' slots; the buffers may be reused).
   if (o.swizzled) std::fill(parts[1].bytes.begin(), parts[1].bytes.end(), std::uint8_t{0});
   // Every part's bytes come from operator new: aligned for the float32 scales written into them.
+  const bool codebook = f.second == schemes::second_scale::codebook;
   const quantized_outputs out{parts[0].bytes.data(), parts[1].bytes.data(),
-                              parts.size() > 2 ? reinterpret_cast<float*>(parts[2].bytes.data()) : nullptr};
+                              parts.size() > 2 && !codebook ? reinterpret_cast<float*>(parts[2].bytes.data()) : nullptr,
+                              codebook ? parts[2].bytes.data() : nullptr};
   with_formula(id, [&]<class Formula>(Formula) { cpu::quantize<Formula>(x, out, kernel_options(o), {o.threads}); });
 }
 

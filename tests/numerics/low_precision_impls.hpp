@@ -14,7 +14,7 @@ namespace qpolicy::test::low_precision {
 
 /// Host buffers for every output a formula may have, sized for [rows, cols].
 struct lp_buffers {
-  std::vector<std::uint8_t> codes, block_scales;
+  std::vector<std::uint8_t> codes, block_scales, codebook;
   std::vector<float> row_scales, tensor_scale;
   bool swizzled = false;
   std::int64_t rows = 0, per_row = 0;
@@ -25,13 +25,16 @@ struct lp_buffers {
     const auto shape = schemes::block_scale_shape(f, rows, cols, swizzled);
     codes.assign(static_cast<std::size_t>(schemes::code_bytes(f, rows, cols)), 0xA5);  // not a result by chance
     if (f.scales != schemes::scale_format::f32) block_scales.assign(static_cast<std::size_t>(shape[0] * shape[1]), 0);
+    if (f.second == schemes::second_scale::codebook)
+      codebook.assign(static_cast<std::size_t>(schemes::scale_count(f, rows, cols) * schemes::lut_codebook_size), 0xA5);
     row_scales.assign(static_cast<std::size_t>(rows), -1.0f);
     tensor_scale.assign(1, -1.0f);
   }
   /// The buffers as formula f's outputs: float32 scales and per-token second scales in row_scales.
   quantized_outputs outputs(const schemes::formula_row& f) {
     void* scales = block_scales.empty() ? static_cast<void*>(row_scales.data()) : block_scales.data();
-    return {codes.data(), scales, f.second == schemes::second_scale::per_token ? row_scales.data() : tensor_scale.data()};
+    return {codes.data(), scales, f.second == schemes::second_scale::per_token ? row_scales.data() : tensor_scale.data(),
+            codebook.empty() ? nullptr : codebook.data()};
   }
   /// Block scale (r, j) wherever the layout keeps it.
   std::uint8_t block_scale(std::int64_t r, std::int64_t j) const {

@@ -15,6 +15,7 @@
 #include "../support/random_operands.hpp"
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "low_precision_impls.hpp"
+#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
@@ -44,21 +45,43 @@ std::vector<double> exact_weights(const qpolicy::input_view& w) {
     if constexpr (Formula::id == formula::mxfp8_torch) {
       const auto s = b.block_scales[i / 32];
       out[i] = s == 0 ? 0.0 : double(fp8::decode(b.codes[i])) * lp::e8m0_value(s);  // Marlin: byte 0 is 0
-    } else if constexpr (Formula::id == formula::mxfp4_even) {
+    } else if constexpr (Formula::id == formula::mxfp4_even || Formula::id == formula::mxfp4_hadamard_weight) {
       out[i] = e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32]);
     } else if constexpr (Formula::id == formula::int8_per_channel) {
       out[i] = double(static_cast<std::int8_t>(b.codes[i])) * b.row_scales[row];
+    } else if constexpr (Formula::id == formula::lut_b) {
+      // §B.4 through the reference's own decode (below, once for the whole matrix).
+      (void)row;
     } else {
       out[i] = e2m1(nibble(b.codes, i)) * fp8::decode(b.block_scales[i / 16]) * b.tensor_scale[0];
     }
+  }
+  if constexpr (Formula::id == formula::lut_b) {
+    std::vector<float> f(out.size());
+    qpolicy::cpu::reference::lut_b_dequantize(b.codes.data(), b.codebook.data(), b.block_scales.data(), w.rows, w.cols, f.data());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = f[i];
   }
   return out;
 }
 
 /// §9's exact activation operands Â [rows, k] after a treatment (float64), from the reference quantizers.
 std::vector<double> exact_activations(activation_treatment t, const std::vector<float>& x, std::int64_t rows, std::int64_t k) {
+  if (qp::schemes::rotates(t)) {  // §A.3: the rotation in bf16, then the rest of the treatment
+    std::vector<float> rotated(x.size());
+    qpolicy::cpu::reference::hadamard_rotate({x.data(), qpolicy::element::f32, rows, k}, 32, rotated.data());
+    for (auto& v : rotated) v = lp::round_to(qpolicy::element::bf16, v);
+    return exact_activations(t == activation_treatment::rotated ? activation_treatment::none : activation_treatment::mxfp4_qdq, rotated,
+                             rows, k);
+  }
   const qpolicy::input_view xv{x.data(), qpolicy::element::f32, rows, k};
   std::vector<double> out(x.size());
+  if (t == activation_treatment::mxfp8_qdq) {  // §B.5: torch-path MXFP8 codes, dequantized to bf16
+    lp_buffers b(formula::mxfp8_torch, rows, k, false);
+    reference_quantize<qp::formulas::mxfp8_torch>(xv, b);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = lp::round_to(qpolicy::element::bf16, fp8::decode(b.codes[i]) * lp::e8m0_value(b.block_scales[i / 32]));
+    return out;
+  }
   if (t == activation_treatment::none) {
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i];
   } else if (t == activation_treatment::mxfp4_qdq) {
@@ -78,15 +101,14 @@ std::vector<double> exact_activations(activation_treatment t, const std::vector<
 
 /// The GEMM of a layer of Scheme with treatment t on x [rows, k] and weight w [n, k], on both paths,
 /// against §9: |out - ref| <= ulp_f32(ref) + (K + 4) 2^-24 T.
-template <class Scheme>
+template <class Scheme, class Formula = cpu::detail::weight_formula<Scheme>>
 void check_gemm_bound(activation_treatment t, const std::vector<float>& x, std::int64_t rows, const bf16_tensor& w) {
-  using formula = cpu::detail::weight_formula<Scheme>;
-  const auto m = cpu::detail::quantize_matrix<formula>(w.view(), 3);
+  const auto m = cpu::detail::quantize_matrix<Formula>(w.view(), 3);
   const auto a = exact_activations(t, x, rows, w.cols);
-  const auto wd = exact_weights<formula>(w.view());
+  const auto wd = exact_weights<Formula>(w.view());
   for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
     std::vector<float> out(static_cast<std::size_t>(rows * w.rows));
-    cpu::detail::lp_matmul<Scheme>(t, x.data(), rows, m, nullptr, out.data(), {path, 3});
+    cpu::detail::lp_matmul<Scheme>(t, x.data(), rows, m, nullptr, out.data(), {path, 3}, 32);
     std::int64_t bad = 0;
     double worst = 0;
     for (std::int64_t i = 0; i < rows; ++i)
@@ -130,6 +152,16 @@ TEMPLATE_LIST_TEST_CASE("weight-only GEMMs of every linear layer are within §9'
     const auto x = random_bf16(7, c.in_features, 1.0f, rng);
     check_gemm_bound<Scheme>(qp::schemes::contract_of(Scheme::id).linear_treatment, x.floats(), x.rows, w);
   }
+}
+
+TEST_CASE("Hadamard-rotated MXFP4 linear GEMMs (Marlin and the emulation) are within §9's bound", "[forward][weight_only]") {
+  const auto& c = GENERATE(from_range(std::begin(linear_cases), std::end(linear_cases)));
+  const auto t = GENERATE(activation_treatment::rotated, activation_treatment::rotated_mxfp4_qdq);
+  INFO("mxfp4 rotated " << c.what << " [" << c.out_features << ", " << c.in_features << "], treatment " << int(t));
+  std::mt19937 rng(static_cast<unsigned>(29 + c.out_features));
+  const auto w = random_bf16(c.out_features, c.in_features, 0.02f, rng);
+  const auto x = random_bf16(7, c.in_features, 1.0f, rng);
+  check_gemm_bound<qp::mxfp4, qp::formulas::mxfp4_hadamard_weight>(t, x.floats(), x.rows, w);
 }
 
 TEMPLATE_LIST_TEST_CASE("weight-only expert GEMMs are within §9's bound", "[forward][weight_only]", qpolicy::test::weight_only_schemes) {

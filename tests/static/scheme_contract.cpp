@@ -41,10 +41,13 @@ static_assert(sc::formula_names(false) ==
               "fp8_per_tensor_static, fp8_per_tensor_dynamic, fp8_per_token, fp8_per_channel_static, fp8_per_block_static, "
               "fp8_per_block_dynamic");
 static_assert(sc::formula_names(true) ==
-              "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, int8_per_channel_static, nvfp4, nvfp4_per_token");
-static_assert(sc::formula_names(true, true) == "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, nvfp4, nvfp4_per_token");
+              "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, int8_per_channel_static, nvfp4, nvfp4_per_token, mxfp4_hadamard32, "
+              "mxfp4_hadamard32_dynamic, mxfp4_hadamard32_rceil, lut_b");
+static_assert(sc::formula_names(true, true) == "mxfp8, mxfp8_dynamic, mxfp4, mxfp4_dynamic, nvfp4, nvfp4_per_token, mxfp4_hadamard32, "
+                                               "mxfp4_hadamard32_dynamic, mxfp4_hadamard32_rceil");
 static_assert(sc::kernel_methods_text() ==
-              "fp8_per_tensor, fp8_per_channel, fp8_per_block, mxfp8, mxfp4, int8_per_channel_weight_only and nvfp4_per_token");
+              "fp8_per_tensor, fp8_per_channel, fp8_per_block, mxfp8, mxfp4, int8_per_channel_weight_only, nvfp4_per_token and "
+              "lut_b_moe");
 
 // The dispatch table of spec §3.6, now derived from the contract.
 static_assert(sc::dispatch_method(qp::key_id::fp8_per_block_static, qp::layer_kind::linear) == qp::method::fp8_per_block);
@@ -123,18 +126,30 @@ static_assert(std::is_same_v<sc::fp8_kernel_of<weight_family, activation_family,
 namespace reg = qpolicy::registry;
 static_assert(boost::hana::length(reg::method_types) == qp::method_count);
 static_assert(boost::hana::length(reg::key_types) == qp::key_count);
-static_assert(boost::hana::length(reg::formula_types) == sc::formula_count && sc::formula_count == 13);
+static_assert(boost::hana::length(reg::formula_types) == sc::formula_count && sc::formula_count == 17);
 static_assert(boost::hana::length(reg::fp8_scheme_types) == 3);
-static_assert(boost::hana::length(reg::low_precision_formula_types) == 7);
+static_assert(boost::hana::length(reg::low_precision_formula_types) == 11);
 static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_formula_types)>,
                              std::tuple<qp::formulas::mxfp8_torch, qp::formulas::mxfp4_even, qp::formulas::int8_per_channel,
-                                        qp::formulas::nvfp4_weight>>);
+                                        qp::formulas::nvfp4_weight, qp::formulas::lut_b>>);
+// A rotating row is its base formula after a transform, and quant keys name the unrotated formulas.
+static_assert(sc::formula_of(sc::formula::mxfp4_hadamard_weight).base == sc::formula::mxfp4_even &&
+              sc::formula_of(sc::formula::mxfp4_hadamard_rceil).base == sc::formula::mxfp4_rceil &&
+              sc::formula_of_key(qp::key_id::mxfp4_static) == sc::formula::mxfp4_even &&
+              sc::formula_of_key(qp::key_id::lut_b) == sc::formula::lut_b);
+static_assert(sc::code_bytes(sc::formula_of(sc::formula::lut_b), 16, 128) == 4 * 192 &&
+              sc::block_scale_shape(sc::formula_of(sc::formula::lut_b), 16, 128, false) == std::array<std::int64_t, 2>{2, 2});
+static_assert(sc::block_message(sc::formula_of(sc::formula::lut_b), 100, 12) == "LUT-B requires dims divisible by (8, 64), got (12, 100)");
 static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::fp8_scheme_types)>,
                              std::tuple<qp::fp8_per_tensor, qp::fp8_per_block, qp::fp8_per_channel>>);
 static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_scheme_types)>,
-                             std::tuple<qp::mxfp8, qp::mxfp4, qp::int8_per_channel_weight_only, qp::nvfp4_per_token>>);
-static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::linear>) == 5 + 2);  // FP8 pairs, mxfp8, mxfp4
-static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::moe>) == 5 + 4);
+                             std::tuple<qp::mxfp8, qp::mxfp4, qp::int8_per_channel_weight_only, qp::nvfp4_per_token, qp::lut_b_moe>>);
+// FP8 pairs, mxfp8, mxfp4 and mxfp4 with a rotated input
+static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::linear>) == 5 + 3);
+static_assert(boost::hana::length(reg::layer_pair_types<qp::layer_kind::moe>) == 5 + 5);
+static_assert(sc::takes_treatment(qp::method::mxfp4, qp::layer_kind::linear, sc::activation_treatment::rotated_mxfp4_qdq) &&
+              !sc::takes_treatment(qp::method::mxfp4, qp::layer_kind::moe, sc::activation_treatment::rotated) &&
+              !sc::takes_treatment(qp::method::mxfp8, qp::layer_kind::linear, sc::activation_treatment::rotated));
 static_assert(std::is_same_v<
               reg::as_list<std::tuple, decltype(reg::layer_pair_types<qp::layer_kind::moe>)>,
               std::tuple<reg::forward_pair<qp::fp8_per_tensor, qp::fp8_per_tensor_dynamic>, reg::forward_pair<qp::fp8_per_tensor, qp::fp8_per_token>,
@@ -143,7 +158,8 @@ static_assert(std::is_same_v<
                          reg::forward_pair<qp::mxfp8, qp::treatment_tag<sc::activation_treatment::none>>,
                          reg::forward_pair<qp::mxfp4, qp::treatment_tag<sc::activation_treatment::mxfp4_qdq>>,
                          reg::forward_pair<qp::int8_per_channel_weight_only, qp::treatment_tag<sc::activation_treatment::none>>,
-                         reg::forward_pair<qp::nvfp4_per_token, qp::treatment_tag<sc::activation_treatment::nvfp4_per_token>>>>);
+                         reg::forward_pair<qp::nvfp4_per_token, qp::treatment_tag<sc::activation_treatment::nvfp4_per_token>>,
+                         reg::forward_pair<qp::lut_b_moe, qp::treatment_tag<sc::activation_treatment::mxfp8_qdq>>>>);
 using pairs = reg::as_list<std::tuple, decltype(reg::forward_pair_types)>;
 static_assert(std::tuple_size_v<pairs> == 5);  // per-tensor and per-channel x 2, block x 1
 static_assert(std::is_same_v<std::tuple_element_t<2, pairs>, reg::forward_pair<qp::fp8_per_block, qp::fp8_per_block_dynamic>>);

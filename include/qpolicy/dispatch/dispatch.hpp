@@ -70,8 +70,18 @@ void with_activation(const layer_plan& l, layer_kind kind, Fn&& fn) {
 /// their activation (cpu::pairs_with says which FP8 pairings they refuse).
 template <class Scheme, layer_kind Kind, class Fn>
 void with_layer_activation(const layer_plan& l, Fn&& fn) {
-  if constexpr (schemes::is_weight_only(Scheme::id)) fn(treatment_tag<schemes::treatment_of(Scheme::id, Kind)>{});
-  else with_activation(l, Kind, fn);
+  if constexpr (schemes::is_weight_only(Scheme::id)) {
+    // A rotated input (the plan's hadamard_size) runs the rotation before the row's treatment (Marlin).
+    if constexpr (Kind == layer_kind::linear && schemes::online_method_of(Scheme::id).rotates_input) {
+      if (l.hadamard) {
+        fn(treatment_tag<schemes::activation_treatment::rotated>{});
+        return;
+      }
+    }
+    fn(treatment_tag<schemes::treatment_of(Scheme::id, Kind)>{});
+  } else {
+    with_activation(l, Kind, fn);
+  }
 }
 
 /// Calls fn(layer_plan, Scheme{}) for every layer of a runtime plan, in model order. Layers that

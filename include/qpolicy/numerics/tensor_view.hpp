@@ -87,6 +87,7 @@ struct quantized_outputs {
   std::uint8_t* codes = nullptr;  // e4m3 / int8 [rows, cols], or packed e2m1 [rows, cols / 2]
   void* scales = nullptr;         // first-level scales: float32, or E8M0 / e4m3 bytes (row-major or the 128x4 layout)
   float* second = nullptr;        // the second-level scale: [1] per tensor, [rows] per token
+  std::uint8_t* codebook = nullptr;  // LUT-B's e4m3 codebooks, eight per tile
 };
 
 /// The options of a formula's quantizer (schemes::formula_row::options says which apply to it).
@@ -96,6 +97,7 @@ struct quantize_options {
   bool swizzled = false;  // byte block scales in the 128x4 layout (the caller zero-fills them: padding stays 0)
   bool has_amax = false;  // the per-tensor scale from `amax` instead of the tensor's own (formula_row::takes_amax)
   float amax = 0.0f;
+  std::int64_t transform_size = 0;  // a rotating formula's Hadamard size, when not its row's (any power of two)
 };
 
 }  // namespace qpolicy

@@ -43,6 +43,9 @@ enum class activation_treatment : std::uint8_t {
   mxfp4_qdq,        // MXFP4 EVEN quantize-dequantize in the model dtype (vLLM's MoE emulation backend, §4.3)
   nvfp4_per_token,  // NVFP4 per-token codes and block scales (§6.3), the token scale applied to the sum:
                     // emulates Blackwell's TRT-LLM NVFP4 MoE (§6.4) on a W4A16 kernel
+  mxfp8_qdq,        // MXFP8 quantize-dequantize on the torch path (CEIL), to bf16 (LUT-B's emulation, new-schemes §B.5)
+  rotated,          // the Hadamard rotation of the input, rounded to the model dtype (new-schemes §A.3; Marlin on Hopper)
+  rotated_mxfp4_qdq,  // the rotation, then MXFP4 EVEN quantize-dequantize (§A.5, vLLM's emulation kernel)
 };
 
 /// One scheme: a method of the plan as the kernels, the checkpoint writer and the shape checks see it:
@@ -98,9 +101,11 @@ inline constexpr auto scheme_table = std::to_array<scheme_contract>({
      activation_treatment::nvfp4_per_token, {},
      "emulation of Blackwell's TRT-LLM NVFP4 MoE: per-token NVFP4 activations, W4A16 experts", 16, false,
      "last dim must be a multiple of 16, got {K}"},
-    // LUT-B experts (vLLM 0.34): planned; their kernels come with the new schemes' numerics.
+    // LUT-B experts (vLLM 0.34): emulated as on every GPU but Rubin, the tiles decoded in the weight-only GEMM.
     {method::lut_b_moe, key_id::lut_b, false, true, activation_path::dynamic, std::nullopt, std::nullopt, std::nullopt,
-     std::nullopt, "weight_scale", 64, gemm_kind::none, activation_treatment::none, activation_treatment::none},
+     std::nullopt, "weight_scale", 64, gemm_kind::weight_only, activation_treatment::none, activation_treatment::mxfp8_qdq, {},
+     "emulation of LUT-B MoE: activations MXFP8 quantize-dequantized (CEIL), LUT-B experts decoded per K panel", 64, false,
+     lut_b_message},
 });
 
 /// A scheme as vLLM's online methods see it: the method classes that take its layers (messages name
@@ -160,6 +165,11 @@ constexpr activation_treatment treatment_of(method m, layer_kind kind) {
   return kind == layer_kind::moe ? contract_of(m).moe_treatment : contract_of(m).linear_treatment;
 }
 
+/// Whether a treatment rotates the input (a Hadamard transform before the GEMM).
+constexpr bool rotates(activation_treatment t) {
+  return t == activation_treatment::rotated || t == activation_treatment::rotated_mxfp4_qdq;
+}
+
 /// A method's default activation key for a layer kind, if it has one.
 constexpr std::optional<key_id> default_activation(method m, layer_kind kind) {
   if (!has_contract(m)) return std::nullopt;
@@ -171,6 +181,14 @@ constexpr const online_method_row& online_method_of(method m) {
   std::size_t i = 0;
   while (i + 1 < online_method_table.size() && online_method_table[i].id != m) ++i;
   return online_method_table[i];
+}
+
+/// Whether a weight-only layer of kind `kind` under method m may take treatment t: its row's, or, for
+/// a linear method that rotates its input (0.34's InputHadamardLinearMethod), the rotation with the
+/// row's treatment (Marlin) or with MXFP4 quantize-dequantize (the emulation kernel).
+constexpr bool takes_treatment(method m, layer_kind kind, activation_treatment t) {
+  if (t == treatment_of(m, kind)) return true;
+  return kind == layer_kind::linear && online_method_of(m).rotates_input && rotates(t);
 }
 
 /// Whether release r can name or hold a key: a QUANT_KEY_NAMES entry of it, or the slot of one of its

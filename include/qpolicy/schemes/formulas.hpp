@@ -34,6 +34,10 @@ enum class formula : std::uint8_t {
   int8_per_channel,        // §5.2, INT8 per-channel weights, arithmetic in the model dtype
   nvfp4_weight,            // §6.2, NVFP4 weights of one expert matrix (global scale, e4m3 16-blocks)
   nvfp4_per_token,         // §6.3, NVFP4 per-token activations (FlashInfer's fast-math kernel)
+  mxfp4_hadamard_weight,   // new-schemes A.3-A.4: 32-column Hadamard rotation, then MXFP4 EVEN (weights)
+  mxfp4_hadamard_even,     // A.5 emulation: the rotated activations' EVEN quantize
+  mxfp4_hadamard_rceil,    // A.5 Blackwell FlashInfer: the rotated activations' RCEIL quantize (UNCONFIRMED)
+  lut_b,                   // B.2-B.3: LUT-B, 3-bit indices into an e4m3 codebook per 8x64 tile
 };
 
 /// How a formula stores its codes. A code format is a storage form, independent of the scale: a
@@ -42,6 +46,7 @@ enum class code_format : std::uint8_t {
   e4m3,         // one e4m3fn byte per element: [rows, cols]
   e2m1_packed,  // two e2m1 nibbles per byte, element 2j low: [rows, cols / 2]
   int8,         // one int8 per element: [rows, cols]
+  lut3_tiles,   // 8x64 tiles of 3-bit codebook indices, 8 to 3 bytes: [rows / 8, cols / 64, 192]
 };
 /// How a formula stores its first-level scales.
 enum class scale_format : std::uint8_t {
@@ -64,6 +69,7 @@ enum class second_scale : std::uint8_t {
   none,
   per_tensor,  // one float32 for the whole tensor (NVFP4's weight_scale_2): [1]
   per_token,   // one float32 per row (NVFP4's per-token scale): [rows, 1]
+  codebook,    // eight ascending e4m3 values per tile (LUT-B): [rows / 8, cols / 64, 8]
 };
 /// What the options of quantize-tensor mean to a formula's scales.
 enum class scale_options : std::uint8_t {
@@ -71,9 +77,11 @@ enum class scale_options : std::uint8_t {
   byte_blocks,  // byte block scales: row-major or the 128x4 layout (swizzled); not --ue8m0 or columns
   row_floats,   // one float32 per row: none of them
 };
-/// A transform applied to the input along K before the formula (none today: a Hadamard rotation of
-/// `transform_size` columns is one more value).
-enum class pre_transform : std::uint8_t { none };
+/// A transform applied to the input along K before the formula's quantizer.
+enum class pre_transform : std::uint8_t {
+  none,
+  hadamard,  // each `transform_size`-column block times the normalized Sylvester matrix, rounded once to D
+};
 
 /// One quantizer: what it is, how it stores its outputs and what it takes.
 struct formula_row {
@@ -95,9 +103,13 @@ struct formula_row {
   std::string_view k_message;  // the refusal of another K; {K} is K
   pre_transform transform;
   std::int64_t transform_size;
+  formula base;              // the quantizer after the transform (the row itself when there is none)
+  std::int64_t tile_rows = 1;  // rows a scale spans (LUT-B's tiles: 8); N must be a multiple of it
 
   /// Elements per byte block scale along K; 0 for float32 scales.
   constexpr std::int64_t block() const { return scales == scale_format::f32 ? 0 : group.col; }
+  /// Whether one scale spans several rows (a tile), so the scales form a [rows / tile_rows, cols / block] grid.
+  constexpr bool tiled() const { return tile_rows > 1; }
   /// Whether this is a low-precision formula (byte codes other than FP8's float32-scaled ones).
   constexpr bool low_precision() const { return options != scale_options::fp8; }
 };
@@ -105,6 +117,8 @@ struct formula_row {
 inline constexpr std::string_view mxfp8_k_message = "MXFP8 requires input_size_per_partition ({K}) to be divisible by 32.";
 inline constexpr std::string_view mxfp4_k_message = "MXFP4 requires input_size_per_partition ({K}) to be divisible by 32.";
 inline constexpr std::string_view nvfp4_k_message = "last dim must be a multiple of 16, got {K}";
+inline constexpr std::string_view hadamard_k_message = "Input size per partition {K} is not divisible by the Hadamard size 32.";
+inline constexpr std::string_view lut_b_message = "LUT-B requires dims divisible by (8, 64), got ({N}, {K})";
 inline constexpr std::string_view group_k_message = "1x128 groups need K to be a multiple of 128, got K = {K}";
 
 namespace detail {
@@ -113,7 +127,7 @@ constexpr formula_row fp8_row(formula id, key_id key, std::string_view section, 
   const bool groups = !key_of(key).scale.is_static && key_of(key).scale.group.row == 1 && key_of(key).scale.group.col > 0;
   return {id, key_table[static_cast<std::size_t>(key)].name, section, key, key_of(key).scale.is_static, code_format::e4m3,
           scale_format::f32, key_of(key).scale.group, rounding, second_scale::none, "", false, scale_options::fp8, amax,
-          groups ? key_of(key).scale.group.col : 1, groups ? group_k_message : "", pre_transform::none, 0};
+          groups ? key_of(key).scale.group.col : 1, groups ? group_k_message : "", pre_transform::none, 0, id};
 }
 /// A low-precision row.
 constexpr formula_row lp_row(formula id, std::string_view name, std::string_view section, std::optional<key_id> key, bool weight,
@@ -123,7 +137,30 @@ constexpr formula_row lp_row(formula id, std::string_view name, std::string_view
   const group_shape group = block ? group_shape{1, static_cast<std::int32_t>(block)} : per_channel;
   return {id, name, section, key, weight, codes, scales, group, rounding, second, second_suffix, model_dtype_only,
           block ? scale_options::byte_blocks : scale_options::row_floats, second == second_scale::per_tensor,
-          block ? block : 1, k_message, pre_transform::none, 0};
+          block ? block : 1, k_message, pre_transform::none, 0, id};
+}
+/// A row that rotates 32-column blocks before the quantizer of row `base`, and stores what it stores.
+constexpr formula_row rotated_row(formula id, std::string_view name, bool weight, const formula_row& base) {
+  formula_row r = base;
+  r.id = id;
+  r.name = name;
+  r.section = "new-schemes §A";
+  r.weight = weight;
+  r.k_multiple = 32;
+  r.k_message = hadamard_k_message;
+  r.transform = pre_transform::hadamard;
+  r.transform_size = 32;
+  r.base = base.id;
+  return r;
+}
+/// LUT-B (new-schemes §B): per 8x64 tile, 3-bit indices into eight ascending e4m3 values and one E8M0
+/// scale (MXFP8's CEIL of the tile's amax), the codebook fitted by Lloyd iterations.
+constexpr formula_row lut_b_row() {
+  formula_row r = lp_row(formula::lut_b, "lut_b", "new-schemes §B", key_id::lut_b, true, code_format::lut3_tiles,
+                         scale_format::e8m0, 64, scale_rounding::e8m0_ceil, second_scale::codebook, "codebook", false, lut_b_message);
+  r.group = key_of(key_id::lut_b).scale.group;
+  r.tile_rows = 8;
+  return r;
 }
 }  // namespace detail
 
@@ -150,6 +187,16 @@ inline constexpr auto formula_table = std::to_array<formula_row>({
     detail::lp_row(formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", std::nullopt, false, code_format::e2m1_packed,
                    scale_format::e4m3, 16, scale_rounding::e4m3_sat, second_scale::per_token, "scale_per_token", true,
                    nvfp4_k_message),
+    detail::rotated_row(formula::mxfp4_hadamard_weight, "mxfp4_hadamard32", true,
+                        detail::lp_row(formula::mxfp4_even, "", "", key_id::mxfp4_static, true, code_format::e2m1_packed,
+                                       scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false, "")),
+    detail::rotated_row(formula::mxfp4_hadamard_even, "mxfp4_hadamard32_dynamic", false,
+                        detail::lp_row(formula::mxfp4_even, "", "", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
+                                       scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false, "")),
+    detail::rotated_row(formula::mxfp4_hadamard_rceil, "mxfp4_hadamard32_rceil", false,
+                        detail::lp_row(formula::mxfp4_rceil, "", "", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
+                                       scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, "")),
+    detail::lut_b_row(),
 });
 /// How many formulas there are: the table's rows, one per `formula` value in its order.
 inline constexpr std::size_t formula_count = formula_table.size();
@@ -166,10 +213,18 @@ constexpr std::optional<formula> find_formula(std::string_view name) {
   return find_by_name(formula_table, name);
 }
 
-/// The formula of quant key `k`'s quantizer, if it has one.
+/// The formula of quant key `k`'s quantizer, if it has one (without a transform).
 constexpr std::optional<formula> formula_of_key(key_id k) {
   for (const auto& f : formula_table)
-    if (f.key == k) return f.id;
+    if (f.key == k && f.transform == pre_transform::none) return f.id;
+  return std::nullopt;
+}
+
+/// The weight formula that rotates its input before weight formula `base` (a Hadamard layer's weights),
+/// if the table has one.
+constexpr std::optional<formula> rotated_weight_formula(formula base) {
+  for (const auto& f : formula_table)
+    if (f.transform == pre_transform::hadamard && f.weight && f.base == base) return f.id;
   return std::nullopt;
 }
 
@@ -178,34 +233,56 @@ constexpr std::optional<formula> formula_of_key(key_id k) {
 constexpr std::string formula_names(bool low_precision, bool byte_blocks_only = false) {
   std::string out;
   for (const auto& f : formula_table)
-    if (f.low_precision() == low_precision && (!byte_blocks_only || f.block()))
+    if (f.low_precision() == low_precision && (!byte_blocks_only || (f.block() && !f.tiled())))
       out += (out.empty() ? "" : ", ") + std::string(f.name);
   return out;
 }
 
-/// A message with its {K} replaced by k.
-constexpr std::string with_k(std::string_view message, std::int64_t k) {
+/// A message with its {K} replaced by k (and its {N} by n).
+constexpr std::string with_k(std::string_view message, std::int64_t k, std::int64_t n = 0) {
   std::string out(message);
+  if (const auto at = out.find("{N}"); at != std::string::npos) out.replace(at, 3, text::to_decimal(n));
   if (const auto at = out.find("{K}"); at != std::string::npos) out.replace(at, 3, text::to_decimal(k));
   return out;
 }
-/// The refusal of formula f for K.
-constexpr std::string block_message(const formula_row& f, std::int64_t k) { return with_k(f.k_message, k); }
+/// The refusal of formula f for K (and N, for a tiled formula).
+constexpr std::string block_message(const formula_row& f, std::int64_t k, std::int64_t n = 0) { return with_k(f.k_message, k, n); }
+/// vLLM's refusal of a K that a Hadamard size does not divide (InputHadamardLinearMethod).
+constexpr std::string hadamard_size_message(std::int64_t k, std::int64_t size) {
+  return "Input size per partition " + text::to_decimal(k) + " is not divisible by the Hadamard size " + text::to_decimal(size) + ".";
+}
+/// Whether formula f takes an [n, k] tensor's shape (K a multiple of its block, N of its tile's rows).
+constexpr bool takes_shape(const formula_row& f, std::int64_t n, std::int64_t k) {
+  return k % f.k_multiple == 0 && n % f.tile_rows == 0;
+}
 
 // ---- storage sizes (row-major; the 128x4 layout pads, numerics/low_precision.hpp) ----
 
+/// LUT-B's bytes of packed indices per 8x64 tile, and codebook entries per tile.
+inline constexpr std::int64_t lut_tile_bytes = 192;
+inline constexpr std::int64_t lut_codebook_size = 8;
+
 /// Bytes of a formula's codes for an [rows, cols] tensor.
 constexpr std::int64_t code_bytes(const formula_row& f, std::int64_t rows, std::int64_t cols) {
+  if (f.codes == code_format::lut3_tiles) return rows / f.tile_rows * (cols / f.block()) * lut_tile_bytes;
   return f.codes == code_format::e2m1_packed ? rows * (cols / 2) : rows * cols;
 }
-/// First-level scales per row (blocks, or the one scale of a row).
+/// First-level scales per row of scales (blocks, or the one scale of a row; a tiled formula's tiles
+/// along K).
 constexpr std::int64_t scales_per_row(const formula_row& f, std::int64_t cols) { return f.block() ? cols / f.block() : 1; }
-/// The stored shape of a formula's block scales: [rows, cols / block], or in the 128x4 layout (§7)
-/// [ceil(rows/128)*128, ceil(blocks/4)*4]; [rows, 1] for per-row float32 scales.
+/// Rows of first-level scales: one per row, or one per tile of rows.
+constexpr std::int64_t scale_rows(const formula_row& f, std::int64_t rows) { return rows / f.tile_rows; }
+/// First-level scales of an [rows, cols] tensor (row-major).
+constexpr std::int64_t scale_count(const formula_row& f, std::int64_t rows, std::int64_t cols) {
+  return scale_rows(f, rows) * scales_per_row(f, cols);
+}
+/// The stored shape of a formula's block scales: [rows, cols / block] ([rows / 8, cols / 64] for LUT-B's
+/// tiles), or in the 128x4 layout (§7) [ceil(rows/128)*128, ceil(blocks/4)*4]; [rows, 1] for per-row
+/// float32 scales.
 constexpr std::array<std::int64_t, 2> block_scale_shape(const formula_row& f, std::int64_t rows, std::int64_t cols,
                                                         bool swizzled) {
   const std::int64_t per_row = scales_per_row(f, cols);
-  if (!swizzled || !f.block()) return {rows, per_row};
+  if (!swizzled || !f.block()) return {scale_rows(f, rows), per_row};
   return {(rows + 127) / 128 * 128, (per_row + 3) / 4 * 4};
 }
 
@@ -235,6 +312,10 @@ using mxfp4_rceil = formula_tag<schemes::formula::mxfp4_rceil>;
 using int8_per_channel = formula_tag<schemes::formula::int8_per_channel>;
 using nvfp4_weight = formula_tag<schemes::formula::nvfp4_weight>;
 using nvfp4_per_token = formula_tag<schemes::formula::nvfp4_per_token>;
+using mxfp4_hadamard_weight = formula_tag<schemes::formula::mxfp4_hadamard_weight>;
+using mxfp4_hadamard_even = formula_tag<schemes::formula::mxfp4_hadamard_even>;
+using mxfp4_hadamard_rceil = formula_tag<schemes::formula::mxfp4_hadamard_rceil>;
+using lut_b = formula_tag<schemes::formula::lut_b>;
 }  // namespace formulas
 
 /// The formula tag of quant key tag Key's quantizer.

@@ -67,9 +67,12 @@ inline constexpr auto weight_only_scheme_types =
 inline constexpr auto low_precision_formula_types =
     where(formula_types, [](schemes::formula f) { return schemes::formula_of(f).low_precision(); });
 
-/// The weight formulas the weight-only GEMM decodes (the low-precision weight formulas).
-inline constexpr auto weight_only_formula_types =
-    where(formula_types, [](schemes::formula f) { return schemes::formula_of(f).low_precision() && schemes::formula_of(f).weight; });
+/// The weight formulas the weight-only GEMM decodes (the low-precision weight formulas; a rotated
+/// weight is stored, and decoded, as its base formula's).
+inline constexpr auto weight_only_formula_types = where(formula_types, [](schemes::formula f) {
+  const auto& row = schemes::formula_of(f);
+  return row.low_precision() && row.weight && row.transform == schemes::pre_transform::none;
+});
 
 /// The dynamic activation keys with an FP8 quantizer (the contract's activation rows).
 inline constexpr auto activation_key_types = where(key_types, [](key_id k) { return schemes::has_activation(k); });
@@ -106,6 +109,10 @@ constexpr auto layer_pairs_of(Scheme) {
     return pairs_of(Scheme{});
   } else if constexpr (Kind == layer_kind::linear && !schemes::contract_of(Scheme::id).linear) {
     return boost::hana::tuple_t<>;  // the scheme quantizes MoE experts only
+  } else if constexpr (Kind == layer_kind::linear && schemes::online_method_of(Scheme::id).rotates_input) {
+    // The row's treatment, and the Hadamard-rotated input of a method that rotates (new-schemes §A).
+    return boost::hana::tuple_t<forward_pair<Scheme, treatment_tag<schemes::treatment_of(Scheme::id, Kind)>>,
+                                forward_pair<Scheme, treatment_tag<schemes::activation_treatment::rotated>>>;
   } else {
     return boost::hana::tuple_t<forward_pair<Scheme, treatment_tag<schemes::treatment_of(Scheme::id, Kind)>>>;
   }
@@ -114,7 +121,7 @@ constexpr auto layer_pairs_of(Scheme) {
 
 /// Every (scheme, activation tag) a layer of kind Kind takes, for every scheme with kernels: the scaled
 /// FP8 schemes with each activation key their weights pair with, the weight-only schemes with their
-/// row's treatment for the kind.
+/// row's treatment for the kind (and a rotating linear method with its rotated input too).
 template <layer_kind Kind>
 inline constexpr auto layer_pair_types =
     boost::hana::unpack(where(method_types, [](method m) { return schemes::has_kernels(m); }), [](auto... scheme) {

@@ -124,6 +124,7 @@ enum class kernel_path : std::uint8_t { vectorized, reference };
 struct forward_options {
   kernel_path path = kernel_path::vectorized;
   unsigned threads = 0;  // 0: the hardware's count
+  std::int64_t hadamard_size = 0;  // a rotating linear layer's rotation block (the plan's hadamard_size); 0: 32
 };
 
 /// A linear layer of the scaled FP8 GEMM: its weight [out_features, in_features], quantized for

@@ -23,4 +23,16 @@ struct lp_kernel {
                   std::optional<float> tensor_amax = std::nullopt);
 };
 
+/// LUT-B tiles decoded (new-schemes-numerics.md §B.4): out[rows, cols] = rD(F8(codebook[index]) *
+/// 2^(scale - 127)) as bf16 or fp16 bits (the product is exact in float32; fp16 overflows to inf and
+/// underflows to zero where the value is outside its range). packed: [rows / 8, cols / 64, 192];
+/// codebooks: [rows / 8, cols / 64, 8] e4m3 bytes; scales: [rows / 8, cols / 64] E8M0 bytes.
+void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
+                      std::int64_t cols, element out_type, std::uint16_t* out, const cpu_options& = {});
+
+/// Each `size`-column block of each row of x rotated by the normalized Hadamard matrix (§A.3), rounded
+/// once to x's dtype: out[rows, cols] as x's element type (bf16/fp16 bits, or float32). size: a power of two
+/// dividing cols.
+void hadamard_rotate(const input_view& x, std::int64_t size, void* out, const cpu_options& = {});
+
 }  // namespace qpolicy::cpu

@@ -25,7 +25,7 @@ namespace qpolicy::cpu {
 /// One weight matrix quantized by a low-precision weight formula, as the formula stores it (row-major).
 struct lp_matrix {
   std::int64_t rows = 0, cols = 0;
-  std::vector<std::uint8_t> codes, block_scales;
+  std::vector<std::uint8_t> codes, block_scales, codebook;  // codebook: LUT-B's, 8 e4m3 bytes a tile
   std::vector<float> row_scales;  // INT8's per-row scales
   float tensor_scale = 1.0f;      // NVFP4's weight_scale_2
 };
@@ -36,18 +36,21 @@ namespace detail {
 template <class Scheme>
 using weight_formula = formula_tag<*schemes::weight_formula_of(Scheme::id)>;
 
-/// w quantized by formula tag Formula (the fast kernel: bit-identical to the reference).
+/// w quantized by formula tag Formula (the fast kernel: bit-identical to the reference); a rotating
+/// formula rotates `transform_size`-column blocks (0: its row's size).
 template <class Formula>
-lp_matrix quantize_matrix(const input_view& w, unsigned threads) {
+lp_matrix quantize_matrix(const input_view& w, unsigned threads, std::int64_t transform_size = 0) {
   const auto& f = schemes::formula_of(Formula::id);
   lp_matrix m;
   m.rows = w.rows;
   m.cols = w.cols;
   m.codes.resize(static_cast<std::size_t>(schemes::code_bytes(f, w.rows, w.cols)));
-  if (f.scales != schemes::scale_format::f32) m.block_scales.resize(static_cast<std::size_t>(w.rows * schemes::scales_per_row(f, w.cols)));
+  if (f.scales != schemes::scale_format::f32) m.block_scales.resize(static_cast<std::size_t>(schemes::scale_count(f, w.rows, w.cols)));
+  if (f.second == schemes::second_scale::codebook)
+    m.codebook.resize(static_cast<std::size_t>(schemes::scale_count(f, w.rows, w.cols) * schemes::lut_codebook_size));
   m.row_scales.resize(static_cast<std::size_t>(w.rows));
   lp_kernel<Formula>::run(w, {m.codes.data(), m.block_scales.empty() ? nullptr : m.block_scales.data(), m.row_scales.data(),
-                              &m.tensor_scale, false},
+                              &m.tensor_scale, false, m.codebook.empty() ? nullptr : m.codebook.data(), transform_size},
                           {threads});
   return m;
 }
@@ -62,7 +65,7 @@ struct treated_activations {
   std::vector<float> values, row_scale;
 };
 treated_activations treat_activations(schemes::activation_treatment t, const float* x, std::int64_t rows, std::int64_t k,
-                                      unsigned threads);
+                                      unsigned threads, std::int64_t hadamard_size = 0);
 
 /// out[rows, n] = (sum_k a[m,k] w[n,k]) * a_scale[m] * w_scale[n] + bias[n], float32: the plain loops
 /// (reference) or the blocked GEMM over decoded weights (fast); a_scale, w_scale and bias may be null.
@@ -72,18 +75,22 @@ void weight_only_gemm(const float* a, const float* a_scale, const float* w, cons
 /// The weight-only GEMM of a layer: activation treatment, weight decode, sum, outer scales, bias.
 template <class Scheme>
 void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
-               const forward_options& o) {
+               const forward_options& o, std::int64_t hadamard_size = 0) {
   if (rows == 0) return;
   constexpr auto F = weight_formula<Scheme>::id;
-  const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1);
+  const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1, hadamard_size);
   const auto wd = decode_weights<F>(w, o.threads);
   const float* w_scale = F == schemes::formula::int8_per_channel ? w.row_scales.data() : nullptr;
   weight_only_gemm(a.values.data(), a.row_scale.empty() ? nullptr : a.row_scale.data(), wd.data(), w_scale,
                    F == schemes::formula::nvfp4_weight ? w.tensor_scale : 1.0f, rows, w.rows, w.cols, bias, out, o);
 }
 
-/// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes.
+/// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes
+/// (a tiled weight formula: when w13 [2I, H] or w2 [H, I] is not whole tiles).
 void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter);
+/// The rotation size of a rotating linear layer: `requested`, or 32 (the shorthand's) when 0; throws
+/// std::invalid_argument with vLLM's messages for a size that is not a power of two or does not divide K.
+std::int64_t checked_hadamard_size(std::int64_t requested, std::int64_t k);
 /// Throws std::invalid_argument with vLLM's message when a linear layer's K is not a multiple of the block.
 void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k);
 
@@ -96,8 +103,10 @@ struct weight_only_rules {
   static_assert(is_weight_only<Scheme>, "weight-only layers take a scheme whose row runs the weight-only GEMM (mxfp8, mxfp4, int8, nvfp4)");
   static_assert(!is_weight_only<Scheme> || Kind == layer_kind::moe || schemes::contract_of(Scheme::id).linear,
                 "this scheme quantizes MoE experts only: its linear layers stay unquantized (low-precision-numerics.md §5.1, §6.1)");
-  static_assert(!is_weight_only<Scheme> || std::is_same_v<Act, typename detail::default_activation_tag<Scheme, Kind>::type>,
-                "a weight-only layer's activation is its scheme row's treatment for the layer kind (linear_activation, moe_activation)");
+  static_assert(!is_weight_only<Scheme> || !is_treatment_tag<Act> || schemes::takes_treatment(Scheme::id, Kind, Act::id),
+                "a weight-only layer's activation is its scheme row's treatment for the layer kind (linear_activation, "
+                "moe_activation), or a rotation of a linear layer whose method rotates its input");
+  static_assert(!is_weight_only<Scheme> || is_treatment_tag<Act>, "a weight-only layer's activation is a treatment tag");
 };
 
 /// A linear layer of the weight-only GEMM: its weight [out_features, in_features], quantized by the
@@ -107,6 +116,7 @@ struct weight_only_linear_layer : weight_only_rules<Scheme, Act, layer_kind::lin
   using scheme = Scheme;
   using activation = Act;
   std::int64_t out_features = 0, in_features = 0;
+  std::int64_t hadamard_size = 0;  // the input rotation's block (rotating treatments), else 0
   lp_matrix weight;
   std::vector<float> bias;  // [out] or empty
 };
@@ -128,10 +138,18 @@ template <class Scheme, class Act = linear_activation<Scheme>>
   requires is_weight_only<Scheme>
 weight_only_linear_layer<Scheme, Act> quantize_linear(const input_view& w, const float* bias, const forward_options& options = {}) {
   weight_only_linear_layer<Scheme, Act> l;
-  detail::check_lp_linear_k(schemes::formula_of(detail::weight_formula<Scheme>::id), w.cols);
+  using formula = detail::weight_formula<Scheme>;
   l.out_features = w.rows;
   l.in_features = w.cols;
-  l.weight = detail::quantize_matrix<detail::weight_formula<Scheme>>(w, options.threads);
+  if constexpr (schemes::rotates(Act::id)) {
+    // The weights rotated once, then quantized: W H per block, so (x H)(W H)^T = x W^T (new-schemes §A.3).
+    l.hadamard_size = detail::checked_hadamard_size(options.hadamard_size, w.cols);
+    detail::check_lp_linear_k(schemes::formula_of(formula::id), w.cols);
+    l.weight = detail::quantize_matrix<formula_tag<*schemes::rotated_weight_formula(formula::id)>>(w, options.threads, l.hadamard_size);
+  } else {
+    detail::check_lp_linear_k(schemes::formula_of(formula::id), w.cols);
+    l.weight = detail::quantize_matrix<formula>(w, options.threads);
+  }
   if (bias) l.bias.assign(bias, bias + w.rows);
   return l;
 }
@@ -145,7 +163,7 @@ void linear_forward(const weight_only_linear_layer<Scheme, Act>& layer, const in
   const auto xf = detail::widen_all(x);
   std::vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
   detail::lp_matmul<Scheme>(Act::id, xf.data(), x.rows, layer.weight,
-                            layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options);
+                            layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options, layer.hadamard_size);
   detail::store_bf16(y, out);
 }
 

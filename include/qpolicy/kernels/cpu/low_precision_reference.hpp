@@ -48,4 +48,18 @@ nvfp4_global nvfp4_weight(const input_view& w, std::uint8_t* q, std::uint8_t* sf
 /// (0 for an all-zero block). q: [rows, cols / 2]; sf: [rows, cols / 16]; per_token: [rows] (st).
 void nvfp4_per_token(const input_view& x, std::uint8_t* q, std::uint8_t* sf, float* per_token);
 
+/// new-schemes §A.2-A.3: each `size`-column block of each row times the normalized Sylvester matrix, one
+/// fused multiply-add per term in order, rounded once to x's dtype; out: [rows, cols] (float32 holding
+/// the rounded values).
+void hadamard_rotate(const input_view& x, std::int64_t size, float* out);
+
+/// new-schemes §B.3, LUT-B: per 8x64 tile (tiles [rows / 8, cols / 64], row-major), the CEIL scale of
+/// amax / 448, the values normalized by it and the Lloyd-fitted codebook. packed: 192 bytes a tile;
+/// codebooks: 8 e4m3 bytes a tile, ascending; scales: 1 E8M0 byte a tile.
+void lut_b(const input_view& w, std::uint8_t* packed, std::uint8_t* codebooks, std::uint8_t* scales);
+
+/// new-schemes §B.4: the [rows, cols] float32 values of LUT-B tiles, F8(codebook[index]) * 2^(scale - 127).
+void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
+                      std::int64_t cols, float* out);
+
 }  // namespace qpolicy::cpu::reference

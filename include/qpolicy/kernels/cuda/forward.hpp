@@ -27,6 +27,7 @@ struct forward_context {
   gemm_runner runner;
   device_memory codes, scales, amax, h13, act, y2, gathered, routing;
   device_memory treated, token_scales;  // low-precision activation treatments: operands and token scales
+  device_memory rotated;                // a Hadamard layer's rotated activations (bf16)
   launch_options launch;
   gemm_backend prefer = gemm_backend::cublaslt;  // fallback: the kernel that equals the CPU reference
   /// grouped runs when the device and shapes allow it and `prefer` is cublaslt (the grouped kernel sums

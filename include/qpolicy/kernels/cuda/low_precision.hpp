@@ -23,4 +23,13 @@ struct lp_kernel {
                   std::optional<float> tensor_amax = std::nullopt);
 };
 
+/// LUT-B tiles decoded on the device (new-schemes §B.4), as cpu::lut_b_dequantize: every pointer is
+/// device memory.
+void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
+                      std::int64_t cols, element out_type, std::uint16_t* out, const launch_options& = {});
+
+/// The Hadamard rotation on the device (§A.3): each `size`-column block of x's rows, rounded once to x's
+/// dtype, into out[rows, cols] (float32 values); x and out are device memory.
+void hadamard_rotate(const input_view& x, std::int64_t size, float* out, const launch_options& = {});
+
 }  // namespace qpolicy::cuda

@@ -20,14 +20,15 @@ namespace qpolicy::cuda {
 
 /// One matrix (or one per expert, side by side) of a low-precision scheme on the device.
 struct device_lp_matrices {
-  std::int64_t rows = 0, cols = 0, code_step = 0, scale_step = 0;
-  device_memory codes, block_scales, row_scales, tensor_scales;
+  std::int64_t rows = 0, cols = 0, code_step = 0, scale_step = 0, codebook_step = 0;
+  device_memory codes, block_scales, row_scales, tensor_scales, codebooks;
 };
 
 /// A linear layer of the weight-only GEMM on the device.
 template <class Scheme, class Act>
 struct device_weight_only_linear {
   std::int64_t out_features = 0, in_features = 0;
+  std::int64_t hadamard_size = 0;  // the input rotation's block (rotating treatments), else 0
   device_lp_matrices weight;
   device_memory bias;  // bf16 [out], or empty
 };
@@ -50,7 +51,7 @@ struct device_treated {
   const float* row_scale;
 };
 device_treated treat_activations(forward_context& ctx, schemes::activation_treatment t, const std::uint16_t* x, std::int64_t rows,
-                                 std::int64_t k);
+                                 std::int64_t k, std::int64_t hadamard_size = 0);
 
 /// The weight-only problem of matrices `m` over treated activations into `out`.
 inline lp::weight_only::problem lp_problem(const device_lp_matrices& m, const device_treated& a, std::uint16_t* out,
@@ -66,7 +67,9 @@ inline lp::weight_only::problem lp_problem(const device_lp_matrices& m, const de
           out,
           m.rows,
           m.cols,
-          bias};
+          bias,
+          m.codebooks.get() ? m.codebooks.as<std::uint8_t>() : nullptr,
+          m.codebook_step};
 }
 
 }  // namespace detail
@@ -77,6 +80,7 @@ device_weight_only_linear<Scheme, Act> upload(const cpu::weight_only_linear_laye
   device_weight_only_linear<Scheme, Act> d;
   d.out_features = l.out_features;
   d.in_features = l.in_features;
+  d.hadamard_size = l.hadamard_size;
   d.weight = detail::upload_matrices({l.weight});
   if (!l.bias.empty()) {
     std::vector<std::uint16_t> b(l.bias.size());
@@ -99,7 +103,7 @@ template <class Scheme, class Act>
 void linear_forward(forward_context& ctx, const device_weight_only_linear<Scheme, Act>& layer, const std::uint16_t* x, std::int64_t rows,
                     std::uint16_t* out) {
   if (rows == 0) return;
-  const auto a = detail::treat_activations(ctx, Act::id, x, rows, layer.in_features);
+  const auto a = detail::treat_activations(ctx, Act::id, x, rows, layer.in_features, layer.hadamard_size);
   const std::int64_t offsets[] = {0, rows};
   weight_only_gemm<cpu::detail::weight_formula<Scheme>>(
       detail::lp_problem(layer.weight, a, out, layer.bias.get() ? layer.bias.template as<std::uint16_t>() : nullptr), offsets, 1,

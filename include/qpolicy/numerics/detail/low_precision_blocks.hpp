@@ -6,6 +6,8 @@
 // (kernels/cpu/low_precision_reference.cpp) is written independently from the spec and is the oracle.
 #include <cstdint>
 
+#include "qpolicy/numerics/detail/hadamard.hpp"
+#include "qpolicy/numerics/detail/lut_b_tile.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -25,10 +27,12 @@ inline constexpr int nv_block = 16;  // elements per e4m3 scale (NVFP4)
 /// which a formula has).
 struct outputs {
   std::uint8_t* codes = nullptr;         // e4m3 / int8 [rows, cols], or packed e2m1 [rows, cols / 2]
-  std::uint8_t* block_scales = nullptr;  // E8M0 or e4m3 bytes [rows, cols / block], or the 128x4 layout
+  std::uint8_t* block_scales = nullptr;  // E8M0 or e4m3 bytes [rows, cols / block] (LUT-B: per tile), or the 128x4 layout
   float* row_scales = nullptr;           // INT8's per-row scales, NVFP4's per-token scales: [rows]
   float* tensor_scale = nullptr;         // NVFP4's weight_scale_2: [1]
   bool swizzled = false;                 // block scales in the 128x4 layout (§7; the caller zero-fills it)
+  std::uint8_t* codebook = nullptr;      // LUT-B's e4m3 codebooks: [rows / 8, cols / 64, 8]
+  std::int64_t transform_size = 0;       // a rotating formula's block, when not its row's (a layer's hadamard_size)
 };
 
 /// Where the low-precision kernels of formula row `f` write a formula's `out`: its scales are block
@@ -37,7 +41,7 @@ inline outputs outputs_of(const schemes::formula_row& f, const quantized_outputs
   const bool floats = f.scales == schemes::scale_format::f32;
   return {out.codes, floats ? nullptr : static_cast<std::uint8_t*>(out.scales),
           floats ? static_cast<float*>(out.scales) : f.second == schemes::second_scale::per_token ? out.second : nullptr,
-          f.second == schemes::second_scale::per_tensor ? out.second : nullptr, swizzled};
+          f.second == schemes::second_scale::per_tensor ? out.second : nullptr, swizzled, out.codebook};
 }
 
 /// Where block scale (row, j) of a tensor with `per_row` blocks a row goes.
@@ -135,9 +139,10 @@ QPOLICY_HD std::int8_t int8_code(element d, float w, float s) {
 /// The block function of block formula F over one block of widened values `v` (element `first` of the
 /// tensor): writes the block's codes and returns its scale byte. `encode` is NVFP4's encode scale (the
 /// global scale for weights, the token's for activations). Both backends' block loops call this.
-template <schemes::formula F>
+template <schemes::formula Row>
 QPOLICY_HD std::uint8_t quantize_block(const float* v, float encode, std::uint8_t* codes, std::int64_t first) {
   using lf = schemes::formula;
+  constexpr lf F = schemes::formula_of(Row).base;  // a rotating row quantizes as its base after the rotation
   if constexpr (F == lf::mxfp8_torch) return mxfp8_torch_block(v, codes + first);
   else if constexpr (F == lf::mxfp8_flashinfer) return mxfp8_flashinfer_block(v, codes + first);
   else if constexpr (F == lf::mxfp4_even) return mxfp4_even_block(v, codes + first / 2);
@@ -155,7 +160,7 @@ QPOLICY_HD std::uint8_t quantize_block(const float* v, float encode, std::uint8_
 /// `codes` and `block_scales` are row-major.
 template <schemes::formula F>
 QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* block_scales, std::int64_t cols, std::int64_t n,
-                           std::int64_t k) {
+                           std::int64_t k, const std::uint8_t* codebooks = nullptr) {
   // The decode follows the formula row's storage: its code format, and its block scales' format (values,
   // not a reference to the row: device code reads no host table).
   using code = schemes::code_format;
@@ -165,7 +170,12 @@ QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* b
   constexpr scale scales_as = schemes::formula_of(F).scales;
   constexpr std::int64_t block = schemes::formula_of(F).block();
   const std::int64_t i = n * cols + k;
-  if constexpr (codes_as == code::int8) {
+  if constexpr (codes_as == code::lut3_tiles) {
+    // LUT-B (§B.4): tile (n / 8, k / 64), its codebook and its scale.
+    const std::int64_t tile = (n / lut_rows) * (cols / lut_cols) + k / lut_cols;
+    return lut_value(codes + tile * lut_packed_bytes, codebooks + tile * lut_entries, block_scales[tile],
+                     static_cast<int>(n % lut_rows), static_cast<int>(k % lut_cols));
+  } else if constexpr (codes_as == code::int8) {
     static_assert(scales_as == scale::f32, "INT8 codes decode up to their float32 row scale");
     return static_cast<float>(static_cast<std::int8_t>(codes[i]));
   } else {

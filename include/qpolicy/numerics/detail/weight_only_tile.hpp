@@ -52,6 +52,8 @@ struct problem {
   std::uint16_t* out;                 // bf16 [rows, n]
   std::int64_t n, k;
   const std::uint16_t* bias = nullptr;  // bf16 [n], added after the scales (linear layers), or null
+  const std::uint8_t* codebooks = nullptr;  // LUT-B's e4m3 codebooks, expert e: + e * codebook_step (null otherwise)
+  std::int64_t codebook_step = 0;
 };
 
 /// Staged A element `idx` (row idx / tile_k, k idx % tile_k) of K tile `kt`: bf16 bits, 0 out of bounds.
@@ -67,7 +69,7 @@ QPOLICY_HD std::uint16_t stage_w(const problem& p, std::int32_t expert, std::int
   const std::int64_t n = n0 + idx / tile_k, k = kt * tile_k + idx % tile_k;
   if (n >= p.n || k >= p.k) return 0;
   const float v = weight_operand<F>(p.codes + expert * p.code_step, p.block_scales ? p.block_scales + expert * p.scale_step : nullptr,
-                                    p.k, n, k);
+                                    p.k, n, k, p.codebooks ? p.codebooks + expert * p.codebook_step : nullptr);
   return fp8::to_bf16(v);
 }
 
@@ -95,8 +97,9 @@ QPOLICY_HD void store_outputs(const problem& p, const tile& t, std::int64_t n0, 
 inline std::string can_implement(const schemes::formula_row& f, std::int64_t n, std::int64_t k) {
   if (n <= 0 || k <= 0)
     return "the weight-only GEMM needs positive N and K, got N = " + std::to_string(n) + ", K = " + std::to_string(k);
-  if (k % f.k_multiple != 0)
-    return "the " + std::string(f.name) + " weights need K to be a multiple of " + std::to_string(f.k_multiple) + ", got " + std::to_string(k);
+  if (!schemes::takes_shape(f, n, k))
+    return "the " + std::string(f.name) + " weights cannot take N = " + std::to_string(n) + ", K = " + std::to_string(k) + ": " +
+           schemes::block_message(f, k, n);
   return {};
 }
 
