@@ -43,11 +43,13 @@ constexpr auto qwen3_moe_mini = qp::model(
     qp::other("model.embed_tokens", "VocabParallelEmbedding", {151936, 512}), qp::repeat<8>(mini_block),
     qp::other("lm_head", "ParallelLMHead", {151936, 512}));
 
-// The deployment's policy (examples/demo_policy.json is the same in JSON), all seven shorthands: block
-// 0's attention stays bf16; blocks 1-3 attention in FP8 (qkv 128x128 blocks, o_proj per channel),
-// blocks 4-7 in MXFP8 (qkv) and MXFP4 (o_proj); experts per tensor in blocks 0-1, then MXFP4,
-// NVFP4 per token and INT8 weight-only, two blocks each.
+// The deployment's policy (examples/demo_policy.json is the same in JSON), all nine shorthands: block
+// 0's attention in MXFP4 after a 32-wide Hadamard rotation of its input (vLLM 0.34); blocks 1-3
+// attention in FP8 (qkv 128x128 blocks, o_proj per channel), blocks 4-7 in MXFP8 (qkv) and MXFP4
+// (o_proj); experts per tensor in blocks 0-1, then MXFP4 and NVFP4 per token (two blocks each), INT8
+// weight-only in block 6 and LUT-B (3-bit codebooks per 8x64 tile, vLLM 0.34) in block 7.
 using demo_policy = qp::quant_config<qp::targets<
+    qp::target<"re:model\\.layers\\.0\\.self_attn\\.(qkv|o)_proj", qp::mxfp4_hadamard32>,
     qp::target<"re:model\\.layers\\.[1-3]\\.self_attn\\.qkv_proj", qp::fp8_per_block>,
     qp::target<"re:model\\.layers\\.[1-3]\\.self_attn\\.o_proj", qp::fp8_per_channel>,
     qp::target<"re:model\\.layers\\.[4-7]\\.self_attn\\.qkv_proj", qp::mxfp8>,
@@ -55,15 +57,18 @@ using demo_policy = qp::quant_config<qp::targets<
     qp::target<"re:model\\.layers\\.[01]\\.mlp\\.experts", qp::fp8_per_tensor>,
     qp::target<"re:model\\.layers\\.[23]\\.mlp\\.experts", qp::mxfp4>,
     qp::target<"re:model\\.layers\\.[45]\\.mlp\\.experts", qp::nvfp4_per_token>,
-    qp::target<"re:model\\.layers\\.[67]\\.mlp\\.experts", qp::int8_per_channel_weight_only>>>;
+    qp::target<"re:model\\.layers\\.6\\.mlp\\.experts", qp::int8_per_channel_weight_only>,
+    qp::target<"re:model\\.layers\\.7\\.mlp\\.experts", qp::lut_b_moe>>>;
 
 constexpr auto& demo_plan = qp::plan_for<demo_policy, qwen3_moe_mini>;
-static_assert(demo_plan["model.layers.0.self_attn.qkv_proj"].decided == qp::method::unquantized);
+static_assert(demo_plan["model.layers.0.self_attn.qkv_proj"].decided == qp::method::mxfp4);
+static_assert(qp::hadamard_size_of(demo_plan["model.layers.0.self_attn.o_proj"]) == 32);
 static_assert(demo_plan["model.layers.2.self_attn.o_proj"].decided == qp::method::fp8_per_channel);
 static_assert(demo_plan["model.layers.5.self_attn.qkv_proj"].decided == qp::method::mxfp8);
 static_assert(demo_plan["model.layers.3.mlp.experts"].decided == qp::method::mxfp4);
 static_assert(demo_plan["model.layers.4.mlp.experts"].decided == qp::method::nvfp4_per_token);
-static_assert(demo_plan["model.layers.7.mlp.experts"].decided == qp::method::int8_per_channel_weight_only);
+static_assert(demo_plan["model.layers.6.mlp.experts"].decided == qp::method::int8_per_channel_weight_only);
+static_assert(demo_plan["model.layers.7.mlp.experts"].decided == qp::method::lut_b_moe);
 static_assert(demo_plan.count(qp::method::fp8_per_tensor) == 2);
 
 namespace {
@@ -158,11 +163,11 @@ class runner {
     const auto desc = qp::describe_layer(qwen3_moe_mini, index, qp::layer_detail::with_sizes);
     if (desc.kind == qp::layer_kind::other) return;  // embeddings and heads are not GEMM layers here
     std::mt19937 rng(static_cast<unsigned>(1000 + index));
-    const std::string scheme = label<Scheme>();
+    const std::string scheme = label<Scheme>() + (lp.hadamard ? fmt::format(" + Hadamard {}", qp::hadamard_size_of(lp)) : "");
     auto& s = stats[{std::string(qp::layer_suffix(desc.name)), scheme}];
     ++s.layers;
     const std::int64_t t = opts_.tokens;
-    const cpu::forward_options fo{cpu::kernel_path::vectorized, opts_.threads};
+    const cpu::forward_options fo{cpu::kernel_path::vectorized, opts_.threads, qp::hadamard_size_of(lp)};
     double err = 0;
     if (desc.kind == qp::layer_kind::linear) {
       const std::int64_t n = desc.shape[0], k = desc.shape[1];
@@ -385,12 +390,17 @@ int main(int argc, char** argv) {
                  flops / baseline / 1e9, baseline / quantized);
     // What the low-precision layers ran: Hopper's kernels, and where that emulates another architecture.
     for (const auto& c : qp::schemes::scheme_table) {
-      bool used_linear = false, used_moe = false;
+      bool used_linear = false, used_moe = false, used_rotated = false;
       for (const auto& [key, s] : r.stats) {
-        if (key.second != qp::to_string(c.id)) continue;
-        (key.first == "mlp.experts" ? used_moe : used_linear) = true;
+        if (key.second.rfind(qp::to_string(c.id), 0) != 0) continue;
+        const bool rotated = key.second.find(" + Hadamard") != std::string::npos;
+        if (key.second != qp::to_string(c.id) && !rotated) continue;
+        (key.first == "mlp.experts" ? used_moe : rotated ? used_rotated : used_linear) = true;
       }
       if (used_linear && !c.linear_kernel.empty()) fmt::print("  note: {} linear layers run {}\n", qp::to_string(c.id), c.linear_kernel);
+      if (used_rotated)
+        fmt::print("  note: {} linear layers with a Hadamard-rotated input rotate it (bf16, vLLM 0.34's InputHadamardLinearMethod), "
+                   "then run {}\n", qp::to_string(c.id), c.linear_kernel);
       if (used_moe && !c.moe_kernel.empty()) fmt::print("  note: {} experts run {}\n", qp::to_string(c.id), c.moe_kernel);
     }
     if (r.any_nan) {

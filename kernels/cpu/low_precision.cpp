@@ -16,11 +16,68 @@ using schemes::formula;
 
 namespace {
 
+/// e2m1(v) as lp::e2m1_encode computes it, without the early return, so a block's loop vectorizes.
+inline std::uint32_t e2m1_flat(float v) {
+  const std::uint32_t u = fp8::bits_of(v);
+  const float a = fp8::float_of(u & 0x7FFFFFFFu);
+  const std::uint32_t c = static_cast<std::uint32_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                                     (a >= 3.5f) + (a > 5.0f));
+  return ((u >> 28) & 8u) | (a != a ? 7u : c);
+}
+
+/// The MXFP4 blocks of a widened row (§4.2 EVEN, or §4.3 RCEIL): the block functions of
+/// numerics/detail/low_precision_blocks.hpp restated over whole blocks, the same operations per element
+/// (the amax in eight lanes: a max that ignores NaN gives the same value in any order).
+QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blocks, bool rceil, std::uint8_t* __restrict codes,
+                                     std::uint8_t* __restrict scales) {
+  // Two passes: the scales of all blocks first (independent chains the CPU overlaps), then the codes.
+  constexpr std::int64_t chunk = 64;
+  float multipliers[chunk];
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += chunk) {
+    const std::int64_t n = blocks - j0 < chunk ? blocks - j0 : chunk;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float* v = x + (j0 + j) * 32;
+      float lane[8] = {};
+      for (int g = 0; g < 4; ++g)
+        for (int l = 0; l < 8; ++l) {
+          const float m = fp8::abs_f32(v[g * 8 + l]);
+          lane[l] = m > lane[l] ? m : lane[l];
+        }
+      const float a01 = lane[1] > lane[0] ? lane[1] : lane[0], a23 = lane[3] > lane[2] ? lane[3] : lane[2];
+      const float a45 = lane[5] > lane[4] ? lane[5] : lane[4], a67 = lane[7] > lane[6] ? lane[7] : lane[6];
+      const float a03 = a23 > a01 ? a23 : a01, a47 = a67 > a45 ? a67 : a45;
+      const float a = a47 > a03 ? a47 : a03;
+      const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
+      // EVEN: 1 / E8(b) = 2^(127 - b) exactly, from its bits (2^-127 for b = 254 is the subnormal 0x00400000).
+      const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
+      multipliers[j] = rceil ? lp::flashinfer_inverse(b) : even;
+      scales[j0 + j] = b;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float* v = x + (j0 + j) * 32;
+      std::uint32_t c[32];
+      for (int i = 0; i < 32; ++i) c[i] = e2m1_flat(v[i] * multipliers[j]);
+      std::uint8_t* q = codes + (j0 + j) * 16;
+      for (int i = 0; i < 16; ++i) q[i] = static_cast<std::uint8_t>((c[2 * i] & 0xFu) | ((c[2 * i + 1] & 0xFu) << 4));
+    }
+  }
+}
+
 /// One row of formula F: `row` holds its widened values, r its index.
 template <formula F>
 void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::outputs& out) {
   constexpr auto& f = schemes::formula_of(F);
-  if constexpr (F == formula::int8_per_channel) {
+  constexpr formula base = f.base;
+  if constexpr (base == formula::mxfp4_even || base == formula::mxfp4_rceil) {
+    const std::int64_t blocks = cols / 32;
+    if (!out.swizzled) {
+      mxfp4_blocks(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, out.block_scales + r * blocks);
+    } else {
+      std::vector<std::uint8_t> scales(static_cast<std::size_t>(blocks));
+      mxfp4_blocks(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, scales.data());
+      for (std::int64_t j = 0; j < blocks; ++j) out.block_scales[lp::block_scale_offset(r, j, blocks, true)] = scales[static_cast<std::size_t>(j)];
+    }
+  } else if constexpr (F == formula::int8_per_channel) {
     const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
     auto* q = reinterpret_cast<std::int8_t*>(out.codes) + r * cols;
     for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(type, row[k], s);
@@ -118,15 +175,21 @@ void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks,
 }
 
 void hadamard_rotate(const input_view& x, std::int64_t size, void* out, const cpu_options& o) {
-  std::vector<float> rotated(static_cast<std::size_t>(x.size()));
-  detail::rotate_rows(x, size, rotated.data(), o.threads);
-  if (x.type == element::f32) {
-    std::copy(rotated.begin(), rotated.end(), static_cast<float*>(out));
-    return;
-  }
-  auto* bits = static_cast<std::uint16_t*>(out);
-  for (std::size_t i = 0; i < rotated.size(); ++i)  // exact: the values are on the dtype's grid
-    bits[i] = x.type == element::f16 ? lp::to_fp16(rotated[i]) : fp8::to_bf16(rotated[i]);
+  const detail::hadamard_table h(size);
+  detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols)), rotated(row.size());
+    for (std::int64_t r = first; r < last; ++r) {
+      detail::widen(x, r * x.cols, x.cols, row.data());
+      if (x.type == element::f32) {
+        detail::rotate_row(row.data(), x.cols, h, x.type, static_cast<float*>(out) + r * x.cols);
+        continue;
+      }
+      detail::rotate_row(row.data(), x.cols, h, x.type, rotated.data());
+      auto* bits = static_cast<std::uint16_t*>(out) + r * x.cols;
+      for (std::int64_t k = 0; k < x.cols; ++k)  // exact: the values are on the dtype's grid
+        bits[k] = x.type == element::f16 ? lp::to_fp16(rotated[static_cast<std::size_t>(k)]) : fp8::to_bf16(rotated[static_cast<std::size_t>(k)]);
+    }
+  });
 }
 
 // Every low-precision formula of the registry: an external table odr-uses each kernel.

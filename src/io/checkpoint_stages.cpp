@@ -90,12 +90,18 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
                                ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " (" +
                                schemes::kernel_methods_text() + " have one)");
+  // The new schemes of vLLM 0.34 run online in vLLM only: no checkpoint format vLLM loads holds them.
   if (lp.hadamard)
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
-                               " with a Hadamard rotation of its input (hadamard_size " +
-                               std::to_string(hadamard_size_of(lp)) +
-                               "), but quantize has no kernel for rotated weights in this build; plan it without the rotation "
-                               "or leave the layer unquantized");
+                               " with a Hadamard rotation of its input (hadamard_size " + std::to_string(hadamard_size_of(lp)) +
+                               "), but quantize writes no rotated checkpoint: the rotation would have to travel as "
+                               "compressed-tensors' transform_config, which this build does not write; let vLLM quantize the "
+                               "layer online (-q mxfp4_hadamard32), or plan it without the rotation");
+  if (formula && schemes::formula_of(*formula).codes == schemes::code_format::lut3_tiles)
+    throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
+                               ", but no checkpoint format holds LUT-B tiles (compressed-tensors has none, and vLLM 0.34 "
+                               "quantizes LUT-B online from the model's weights only); let vLLM quantize the experts "
+                               "online (-q lut_b_moe), or leave them unquantized");
   const auto& contract = schemes::contract_of(lp.decided);
   const key_id weight_key = contract.weight_key;
   // One per-tensor scale covers a fused layer's shards and a MoE expert's gate and up (spec §4, §9);

@@ -80,7 +80,7 @@ std::vector<std::string> kernel_notes(const plan& p, const model_desc& model) {
   std::vector<std::string> out;
   for (const auto& c : schemes::scheme_table)
     for (const layer_kind kind : {layer_kind::linear, layer_kind::moe}) {
-      // Layers whose input is rotated (a Hadamard transform) have no kernel in this build yet.
+      // Layers whose input is rotated (a Hadamard transform) run the rotation before the row's kernel.
       std::size_t n = 0, rotated = 0;
       for (std::size_t i = 0; i < p.layers.size(); ++i) {
         const auto& l = p.layers[i];
@@ -90,8 +90,8 @@ std::vector<std::string> kernel_notes(const plan& p, const model_desc& model) {
       const bool moe = kind == layer_kind::moe;
       const std::string_view layers = moe ? "MoE" : "linear";
       if (rotated)
-        out.push_back(fmt::format("{} {} layers with a Hadamard-rotated input ({}): no kernel in this build", to_string(c.id),
-                                  layers, rotated));
+        out.push_back(fmt::format("{} {} layers with a Hadamard-rotated input ({}): the input rotated in the model dtype, then {}",
+                                  to_string(c.id), layers, rotated, moe ? c.moe_kernel : c.linear_kernel));
       if (n == 0 || c.gemm == schemes::gemm_kind::scaled_fp8) continue;
       const std::string_view what = c.gemm == schemes::gemm_kind::none ? std::string_view("no kernel in this build")
                                     : moe                               ? c.moe_kernel

@@ -12,6 +12,7 @@
 
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -20,6 +21,11 @@ namespace qp = qpolicy;
 using qpolicy::bench::best_seconds;
 namespace fp8 = qpolicy::fp8;
 namespace ref = qpolicy::cpu::reference;
+
+/// Tiles of a tiled formula's [rows, cols] tensor.
+std::int64_t schemes_tiles(const qp::schemes::formula_row& f, std::int64_t rows, std::int64_t cols) {
+  return qp::schemes::scale_count(f, rows, cols);
+}
 
 int main() {
   const std::int64_t rows = 4096, cols = 4096;
@@ -37,15 +43,40 @@ int main() {
              std::thread::hardware_concurrency(), bytes / memcpy_s / 1e9);
   // Every formula of the registry, fast path against reference, outputs as the formula stores them.
   std::vector<float> second(static_cast<std::size_t>(rows));
+  std::vector<std::uint8_t> codebooks(n / 64);
   qp::registry::for_each_type(qp::registry::formula_types, [&](auto tag) {
     using formula = decltype(tag);
     const auto& f = qp::schemes::formula_of(formula::id);
     void* scales = f.scales == qp::schemes::scale_format::f32 ? static_cast<void*>(s.data()) : sb.data();
-    const qp::quantized_outputs out{q.data(), scales, second.data()};
-    const double fast = best_seconds(runs, [&] { qp::cpu::quantize<formula>(x, out); });
-    const double slow = best_seconds(2, [&] { ref::quantize<formula>(x, out); });
-    fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, bytes / fast / 1e9, memcpy_s / fast);
+    const qp::quantized_outputs out{q.data(), scales, second.data(), codebooks.data()};
+    // LUT-B fits a codebook per tile (Lloyd, 16 iterations from 3 starts): a slice of the matrix, and
+    // its cost per tile besides the throughput.
+    const std::int64_t slice = f.tiled() ? 256 : rows;
+    const qpolicy::input_view xs{w.data(), qpolicy::element::bf16, slice, cols};
+    const double part = static_cast<double>(slice) / static_cast<double>(rows);
+    const double fast = best_seconds(f.tiled() ? 3 : runs, [&] { qp::cpu::quantize<formula>(xs, out); });
+    const double slow = best_seconds(f.tiled() ? 1 : 2, [&] { ref::quantize<formula>(xs, out); });
+    fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, part * bytes / fast / 1e9, part * memcpy_s / fast);
     fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", f.name, slow / fast, slow / fast);
+    if (f.tiled()) {
+      const double tiles = static_cast<double>(schemes_tiles(f, slice, cols));
+      fmt::print("bench: cpu_{}_tile {:.1f} us per tile per thread ({} threads)\n", f.name,
+                 fast / tiles * 1e6 * std::thread::hardware_concurrency(), std::thread::hardware_concurrency());
+    }
   });
+  // The weight decode of the weight-only GEMM: LUT-B's codebook lookups against MXFP4's e2m1 decode
+  // (the MXFP4 path's), same matrix, same threads.
+  const auto mx = qp::cpu::detail::quantize_matrix<qp::formulas::mxfp4_even>(x, 0);
+  const auto lut = qp::cpu::detail::quantize_matrix<qp::formulas::lut_b>({w.data(), qpolicy::element::bf16, 512, cols}, 0);
+  qp::cpu::lp_matrix lut_full = lut;  // the tiles repeated over the whole matrix: the decode's cost does not depend on their values
+  lut_full.rows = rows;
+  for (int r = 1; r < rows / 512; ++r) {
+    lut_full.codes.insert(lut_full.codes.end(), lut.codes.begin(), lut.codes.end());
+    lut_full.block_scales.insert(lut_full.block_scales.end(), lut.block_scales.begin(), lut.block_scales.end());
+    lut_full.codebook.insert(lut_full.codebook.end(), lut.codebook.begin(), lut.codebook.end());
+  }
+  const double mx_s = best_seconds(runs, [&] { (void)qp::cpu::detail::decode_weights<qp::schemes::formula::mxfp4_even>(mx, 0); });
+  const double lut_s = best_seconds(runs, [&] { (void)qp::cpu::detail::decode_weights<qp::schemes::formula::lut_b>(lut_full, 0); });
+  fmt::print("bench: cpu_lut_b_decode {:.2f} Gweights/s vs mxfp4_decode {:.2f}x\n", double(n) / lut_s / 1e9, mx_s / lut_s);
   return 0;
 }

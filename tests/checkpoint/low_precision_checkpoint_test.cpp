@@ -208,12 +208,17 @@ TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot expr
            out.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp4 weights"));
-  // vLLM 0.34's rotated MXFP4 and LUT-B plan, but have no kernel here yet: refused by name, nothing written.
+  // vLLM 0.34's rotated MXFP4 and LUT-B run online in vLLM only: no checkpoint format holds them. Refused
+  // by name with what is missing, nothing written.
   r = run({"quantize", "-q", "mxfp4_hadamard32", in.string(), "-o", out.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("is planned as mxfp4 with a Hadamard rotation of its input (hadamard_size 32), but quantize "
-                                    "has no kernel for rotated weights in this build"));
+                                    "writes no rotated checkpoint") &&
+                        Catch::Contains("compressed-tensors' transform_config, which this build does not write"));
   CHECK_FALSE(fs::exists(out));
+  r = run({"quantize", "-q", "lut_b_moe", in.string(), "-o", out.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("is planned as lut_b_moe, but no checkpoint format holds LUT-B tiles"));
   CHECK_FALSE(fs::exists(out));
 
   // Two schemes: one config group each, the top-level format mixed-precision (compressed-tensors').

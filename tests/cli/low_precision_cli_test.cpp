@@ -256,16 +256,7 @@ TEST_CASE("quantize-tensor refuses what a low-precision formula cannot take, bef
       {{"--key", "mxfp8", "--ue8m0", good}, "mxfp8's scales have their own encoding"},
       {{"--key", "nvfp5", good}, "unknown quantization name 'nvfp5'; quantize-tensor takes fp8_per_tensor_static"},
   };
-  for (const auto& c : cases) {
-    std::vector<std::string> args{std::getenv("QPOLICY_EXE"), "quantize-tensor"};
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    args.insert(args.end(), {"-o", out});
-    const auto r = qpolicy::test::run_process(args);
-    INFO(c.message << "\n" << r.err);
-    CHECK(r.status == 2);
-    CHECK_THAT(r.err, Catch::Contains(c.message));
-    CHECK_FALSE(std::filesystem::exists(out));
-  }
+  for (const auto& c : cases) qpolicy::test::check_quantize_tensor_refusal(c.args, 2, c.message, out);
   // fp32 is fine for the formulas that compute in float32.
   for (const char* key : {"mxfp8", "mxfp8_dynamic", "mxfp4", "mxfp4_dynamic"}) {
     const auto r = qpolicy::test::run_process({std::getenv("QPOLICY_EXE"), "quantize-tensor", "--key", key, f32, "-o", out});

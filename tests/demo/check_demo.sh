@@ -22,9 +22,12 @@ check() {  # description, expected exit, expected text, command...
 check "compile-time plan and forward pass" 0 "fp8_per_block" "$demo" --tokens 16 --threads 2
 check "every layer kind is reported" 0 "mlp.experts          fp8_per_tensor" "$demo" --tokens 8
 for scheme in "self_attn.qkv_proj   mxfp8" "self_attn.o_proj     mxfp4" "mlp.experts          mxfp4" \
-    "mlp.experts          nvfp4_per_token" "mlp.experts          int8_per_channel_weight_only"; do
-  check "the seven shorthands run: $scheme" 0 "$scheme" "$demo" --tokens 8
+    "mlp.experts          nvfp4_per_token" "mlp.experts          int8_per_channel_weight_only" \
+    "self_attn.o_proj     mxfp4 + Hadamard 32" "mlp.experts          lut_b_moe"; do
+  check "the nine shorthands run: $scheme" 0 "$scheme" "$demo" --tokens 8
 done
+check "the Hadamard layers say what they run" 0 "note: mxfp4 linear layers with a Hadamard-rotated input rotate it" "$demo" --tokens 8
+check "the LUT-B MoE says it is an emulation" 0 "note: lut_b_moe experts run emulation of LUT-B MoE" "$demo" --tokens 8
 check "the MXFP4 MoE says it is an emulation" 0 "note: mxfp4 experts run emulation" "$demo" --tokens 8
 check "the NVFP4 MoE says it emulates Blackwell" 0 "note: nvfp4_per_token experts run emulation of Blackwell" "$demo" --tokens 8
 check "JSON path gives the identical plan" 0 "identical to the compile-time plan, layer by layer" \

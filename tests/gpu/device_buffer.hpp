@@ -44,6 +44,8 @@ struct host_parts {
   std::size_t scale_bytes = 0;
   float* second = nullptr;
   std::size_t second_count = 0;
+  std::uint8_t* codebook = nullptr;  // LUT-B's codebooks
+  std::size_t codebook_bytes = 0;
 };
 
 /// Formula tag Formula run by cuda::quantize on a device copy of host input `x`, its parts copied back
@@ -53,15 +55,17 @@ void quantize_on_device(const qpolicy::input_view& x, const host_parts& out, con
   namespace cuda = qpolicy::cuda;
   const auto in = cuda::to_device(x.data, static_cast<std::size_t>(x.size()) * (x.type == qpolicy::element::f32 ? 4 : 2));
   cuda::device_memory codes(out.code_bytes), scales(out.scale_bytes), second(out.second_count * sizeof(float)),
-      scratch(sizeof(std::uint32_t));
+      scratch(sizeof(std::uint32_t)), codebook(out.codebook_bytes);
   if (out.scale_bytes) cuda::fill_zero(scales);
   cuda::quantize<Formula>({in.get(), x.type, x.rows, x.cols},
-                          {codes.as<std::uint8_t>(), scales.get(), out.second_count ? second.as<float>() : nullptr}, o,
-                          scratch.as<std::uint32_t>());
+                          {codes.as<std::uint8_t>(), scales.get(), out.second_count ? second.as<float>() : nullptr,
+                           out.codebook_bytes ? codebook.as<std::uint8_t>() : nullptr},
+                          o, scratch.as<std::uint32_t>());
   cuda::synchronize();
   cuda::to_host(codes, out.codes, out.code_bytes);
   if (out.scale_bytes) cuda::to_host(scales, out.scales, out.scale_bytes);
   if (out.second_count) cuda::to_host(second, out.second, out.second_count * sizeof(float));
+  if (out.codebook_bytes) cuda::to_host(codebook, out.codebook, out.codebook_bytes);
 }
 
 }  // namespace qpolicy::test

@@ -19,6 +19,7 @@
 #include "../numerics/low_precision_impls.hpp"
 #include "../support/type_lists.hpp"
 #include "device_buffer.hpp"
+#include "qpolicy/kernels/cpu/low_precision.hpp"
 #include "qpolicy/kernels/cuda/low_precision.hpp"
 
 namespace qp = qpolicy;
@@ -112,7 +113,10 @@ void cuda_quantize(const qpolicy::input_view& x, lp_buffers& out) {
   const bool floats = out.block_scales.empty();
   qpolicy::test::quantize_on_device<Formula>(
       x, {o.codes, out.codes.size(), o.scales, floats ? out.row_scales.size() * sizeof(float) : out.block_scales.size(), o.second,
-          f.second == qp::schemes::second_scale::none ? 0 : f.second == qp::schemes::second_scale::per_token ? out.row_scales.size() : 1},
+          f.second == qp::schemes::second_scale::none || f.second == qp::schemes::second_scale::codebook ? 0
+          : f.second == qp::schemes::second_scale::per_token                                            ? out.row_scales.size()
+                                                                                                          : 1,
+          out.codebook.empty() ? nullptr : out.codebook.data(), out.codebook.size()},
       {false, {}, out.swizzled});
 }
 
@@ -120,10 +124,10 @@ void cuda_quantize(const qpolicy::input_view& x, lp_buffers& out) {
 template <class Formula>
 void check(const input& t, int& runs) {
   const auto& f = qp::schemes::formula_of(Formula::id);
-  if (t.cols % f.k_multiple != 0) return;
+  if (!qp::schemes::takes_shape(f, t.rows, t.cols)) return;
   const qpolicy::input_view x{t.bits.data(), t.type, t.rows, t.cols};
   for (const bool swizzled : {false, true}) {
-    if (swizzled && !f.block()) continue;
+    if (swizzled && (!f.block() || f.tiled())) continue;
     lp_buffers gpu(Formula::id, t.rows, t.cols, swizzled), cpu(Formula::id, t.rows, t.cols, swizzled);
     cuda_quantize<Formula>(x, gpu);
     qp::test::low_precision::reference_quantize<Formula>(x, cpu);
@@ -136,6 +140,7 @@ void check(const input& t, int& runs) {
         break;
       }
     if (gpu.block_scales != cpu.block_scales) fail(where + ": block scales differ");
+    if (gpu.codebook != cpu.codebook) fail(where + ": codebooks differ");
     if (f.scales == qp::schemes::scale_format::f32 || f.second == qp::schemes::second_scale::per_token)
       for (std::size_t r = 0; r < cpu.row_scales.size(); ++r)
         if (!same_float(gpu.row_scales[r], cpu.row_scales[r])) {
@@ -144,6 +149,46 @@ void check(const input& t, int& runs) {
         }
     if (f.second == qp::schemes::second_scale::per_tensor && !same_float(gpu.tensor_scale[0], cpu.tensor_scale[0]))
       fail(where + ": tensor scale");
+  }
+}
+
+/// The rotation alone and the LUT-B decode on the device against the CPU paths (new-schemes §A.3, §B.4).
+void check_rotation_and_decode(const input& t, int& runs) {
+  namespace cuda = qpolicy::cuda;
+  const qpolicy::input_view x{t.bits.data(), t.type, t.rows, t.cols};
+  const auto in = cuda::to_device(t.bits.data(), t.bits.size() * 2);
+  if (t.cols % 32 == 0) {
+    std::vector<float> want(t.bits.size()), got(t.bits.size());
+    std::vector<std::uint16_t> bits(t.bits.size());
+    qp::cpu::hadamard_rotate(x, 32, bits.data());
+    for (std::size_t i = 0; i < bits.size(); ++i) want[i] = t.type == qpolicy::element::f16 ? fp8::from_fp16(bits[i]) : fp8::from_bf16(bits[i]);
+    cuda::device_memory out(got.size() * sizeof(float));
+    cuda::hadamard_rotate({in.get(), t.type, t.rows, t.cols}, 32, out.as<float>());
+    cuda::synchronize();
+    cuda::to_host(out, got.data(), got.size() * sizeof(float));
+    ++runs;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!same_float(got[i], want[i])) {
+        fail("Hadamard rotation of " + t.id + ": element " + std::to_string(i));
+        break;
+      }
+  }
+  const auto& f = qp::schemes::formula_of(qp::schemes::formula::lut_b);
+  if (!qp::schemes::takes_shape(f, t.rows, t.cols)) return;
+  lp_buffers q(qp::schemes::formula::lut_b, t.rows, t.cols, false);
+  qp::test::low_precision::reference_quantize<qp::formulas::lut_b>(x, q);
+  for (const auto type : {qpolicy::element::bf16, qpolicy::element::f16}) {
+    std::vector<std::uint16_t> want(t.bits.size()), got(t.bits.size());
+    qp::cpu::lut_b_dequantize(q.codes.data(), q.codebook.data(), q.block_scales.data(), t.rows, t.cols, type, want.data());
+    const auto codes = cuda::to_device(q.codes.data(), q.codes.size()), books = cuda::to_device(q.codebook.data(), q.codebook.size()),
+               scales = cuda::to_device(q.block_scales.data(), q.block_scales.size());
+    cuda::device_memory out(got.size() * 2);
+    cuda::lut_b_dequantize(codes.as<std::uint8_t>(), books.as<std::uint8_t>(), scales.as<std::uint8_t>(), t.rows, t.cols, type,
+                           out.as<std::uint16_t>());
+    cuda::synchronize();
+    cuda::to_host(out, got.data(), got.size() * 2);
+    ++runs;
+    if (got != want) fail("LUT-B decode of " + t.id);
   }
 }
 
@@ -164,10 +209,23 @@ int main() {
   }
   for (const auto& t : vectors) check_all(t, runs);
   std::printf("vectors: %zu inputs of %s, every formula that takes their shape\n", vectors.size(), path);
+  // vLLM 0.34's schemes: the inputs of new_schemes_cases.json (the Hadamard keys, LUT-B) the same way.
+  const char* new_path = std::getenv("QPOLICY_NEW_SCHEMES_CASES");
+  const auto new_vectors = new_path ? vector_inputs(new_path) : std::vector<input>{};
+  if (new_vectors.empty()) {
+    std::printf("FAIL: no vector inputs read from QPOLICY_NEW_SCHEMES_CASES=%s\n", new_path ? new_path : "(unset)");
+    return 1;
+  }
+  for (const auto& t : new_vectors) {
+    check_all(t, runs);
+    check_rotation_and_decode(t, runs);
+  }
+  std::printf("vectors: %zu inputs of %s\n", new_vectors.size(), new_path);
   std::mt19937 rng(13);
   for (int round = 0; round < 30; ++round) {
     const auto type = round % 3 == 2 ? qpolicy::element::f16 : qpolicy::element::bf16;
-    const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 300), cols = 32 * (1 + static_cast<std::int64_t>(rng() % 12));
+    const std::int64_t rows = 8 * (1 + static_cast<std::int64_t>(rng() % 40)) - (round % 4 == 1 ? 3 : 0);
+    const std::int64_t cols = 32 * (1 + static_cast<std::int64_t>(rng() % 12));
     check_all(random_input(rng, type, rows, cols), runs);
   }
   if (cudaDeviceSynchronize() != cudaSuccess) fail("cudaDeviceSynchronize");

@@ -22,10 +22,10 @@ template <qp::schemes::formula F>
 void check(std::int64_t k) {
   const qp::test::weight_only_case<F> c(k);
   const device_buffer<std::uint16_t> a(c.a);
-  const device_buffer<std::uint8_t> codes(c.codes), scales(c.scales);
+  const device_buffer<std::uint8_t> codes(c.codes), scales(c.scales), codebooks(c.codebooks.empty() ? std::vector<std::uint8_t>(1) : c.codebooks);
   const device_buffer<float> row_scales(c.row_scales), tensor_scales(c.tensor_scales), a_scale(c.a_scale);
   device_buffer<std::uint16_t> out(static_cast<std::size_t>(c.rows * c.n));
-  const auto p = c.problem(a.ptr, codes.ptr, scales.ptr, row_scales.ptr, tensor_scales.ptr, a_scale.ptr, out.ptr);
+  const auto p = c.problem(a.ptr, codes.ptr, scales.ptr, row_scales.ptr, tensor_scales.ptr, a_scale.ptr, out.ptr, codebooks.ptr);
   qp::cuda::weight_only_gemm<qp::formula_tag<F>>(p, c.offsets, c.experts);
   std::string first;
   const auto bad = c.violations(out.get(static_cast<std::size_t>(c.rows * c.n)), first);
@@ -44,6 +44,7 @@ int main() {
   check<qp::schemes::formula::int8_per_channel>(72);
   check<qp::schemes::formula::nvfp4_weight>(48);
   check<qp::schemes::formula::mxfp4_even>(2048);
+  check<qp::schemes::formula::lut_b>(192);
   if (cudaDeviceSynchronize() != cudaSuccess) fail("cudaDeviceSynchronize");
   std::printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
   return failures ? 1 : 0;

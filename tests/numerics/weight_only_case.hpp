@@ -20,10 +20,10 @@ struct weight_only_case {
   static constexpr std::int64_t experts = 4, n = 200;
   std::int64_t k;
   std::int64_t offsets[experts + 1] = {0, 5, 5, 150, 170};
-  std::int64_t rows = 170, code_step = 0, scale_step = 0;
+  std::int64_t rows = 170, code_step = 0, scale_step = 0, codebook_step = 0;
   std::vector<std::uint16_t> a, w;
   std::vector<float> a_scale, row_scales, tensor_scales;
-  std::vector<std::uint8_t> codes, scales;
+  std::vector<std::uint8_t> codes, scales, codebooks;  // codebooks: LUT-B's
   static constexpr bool int8 = F == schemes::formula::int8_per_channel, nvfp4 = F == schemes::formula::nvfp4_weight;
 
   explicit weight_only_case(std::int64_t k_) : k(k_) {
@@ -37,23 +37,25 @@ struct weight_only_case {
     w.resize(static_cast<std::size_t>(experts * n * k));
     for (auto& v : w) v = fp8::to_bf16(normal(rng) * 0.05f);
     code_step = schemes::code_bytes(f, n, k);
-    scale_step = n * schemes::scales_per_row(f, k);
+    scale_step = schemes::scale_count(f, n, k);
+    codebook_step = f.second == schemes::second_scale::codebook ? scale_step * schemes::lut_codebook_size : 0;
     codes.resize(static_cast<std::size_t>(experts * code_step));
     scales.resize(static_cast<std::size_t>(experts * scale_step));
+    codebooks.resize(static_cast<std::size_t>(experts * codebook_step));
     row_scales.resize(static_cast<std::size_t>(experts * n));
     tensor_scales.resize(static_cast<std::size_t>(experts));
     for (std::int64_t e = 0; e < experts; ++e)
       cpu::lp_kernel<formula_tag<F>>::run({w.data() + e * n * k, qpolicy::element::bf16, n, k},
                                           {codes.data() + e * code_step, scales.data() + e * scale_step, row_scales.data() + e * n,
-                                           tensor_scales.data() + e, false});
+                                           tensor_scales.data() + e, false, codebook_step ? codebooks.data() + e * codebook_step : nullptr});
   }
 
   /// The problem over the given copies of the operands (host or device pointers).
   lp::weight_only::problem problem(const std::uint16_t* a_p, const std::uint8_t* codes_p, const std::uint8_t* scales_p,
                                    const float* row_scales_p, const float* tensor_scales_p, const float* a_scale_p,
-                                   std::uint16_t* out) const {
+                                   std::uint16_t* out, const std::uint8_t* codebooks_p = nullptr) const {
     return {a_p, codes_p, int8 ? nullptr : scales_p, int8 ? row_scales_p : nullptr, nvfp4 ? tensor_scales_p : nullptr,
-            nvfp4 ? a_scale_p : nullptr, code_step, scale_step, out, n, k};
+            nvfp4 ? a_scale_p : nullptr, code_step, scale_step, out, n, k, nullptr, codebook_step ? codebooks_p : nullptr, codebook_step};
   }
 
   /// Outputs [rows, n] (bf16) outside §9's bound against float64: |out - ref| <= ulp_bf16(ref) +
@@ -66,7 +68,8 @@ struct weight_only_case {
           double ref = 0, terms = 0;
           for (std::int64_t t = 0; t < k; ++t) {
             const double prod = double(fp8::from_bf16(a[static_cast<std::size_t>(r * k + t)])) *
-                                lp::weight_operand<F>(codes.data() + e * code_step, scales.data() + e * scale_step, k, j, t);
+                                lp::weight_operand<F>(codes.data() + e * code_step, scales.data() + e * scale_step, k, j, t,
+                                                      codebooks.data() + e * codebook_step);
             ref += prod;
             terms += std::fabs(prod);
           }

@@ -58,7 +58,7 @@ void check_formula(std::int64_t k) {
   const qp::test::weight_only_case<F> c(k);
   std::vector<std::uint16_t> out(static_cast<std::size_t>(c.rows * c.n), 0xFFFF);
   const auto p = c.problem(c.a.data(), c.codes.data(), c.scales.data(), c.row_scales.data(), c.tensor_scales.data(), c.a_scale.data(),
-                           out.data());
+                           out.data(), c.codebooks.data());
   emulate<F>(p, qp::fp8::grouped::make_tiles(c.offsets, c.experts));
   std::string first;
   const auto bad = c.violations(out, first);
@@ -73,4 +73,5 @@ TEST_CASE("weight-only GEMM tile arithmetic meets §9's bound for every weight f
   check_formula<formula::mxfp4_even>(160);
   check_formula<formula::int8_per_channel>(72);  // K not a multiple of the K tile
   check_formula<formula::nvfp4_weight>(48);
+  check_formula<formula::lut_b>(192);  // LUT-B tiles decoded per K panel (8x64 tiles, 32-wide K steps)
 }

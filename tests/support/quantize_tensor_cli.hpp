@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,6 +48,20 @@ inline std::unique_ptr<safetensors::file> run_quantize_tensor(const std::vector<
   INFO(r.err);
   REQUIRE(r.status == 0);
   return std::make_unique<st::file>(out);
+}
+
+/// Runs `qpolicy quantize-tensor ARGS... -o OUT` and requires a refusal: exit `status`, `message` on
+/// stderr, and no OUT written.
+inline void check_quantize_tensor_refusal(const std::vector<std::string>& args, int status, const std::string& message,
+                                          const std::string& out) {
+  std::vector<std::string> all{required_env("QPOLICY_EXE"), "quantize-tensor"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.insert(all.end(), {"-o", out});
+  const auto r = run_process(all);
+  INFO(message << "\n" << r.err);
+  CHECK(r.status == status);
+  CHECK_THAT(r.err, Catch::Contains(message));
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 /// The bytes of stored tensor `name` (which must exist).

@@ -97,16 +97,23 @@ void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k);
 }  // namespace detail
 
 
+namespace detail {
+/// Whether Act is a treatment tag a weight-only layer of Scheme and kind Kind takes.
+template <class Scheme, class Act, layer_kind Kind>
+inline constexpr bool takes_treatment_tag = false;
+template <class Scheme, schemes::activation_treatment T, layer_kind Kind>
+inline constexpr bool takes_treatment_tag<Scheme, treatment_tag<T>, Kind> = schemes::takes_treatment(Scheme::id, Kind, T);
+}  // namespace detail
+
 /// What every weight-only layer type checks about its scheme and activation tag, as sentences.
 template <class Scheme, class Act, layer_kind Kind>
 struct weight_only_rules {
   static_assert(is_weight_only<Scheme>, "weight-only layers take a scheme whose row runs the weight-only GEMM (mxfp8, mxfp4, int8, nvfp4)");
   static_assert(!is_weight_only<Scheme> || Kind == layer_kind::moe || schemes::contract_of(Scheme::id).linear,
                 "this scheme quantizes MoE experts only: its linear layers stay unquantized (low-precision-numerics.md §5.1, §6.1)");
-  static_assert(!is_weight_only<Scheme> || !is_treatment_tag<Act> || schemes::takes_treatment(Scheme::id, Kind, Act::id),
+  static_assert(!is_weight_only<Scheme> || detail::takes_treatment_tag<Scheme, Act, Kind>,
                 "a weight-only layer's activation is its scheme row's treatment for the layer kind (linear_activation, "
                 "moe_activation), or a rotation of a linear layer whose method rotates its input");
-  static_assert(!is_weight_only<Scheme> || is_treatment_tag<Act>, "a weight-only layer's activation is a treatment tag");
 };
 
 /// A linear layer of the weight-only GEMM: its weight [out_features, in_features], quantized by the

@@ -85,12 +85,24 @@ QPOLICY_HD void lut_normalize(float* c, bool preserve_zero) {
     }
 }
 
-/// The index of v's centre: the boundaries (c[k] + c[k+1]) * 0.5 below v (a value on a boundary goes to
-/// the lower centre, searchsorted's left side).
-QPOLICY_HD std::uint8_t lut_assign(const float* c, float v) {
+/// The boundaries between neighbouring centres, (c[k] + c[k+1]) * 0.5, exact in float32.
+QPOLICY_HD void lut_boundaries(const float* c, float* b) {
+  for (int k = 0; k + 1 < lut_entries; ++k) b[k] = (c[k] + c[k + 1]) * 0.5f;
+}
+
+/// The index of v's centre: the boundaries below v (a value on a boundary goes to the lower centre,
+/// searchsorted's left side).
+QPOLICY_HD std::uint8_t lut_assign(const float* b, float v) {
   int idx = 0;
-  for (int k = 0; k + 1 < lut_entries; ++k) idx += ((c[k] + c[k + 1]) * 0.5f) < v;
+  for (int k = 0; k + 1 < lut_entries; ++k) idx += b[k] < v;
   return static_cast<std::uint8_t>(idx);
+}
+
+/// Every value's index under centres c.
+QPOLICY_HD void lut_assign_all(const float* c, const float* v, std::uint8_t* indices) {
+  float b[lut_entries - 1];
+  lut_boundaries(c, b);
+  for (int i = 0; i < lut_elements; ++i) indices[i] = lut_assign(b, v[i]);
 }
 
 /// Scratch of one tile fit (kept by the caller: 4.6 KB).
@@ -166,18 +178,18 @@ QPOLICY_HD void lut_fit(const float* v, lut_scratch& s, std::uint8_t* best_indic
     lut_normalize(c, preserve_zero);
     for (int it = 0; it < lut_iterations; ++it) {
       float sums[lut_entries] = {}, counts[lut_entries] = {};
+      lut_assign_all(c, v, s.indices);
       for (int i = 0; i < lut_elements; ++i) {  // scatter_add_, element order
-        const std::uint8_t k = lut_assign(c, v[i]);
-        sums[k] += v[i];
-        counts[k] += 1.0f;
+        sums[s.indices[i]] += v[i];
+        counts[s.indices[i]] += 1.0f;
       }
       for (int k = 0; k < lut_entries; ++k)
         if (counts[k] > 0.0f) c[k] = sums[k] / counts[k];
       lut_normalize(c, preserve_zero);
     }
     float* squares = s.work;
+    lut_assign_all(c, v, s.indices);
     for (int i = 0; i < lut_elements; ++i) {
-      s.indices[i] = lut_assign(c, v[i]);
       const float d = c[s.indices[i]] - v[i];
       squares[i] = d * d;
     }
