@@ -34,7 +34,8 @@ done
 for src in kernels/cpu/reference.cpp kernels/cpu/quantize.cpp kernels/cpu/low_precision_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cpu/low_precision_forward.cpp kernels/cuda/gemm_check.cpp; do
   compile "$src" & pids+=($!)
 done
-for src in kernels/cpu/vectorized.cpp kernels/cpu/e4m3_encoder.cpp kernels/cpu/worker_pool.cpp kernels/cpu/gemm_tiled.cpp kernels/cpu/low_precision.cpp; do
+for src in kernels/cpu/vectorized.cpp kernels/cpu/e4m3_encoder.cpp kernels/cpu/worker_pool.cpp kernels/cpu/gemm_tiled.cpp kernels/cpu/low_precision.cpp \
+    kernels/cpu/rotation.cpp; do
   compile "$src" -Xcompiler -fno-trapping-math,-ffp-contract=off & pids+=($!)
 done
 programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/low_precision_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp

@@ -29,6 +29,14 @@ if [ -z "${QPOLICY_LOW_PRECISION_CASES:-}" ]; then
     export QPOLICY_LOW_PRECISION_CASES=build-device/low_precision_cases.json
   fi
 fi
+# vLLM 0.34's schemes' vectors the same way (build-device/new_schemes_cases.json when carried).
+if [ -z "${QPOLICY_NEW_SCHEMES_CASES:-}" ]; then
+  if [ -f ../shared/conformance/new_schemes_cases.json ]; then
+    export QPOLICY_NEW_SCHEMES_CASES=../shared/conformance/new_schemes_cases.json
+  else
+    export QPOLICY_NEW_SCHEMES_CASES=build-device/new_schemes_cases.json
+  fi
+fi
 for t in device_test quant_gpu_test low_precision_gpu_test weight_only_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
   echo "=== $t" >>"$logs/tests.txt"
   timeout 300 "build-device/$t" >>"$logs/tests.txt" 2>&1

@@ -1,6 +1,12 @@
 #include "qpolicy/kernels/cpu/low_precision.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <array>
 #include <utility>
 #include <vector>
@@ -63,6 +69,73 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// GCC 12's intrinsic headers build some results from an "undefined" register, which
+// -Wmaybe-uninitialized reports once inlined here: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/// mxfp4_blocks with AVX-512 (F, BW, VL) registers: one block per two vectors, the same operations per
+/// element (the compare-count e2m1 of e2m1_flat, NaN to 7 with its sign), the amax as a NaN-ignoring max.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, bool rceil,
+                                                                                std::uint8_t* codes, std::uint8_t* scales) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  const float thresholds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const int strict[7] = {1, 0, 1, 0, 1, 0, 1};  // > at the ties that round to the even code below, >= above
+  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7), eight = _mm512_set1_epi32(8);
+  for (std::int64_t j = 0; j < blocks; ++j) {
+    const __m512 v0 = _mm512_loadu_ps(x + j * 32), v1 = _mm512_loadu_ps(x + j * 32 + 16);
+    const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
+    const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
+    // NaN lanes give the other operand; the zero-masked forms (all lanes kept) avoid GCC 12's headers'
+    // undefined-source idiom, which -Wmaybe-uninitialized flags after inlining.
+    const __m512 m = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));
+    // No NaN is left, so the order of the maxima does not matter: halve to one lane.
+    const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m),
+                                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(m), 1)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
+    const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
+    const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
+    __m512i c[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 y = _mm512_mul_ps(h ? v1 : v0, multiplier);
+      const __m512 ya = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), magnitude));
+      __m512i code = _mm512_setzero_si512();
+      for (int t = 0; t < 7; ++t) {
+        const __mmask16 k = _mm512_cmp_ps_mask(ya, _mm512_set1_ps(thresholds[t]), strict[t] ? _CMP_GT_OQ : _CMP_GE_OQ);
+        code = _mm512_mask_add_epi32(code, k, code, one);
+      }
+      code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(ya, ya, _CMP_UNORD_Q), seven);
+      const __m512i sign = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(y), 28), eight);
+      c[h] = _mm512_or_si512(code, sign);
+    }
+    // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
+    const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
+    const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
+                                          _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00F0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j * 16), _mm256_maskz_cvtepi16_epi8(0xFFFF, pairs));
+    scales[j] = b;
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+/// The MXFP4 blocks of a row on the widest kernel this CPU runs (the cloned loops when
+/// QPOLICY_CPU_ENCODER is `portable`).
+void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const bool avx512 = [] {
+    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+    if (choice && std::string_view(choice) == "portable") return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  if (avx512) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
+#endif
+  mxfp4_blocks(x, blocks, rceil, codes, scales);
+}
+
 /// One row of formula F: `row` holds its widened values, r its index.
 template <formula F>
 void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::outputs& out) {
@@ -71,10 +144,10 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   if constexpr (base == formula::mxfp4_even || base == formula::mxfp4_rceil) {
     const std::int64_t blocks = cols / 32;
     if (!out.swizzled) {
-      mxfp4_blocks(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, out.block_scales + r * blocks);
+      mxfp4_row(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, out.block_scales + r * blocks);
     } else {
       std::vector<std::uint8_t> scales(static_cast<std::size_t>(blocks));
-      mxfp4_blocks(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, scales.data());
+      mxfp4_row(row, blocks, base == formula::mxfp4_rceil, out.codes + r * cols / 2, scales.data());
       for (std::int64_t j = 0; j < blocks; ++j) out.block_scales[lp::block_scale_offset(r, j, blocks, true)] = scales[static_cast<std::size_t>(j)];
     }
   } else if constexpr (F == formula::int8_per_channel) {
