@@ -74,64 +74,121 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
 // -Wmaybe-uninitialized reports once inlined here: a false positive.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-/// mxfp4_blocks with AVX-512 (F, BW, VL) registers: one block per two vectors, the same operations per
-/// element (the compare-count e2m1 of e2m1_flat, NaN to 7 with its sign), the amax as a NaN-ignoring max.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, bool rceil,
-                                                                                std::uint8_t* codes, std::uint8_t* scales) {
+#define QPOLICY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the same operations per element
+/// as the block functions (the compare-count e2m1 of e2m1_flat, NaN to 7 with its sign), the amax as a
+/// NaN-ignoring max. Writes 16 code bytes and returns the scale byte.
+QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool rceil, std::uint8_t* codes) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  const float thresholds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  const int strict[7] = {1, 0, 1, 0, 1, 0, 1};  // > at the ties that round to the even code below, >= above
-  const __m512i one = _mm512_set1_epi32(1), seven = _mm512_set1_epi32(7), eight = _mm512_set1_epi32(8);
-  for (std::int64_t j = 0; j < blocks; ++j) {
-    const __m512 v0 = _mm512_loadu_ps(x + j * 32), v1 = _mm512_loadu_ps(x + j * 32 + 16);
-    const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
-    const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
-    // NaN lanes give the other operand; the zero-masked forms (all lanes kept) avoid GCC 12's headers'
-    // undefined-source idiom, which -Wmaybe-uninitialized flags after inlining.
-    const __m512 m = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));
-    // No NaN is left, so the order of the maxima does not matter: halve to one lane.
-    const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m),
-                                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(m), 1)));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
-    const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
-    const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
-    const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
-    __m512i c[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m512 y = _mm512_mul_ps(h ? v1 : v0, multiplier);
-      const __m512 ya = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), magnitude));
-      __m512i code = _mm512_setzero_si512();
-      for (int t = 0; t < 7; ++t) {
-        const __mmask16 k = _mm512_cmp_ps_mask(ya, _mm512_set1_ps(thresholds[t]), strict[t] ? _CMP_GT_OQ : _CMP_GE_OQ);
-        code = _mm512_mask_add_epi32(code, k, code, one);
-      }
-      code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(ya, ya, _CMP_UNORD_Q), seven);
-      const __m512i sign = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(y), 28), eight);
-      c[h] = _mm512_or_si512(code, sign);
+  const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
+  const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
+  // NaN lanes give the other operand; the zero-masked forms (all lanes kept) avoid GCC 12's headers'
+  // undefined-source idiom, which -Wmaybe-uninitialized flags after inlining.
+  const __m512 m = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));
+  // No NaN is left, so the order of the maxima does not matter: halve to one lane.
+  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(m), 1)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+  const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
+  const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
+  const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
+  constexpr float thresholds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  constexpr bool strict[7] = {true, false, true, false, true, false, true};  // > where the tie rounds down to the even code
+  __m512i c[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m512 y = _mm512_mul_ps(h ? v1 : v0, multiplier);
+    const __m512 ya = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), magnitude));
+    __m512i code = _mm512_setzero_si512();
+    for (int t = 0; t < 7; ++t) {
+      const __mmask16 k = _mm512_cmp_ps_mask(ya, _mm512_set1_ps(thresholds[t]), strict[t] ? _CMP_GT_OQ : _CMP_GE_OQ);
+      code = _mm512_mask_add_epi32(code, k, code, _mm512_set1_epi32(1));
     }
-    // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
-    const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
-    const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
-                                          _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00F0)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j * 16), _mm256_maskz_cvtepi16_epi8(0xFFFF, pairs));
-    scales[j] = b;
+    code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(ya, ya, _CMP_UNORD_Q), _mm512_set1_epi32(7));
+    const __m512i sign = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(y), 28), _mm512_set1_epi32(8));
+    c[h] = _mm512_or_si512(code, sign);
+  }
+  // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
+  const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
+  const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
+                                        _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00F0)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm256_maskz_cvtepi16_epi8(0xFFFF, pairs));
+  return b;
+}
+
+/// mxfp4_blocks with AVX-512 registers.
+QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+  for (std::int64_t j = 0; j < blocks; ++j)
+    scales[j] = mxfp4_block_avx512(_mm512_loadu_ps(x + j * 32), _mm512_loadu_ps(x + j * 32 + 16), rceil, codes + j * 16);
+}
+
+/// x rounded to bf16 in a register (fp8::to_bf16's bits: RNE, a NaN kept quiet).
+QPOLICY_AVX512 inline __m512 round_bf16_avx512(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+/// The 32-column rotation and MXFP4 in one pass over a widened row (bf16 or float32 model dtype): four
+/// blocks at a time, rotated in registers (the fused multiply-add chains of kernels/cpu/rotation.cpp),
+/// rounded, and quantized from the registers.
+QPOLICY_AVX512 void rotated_mxfp4_avx512(const float* x, std::int64_t blocks, const float* h, bool bf16, bool rceil, std::uint8_t* codes,
+                                         std::uint8_t* scales) {
+  constexpr int group = 8;  // blocks at a time: sixteen chains, enough to hide the FMA latency
+  std::int64_t b = 0;
+  for (; b + group <= blocks; b += group) {
+    __m512 acc[2 * group];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    const float* xb = x + b * 32;
+    for (int i = 0; i < 32; ++i) {
+      const __m512 h0 = _mm512_loadu_ps(h + i * 32), h1 = _mm512_loadu_ps(h + i * 32 + 16);
+      for (int k = 0; k < group; ++k) {
+        const __m512 v = _mm512_set1_ps(xb[k * 32 + i]);
+        acc[2 * k] = _mm512_fmadd_ps(v, h0, acc[2 * k]);
+        acc[2 * k + 1] = _mm512_fmadd_ps(v, h1, acc[2 * k + 1]);
+      }
+    }
+    for (int k = 0; k < group; ++k) {
+      __m512 y0 = _mm512_add_ps(acc[2 * k], _mm512_setzero_ps()), y1 = _mm512_add_ps(acc[2 * k + 1], _mm512_setzero_ps());
+      if (bf16) {
+        y0 = round_bf16_avx512(y0);
+        y1 = round_bf16_avx512(y1);
+      }
+      scales[b + k] = mxfp4_block_avx512(y0, y1, rceil, codes + (b + k) * 16);
+    }
+  }
+  if (b < blocks) {  // the last blocks through the two-pass path
+    float rotated[7 * 32];
+    detail::hadamard_table table(32);
+    detail::rotate_row(x + b * 32, (blocks - b) * 32, table, bf16 ? element::bf16 : element::f32, rotated);
+    mxfp4_blocks_avx512(rotated, blocks - b, rceil, codes + b * 16, scales + b);
   }
 }
 #pragma GCC diagnostic pop
 #endif
 
-/// The MXFP4 blocks of a row on the widest kernel this CPU runs (the cloned loops when
-/// QPOLICY_CPU_ENCODER is `portable`).
-void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+/// Whether the AVX-512 (F, BW, VL) row kernels run: the CPU has them and QPOLICY_CPU_ENCODER is not
+/// `portable` (which asks for the cloned loops, so that tests check them on this machine too).
+bool use_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   static const bool avx512 = [] {
     const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
     if (choice && std::string_view(choice) == "portable") return false;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   }();
-  if (avx512) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
+  return avx512;
+#else
+  return false;
+#endif
+}
+
+/// The MXFP4 blocks of a row on the widest kernel this CPU runs.
+void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (use_avx512()) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
 #endif
   mxfp4_blocks(x, blocks, rceil, codes, scales);
 }
@@ -198,6 +255,14 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
     for (std::int64_t r = first; r < last; ++r) {
       detail::widen(x, r * x.cols, x.cols, row.data());
       if constexpr (f.transform == schemes::pre_transform::hadamard) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+        if (size == 32 && x.type != element::f16 && !out.swizzled && use_avx512()) {  // one pass (fp16 rounds on the two-pass path)
+          const std::int64_t blocks = x.cols / 32;
+          rotated_mxfp4_avx512(row.data(), blocks, rotation.entries.data(), x.type == element::bf16, f.base == formula::mxfp4_rceil,
+                               out.codes + r * x.cols / 2, out.block_scales + r * blocks);
+          continue;
+        }
+#endif
         detail::rotate_row(row.data(), x.cols, rotation, x.type, rotated.data());
         quantize_row<F>(rotated.data(), r, x.cols, x.type, encode, out);
       } else {

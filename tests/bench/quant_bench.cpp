@@ -22,6 +22,27 @@ using qpolicy::bench::best_seconds;
 namespace fp8 = qpolicy::fp8;
 namespace ref = qpolicy::cpu::reference;
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+/// Fused multiply-adds per second of one core with 512-bit registers (sixteen independent chains): the
+/// bound of the Hadamard keys, whose rotation is 32 FMAs per element in torch-CPU's order.
+__attribute__((target("avx512f"))) double fma_lanes_per_second() {
+  const long n = 20000000;
+  __m512 a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long k = 0; k < n; ++k)
+    for (auto& v : a) v = _mm512_fmadd_ps(v, x, y);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  float sink[16];
+  __m512 sum = a[0];
+  for (int i = 1; i < 16; ++i) sum = _mm512_add_ps(sum, a[i]);
+  _mm512_storeu_ps(sink, sum);
+  return sink[0] == -1.0f ? 0.0 : double(n) * 16 * 16 / s;
+}
+#endif
+
 /// Tiles of a tiled formula's [rows, cols] tensor.
 std::int64_t schemes_tiles(const qp::schemes::formula_row& f, std::int64_t rows, std::int64_t cols) {
   return qp::schemes::scale_count(f, rows, cols);
@@ -64,6 +85,14 @@ int main() {
                  fast / tiles * 1e6 * std::thread::hardware_concurrency(), std::thread::hardware_concurrency());
     }
   });
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (__builtin_cpu_supports("avx512f")) {
+    // The rotation's bound: 32 FMAs per element on every core, as bf16 input bytes per second.
+    const double fma = fma_lanes_per_second(), bound = fma / 32 * 2 * std::thread::hardware_concurrency();
+    fmt::print("bench: cpu_fma_peak {:.1f} G lane-FMA/s per core; Hadamard-32 bound {:.2f} GB/s vs memcpy {:.2f}x\n", fma / 1e9,
+               bound / 1e9, bound * memcpy_s / bytes);
+  }
+#endif
   // The weight decode of the weight-only GEMM: LUT-B's codebook lookups against MXFP4's e2m1 decode
   // (the MXFP4 path's), same matrix, same threads.
   const auto mx = qp::cpu::detail::quantize_matrix<qp::formulas::mxfp4_even>(x, 0);
