@@ -102,7 +102,9 @@ QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool
     const __m512 ya = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), magnitude));
     __m512i code = _mm512_setzero_si512();
     for (int t = 0; t < 7; ++t) {
-      const __mmask16 k = _mm512_cmp_ps_mask(ya, _mm512_set1_ps(thresholds[t]), strict[t] ? _CMP_GT_OQ : _CMP_GE_OQ);
+      // The predicate is an immediate: one literal per branch (unoptimized builds do not fold a selected one).
+      const __m512 threshold = _mm512_set1_ps(thresholds[t]);
+      const __mmask16 k = strict[t] ? _mm512_cmp_ps_mask(ya, threshold, _CMP_GT_OQ) : _mm512_cmp_ps_mask(ya, threshold, _CMP_GE_OQ);
       code = _mm512_mask_add_epi32(code, k, code, _mm512_set1_epi32(1));
     }
     code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(ya, ya, _CMP_UNORD_Q), _mm512_set1_epi32(7));
