@@ -125,50 +125,6 @@ QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, boo
     scales[j] = mxfp4_block_avx512(_mm512_loadu_ps(x + j * 32), _mm512_loadu_ps(x + j * 32 + 16), rceil, codes + j * 16);
 }
 
-/// x rounded to bf16 in a register (fp8::to_bf16's bits: RNE, a NaN kept quiet).
-QPOLICY_AVX512 inline __m512 round_bf16_avx512(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
-  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
-  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
-
-/// The 32-column rotation and MXFP4 in one pass over a widened row (bf16 or float32 model dtype): four
-/// blocks at a time, rotated in registers (the fused multiply-add chains of kernels/cpu/rotation.cpp),
-/// rounded, and quantized from the registers.
-QPOLICY_AVX512 void rotated_mxfp4_avx512(const float* x, std::int64_t blocks, const float* h, bool bf16, bool rceil, std::uint8_t* codes,
-                                         std::uint8_t* scales) {
-  constexpr int group = 8;  // blocks at a time: sixteen chains, enough to hide the FMA latency
-  std::int64_t b = 0;
-  for (; b + group <= blocks; b += group) {
-    __m512 acc[2 * group];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    const float* xb = x + b * 32;
-    for (int i = 0; i < 32; ++i) {
-      const __m512 h0 = _mm512_loadu_ps(h + i * 32), h1 = _mm512_loadu_ps(h + i * 32 + 16);
-      for (int k = 0; k < group; ++k) {
-        const __m512 v = _mm512_set1_ps(xb[k * 32 + i]);
-        acc[2 * k] = _mm512_fmadd_ps(v, h0, acc[2 * k]);
-        acc[2 * k + 1] = _mm512_fmadd_ps(v, h1, acc[2 * k + 1]);
-      }
-    }
-    for (int k = 0; k < group; ++k) {
-      __m512 y0 = _mm512_add_ps(acc[2 * k], _mm512_setzero_ps()), y1 = _mm512_add_ps(acc[2 * k + 1], _mm512_setzero_ps());
-      if (bf16) {
-        y0 = round_bf16_avx512(y0);
-        y1 = round_bf16_avx512(y1);
-      }
-      scales[b + k] = mxfp4_block_avx512(y0, y1, rceil, codes + (b + k) * 16);
-    }
-  }
-  if (b < blocks) {  // the last blocks through the two-pass path
-    float rotated[7 * 32];
-    detail::hadamard_table table(32);
-    detail::rotate_row(x + b * 32, (blocks - b) * 32, table, bf16 ? element::bf16 : element::f32, rotated);
-    mxfp4_blocks_avx512(rotated, blocks - b, rceil, codes + b * 16, scales + b);
-  }
-}
 #pragma GCC diagnostic pop
 #endif
 
@@ -257,14 +213,18 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
     for (std::int64_t r = first; r < last; ++r) {
       detail::widen(x, r * x.cols, x.cols, row.data());
       if constexpr (f.transform == schemes::pre_transform::hadamard) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-        if (size == 32 && x.type != element::f16 && !out.swizzled && use_avx512()) {  // one pass (fp16 rounds on the two-pass path)
+        if (size == 32 && !out.swizzled) {
+          // 256 columns at a time: the rotated values stay in L1 between the rotation and the MXFP4 blocks.
+          constexpr std::int64_t chunk = 256;
           const std::int64_t blocks = x.cols / 32;
-          rotated_mxfp4_avx512(row.data(), blocks, rotation.entries.data(), x.type == element::bf16, f.base == formula::mxfp4_rceil,
-                               out.codes + r * x.cols / 2, out.block_scales + r * blocks);
+          for (std::int64_t c = 0; c < x.cols; c += chunk) {
+            const std::int64_t n = std::min(chunk, x.cols - c);
+            detail::rotate_row(row.data() + c, n, rotation, x.type, rotated.data());
+            mxfp4_row(rotated.data(), n / 32, f.base == formula::mxfp4_rceil, out.codes + (r * x.cols + c) / 2,
+                      out.block_scales + r * blocks + c / 32);
+          }
           continue;
         }
-#endif
         detail::rotate_row(row.data(), x.cols, rotation, x.type, rotated.data());
         quantize_row<F>(rotated.data(), r, x.cols, x.type, encode, out);
       } else {
@@ -299,17 +259,10 @@ void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks,
     for (std::int64_t t = first; t < last; ++t)
       for (std::int64_t j = 0; j < k_tiles; ++j) {
         const std::int64_t at = t * k_tiles + j;
-        // The tile's eight values, decoded and rounded once, then looked up per index.
-        std::uint16_t book[lp::lut_entries];
-        for (int e = 0; e < lp::lut_entries; ++e) {
-          const float v = fp8::decode(codebooks[at * lp::lut_entries + e]) * lp::e8m0_value(scales[at]);
-          book[e] = out_type == element::f16 ? lp::to_fp16(v) : fp8::to_bf16(v);
-        }
-        const std::uint8_t* p = packed + at * lp::lut_packed_bytes;
-        for (int r = 0; r < lp::lut_rows; ++r) {
-          std::uint16_t* row = out + (t * lp::lut_rows + r) * cols + j * lp::lut_cols;
-          for (int k = 0; k < lp::lut_cols; ++k) row[k] = book[lp::lut_index(p, r * lp::lut_cols + k)];
-        }
+        std::uint16_t* tile = out + t * lp::lut_rows * cols + j * lp::lut_cols;
+        lp::lut_decode_tile(packed + at * lp::lut_packed_bytes, codebooks + at * lp::lut_entries, scales[at], [&](int r, int k, float v) {
+          tile[r * cols + k] = out_type == element::f16 ? lp::to_fp16(v) : fp8::to_bf16(v);
+        });
       }
   });
 }

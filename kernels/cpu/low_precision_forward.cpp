@@ -16,21 +16,15 @@ template <formula F>
 std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
   std::vector<float> out(static_cast<std::size_t>(w.rows * w.cols));
   if constexpr (F == formula::lut_b) {
-    // Per tile: its eight values decoded once (F8(codebook) * E8(scale), exact), then one lookup per index.
     const std::int64_t k_tiles = w.cols / lp::lut_cols;
     detail::parallel_ranges(w.rows / lp::lut_rows, threads, [&](std::int64_t first, std::int64_t last) {
       for (std::int64_t t = first; t < last; ++t)
         for (std::int64_t j = 0; j < k_tiles; ++j) {
           const std::int64_t at = t * k_tiles + j;
-          float book[lp::lut_entries];
-          for (int e = 0; e < lp::lut_entries; ++e)
-            book[e] = fp8::decode(w.codebook[static_cast<std::size_t>(at * lp::lut_entries + e)]) * lp::e8m0_value(w.block_scales[static_cast<std::size_t>(at)]);
-          const std::uint8_t* packed = w.codes.data() + at * lp::lut_packed_bytes;
-          for (int g = 0; g < lp::lut_elements / 8; ++g) {  // 8 indices from 3 bytes
-            const std::uint32_t word = packed[g * 3] | (std::uint32_t{packed[g * 3 + 1]} << 8) | (std::uint32_t{packed[g * 3 + 2]} << 16);
-            float* row = out.data() + (t * lp::lut_rows + g / 8) * w.cols + j * lp::lut_cols + (g % 8) * 8;
-            for (int i = 0; i < 8; ++i) row[i] = book[(word >> (3 * i)) & 7u];
-          }
+          float* tile = out.data() + t * lp::lut_rows * w.cols + j * lp::lut_cols;
+          lp::lut_decode_tile(w.codes.data() + at * lp::lut_packed_bytes, w.codebook.data() + at * lp::lut_entries,
+                              w.block_scales[static_cast<std::size_t>(at)],
+                              [&](int r, int k, float v) { tile[r * w.cols + k] = v; });
         }
     });
     return out;
@@ -64,8 +58,11 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     detail::parallel_ranges(rows, threads, [&](std::int64_t first, std::int64_t last) {
       for (std::int64_t r = first; r < last; ++r) detail::rotate_row(x + r * k, k, h, element::bf16, rotated.data() + r * k);
     });
-    return treat_activations(t == activation_treatment::rotated ? activation_treatment::none : activation_treatment::mxfp4_qdq,
-                             rotated.data(), rows, k, threads);
+    if (t == activation_treatment::rotated) {
+      a.values = std::move(rotated);
+      return a;
+    }
+    return treat_activations(activation_treatment::mxfp4_qdq, rotated.data(), rows, k, threads);
   }
   const input_view xv{x, element::f32, rows, k};
   if (t == activation_treatment::mxfp8_qdq) {

@@ -36,36 +36,13 @@ QPOLICY_CPU_CLONES void rotate_block(const float* __restrict x, const float* __r
   for (std::int64_t j = 0; j < n; ++j) acc[j] = acc[j] + 0.0f;
 }
 
-/// Size 32 (the shorthand's), four blocks at a time: 128 accumulators (eight 512-bit registers), so
-/// eight independent chains keep both FMA ports busy; each output's chain is the reference's.
-QPOLICY_CPU_CLONES void rotate_blocks32(const float* __restrict x, std::int64_t blocks, const float* __restrict h, float* __restrict out) {
-  std::int64_t b = 0;
-  for (; b + 4 <= blocks; b += 4) {
-    float acc[4][32] = {};
-    const float* xb = x + b * 32;
-    for (int i = 0; i < 32; ++i) {
-      const float v0 = xb[i], v1 = xb[32 + i], v2 = xb[64 + i], v3 = xb[96 + i];
-      const float* hi = h + i * 32;
-      for (int j = 0; j < 32; ++j) {
-        acc[0][j] = __builtin_fmaf(v0, hi[j], acc[0][j]);
-        acc[1][j] = __builtin_fmaf(v1, hi[j], acc[1][j]);
-        acc[2][j] = __builtin_fmaf(v2, hi[j], acc[2][j]);
-        acc[3][j] = __builtin_fmaf(v3, hi[j], acc[3][j]);
-      }
-    }
-    for (int k = 0; k < 4; ++k)
-      for (int j = 0; j < 32; ++j) out[(b + k) * 32 + j] = acc[k][j] + 0.0f;
-  }
-  for (; b < blocks; ++b) {
-    float acc[32] = {};
-    for (int i = 0; i < 32; ++i)
-      for (int j = 0; j < 32; ++j) acc[j] = __builtin_fmaf(x[b * 32 + i], h[i * 32 + j], acc[j]);
-    for (int j = 0; j < 32; ++j) out[b * 32 + j] = acc[j] + 0.0f;
-  }
+/// `blocks` consecutive blocks of n columns.
+void rotate_blocks(const float* x, const float* h, std::int64_t n, float* out, std::int64_t blocks) {
+  for (std::int64_t b = 0; b < blocks; ++b) rotate_block(x + b * n, h, n, out + b * n);
 }
 
 #ifdef QPOLICY_ROTATION_X86
-// Size 32 with explicit registers: the clones above keep their accumulators in memory (GCC's vectorizer
+// Size 32 with explicit registers: the cloned loop above keeps its accumulators in memory (GCC's vectorizer
 // does not promote an array), which halves the speed. Each lane is one output's chain, as above.
 
 /// AVX-512: four blocks at a time, eight 16-lane accumulators (eight independent chains).
@@ -86,7 +63,7 @@ __attribute__((target("avx512f"))) void rotate_blocks32_avx512(const float* x, s
     }
     for (int k = 0; k < 8; ++k) _mm512_storeu_ps(out + b * 32 + k * 16, _mm512_add_ps(acc[k], zero));
   }
-  if (b < blocks) rotate_blocks32(x + b * 32, blocks - b, h, out + b * 32);
+  if (b < blocks) rotate_blocks(x + b * 32, h, 32, out + b * 32, blocks - b);
 }
 
 /// AVX2 with FMA: two blocks at a time, eight 8-lane accumulators.
@@ -107,7 +84,7 @@ __attribute__((target("avx2,fma"))) void rotate_blocks32_avx2(const float* x, st
     }
     for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + b * 32 + k * 8, _mm256_add_ps(acc[k], zero));
   }
-  if (b < blocks) rotate_blocks32(x + b * 32, blocks - b, h, out + b * 32);
+  if (b < blocks) rotate_blocks(x + b * 32, h, 32, out + b * 32, blocks - b);
 }
 #endif
 
@@ -123,7 +100,7 @@ void rotate32(const float* x, std::int64_t blocks, const float* h, float* out) {
   if (isa == 2) return rotate_blocks32_avx512(x, blocks, h, out);
   if (isa == 1) return rotate_blocks32_avx2(x, blocks, h, out);
 #endif
-  rotate_blocks32(x, blocks, h, out);
+  rotate_blocks(x, h, 32, out, blocks);
 }
 
 /// v[0..n) rounded to bf16 in place (fp8::to_bf16's bits, branch-free so it vectorizes).
@@ -141,7 +118,8 @@ void rotate_row(const float* row, std::int64_t cols, const hadamard_table& h, el
     for (std::int64_t b = 0; b < cols; b += n) {
       if (!h.entries.empty()) rotate_block(row + b, h.entries.data(), n, out + b);
       else
-        for (std::int64_t j = 0; j < n; ++j) out[b + j] = lp::rotated_f32(row + b, n, j, h.magnitude);
+        for (std::int64_t j = 0; j < n; ++j)
+          out[b + j] = lp::rotated_f32([&](std::int64_t i) { return row[b + i]; }, n, j, h.magnitude);
     }
   }
   if (d == element::bf16) round_bf16(out, cols);

@@ -59,11 +59,8 @@ __global__ void rotated_block_kernel(input_view x, lp::outputs out, std::int64_t
     const std::int64_t r = b / per_row, j = b % per_row, first = r * x.cols + j * block;
     const std::int64_t column = j * block, start = column / size * size;  // the rotation block holding this block
     float v[block];
-    for (int o = 0; o < block; ++o) {
-      float acc = 0.0f;
-      for (std::int64_t i = 0; i < size; ++i) acc = fmaf(x.at(r * x.cols + start + i), lp::hadamard_entry(i, column - start + o, c), acc);
-      v[o] = lp::round_to(x.type, acc + 0.0f);
-    }
+    const auto load = [&](std::int64_t i) { return x.at(r * x.cols + start + i); };
+    for (int o = 0; o < block; ++o) v[o] = lp::round_to(x.type, lp::rotated_f32(load, size, column - start + o, c));
     out.block_scales[lp::block_scale_offset(r, j, per_row, out.swizzled)] = lp::quantize_block<F>(v, 0.0f, out.codes, first);
   }
 }
@@ -101,9 +98,7 @@ __global__ void rotate_kernel(input_view x, std::int64_t size, float* out) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < x.size();
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / x.cols, column = i % x.cols, start = column / size * size;
-    float acc = 0.0f;
-    for (std::int64_t k = 0; k < size; ++k) acc = fmaf(x.at(r * x.cols + start + k), lp::hadamard_entry(k, column - start, c), acc);
-    out[i] = lp::round_to(x.type, acc + 0.0f);
+    out[i] = lp::round_to(x.type, lp::rotated_f32([&](std::int64_t k) { return x.at(r * x.cols + start + k); }, size, column - start, c));
   }
 }
 

@@ -40,9 +40,7 @@ __global__ void rotate_bf16(const std::uint16_t* x, std::int64_t n, std::int64_t
   const float c = lp::hadamard_magnitude(size);
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t column = i % k, start = i - column + column / size * size;
-    float acc = 0.0f;
-    for (std::int64_t j = 0; j < size; ++j) acc = fmaf(fp8::from_bf16(x[start + j]), lp::hadamard_entry(j, column % size, c), acc);
-    out[i] = fp8::to_bf16(acc + 0.0f);
+    out[i] = fp8::to_bf16(lp::rotated_f32([&](std::int64_t j) { return fp8::from_bf16(x[start + j]); }, size, column % size, c));
   }
 }
 
@@ -89,39 +87,32 @@ device_treated treat_activations(forward_context& ctx, schemes::activation_treat
     if (t == schemes::activation_treatment::rotated) return {rotated, nullptr};
     return treat_activations(ctx, schemes::activation_treatment::mxfp4_qdq, rotated, rows, k);
   }
-  if (t == schemes::activation_treatment::mxfp8_qdq) {
-    ctx.codes.reserve(static_cast<std::size_t>(n));
-    ctx.scales.reserve(static_cast<std::size_t>(n / 32));
-    ctx.treated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-    ctx.amax.reserve(sizeof(std::uint32_t));
-    auto* codes = ctx.codes.as<std::uint8_t>();
-    auto* scales = ctx.scales.as<std::uint8_t>();
-    auto* values = ctx.treated.as<std::uint16_t>();
-    lp_kernel<formulas::mxfp8_torch>::run({x, element::bf16, rows, k}, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(),
-                                          ctx.launch);
-    decode_mxfp8<<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
-    check(cudaGetLastError(), "decode_mxfp8 (LUT-B activations)", ctx.launch);
-    return {values, nullptr};
-  }
   const input_view xv{x, element::bf16, rows, k};
-  ctx.codes.reserve(static_cast<std::size_t>(n / 2));
+  // Every quantize-dequantize treatment's scratch: codes (a byte each for MXFP8, packed for the 4-bit
+  // formats), block scales (one per 16 elements at most), the bf16 operands.
+  ctx.codes.reserve(static_cast<std::size_t>(n));
   ctx.scales.reserve(static_cast<std::size_t>(n / 16));
   ctx.treated.reserve(static_cast<std::size_t>(n) * sizeof(std::uint16_t));
   ctx.amax.reserve(sizeof(std::uint32_t));
   auto* codes = ctx.codes.as<std::uint8_t>();
   auto* scales = ctx.scales.as<std::uint8_t>();
   auto* values = ctx.treated.as<std::uint16_t>();
-  const unsigned grid = static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+  if (t == schemes::activation_treatment::mxfp8_qdq) {
+    lp_kernel<formulas::mxfp8_torch>::run(xv, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+    decode_mxfp8<<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+    check(cudaGetLastError(), "decode_mxfp8 (LUT-B activations)", ctx.launch);
+    return {values, nullptr};
+  }
   if (t == schemes::activation_treatment::mxfp4_qdq) {
     lp_kernel<formulas::mxfp4_even>::run(xv, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
-    decode_operands<true><<<grid, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+    decode_operands<true><<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
     check(cudaGetLastError(), "decode_operands (MXFP4)", ctx.launch);
     return {values, nullptr};
   }
   ctx.token_scales.reserve(static_cast<std::size_t>(rows) * sizeof(float));
   auto* st = ctx.token_scales.as<float>();
   lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes, scales, st, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
-  decode_operands<false><<<grid, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
+  decode_operands<false><<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
   check(cudaGetLastError(), "decode_operands (NVFP4)", ctx.launch);
   return {values, st};
 }

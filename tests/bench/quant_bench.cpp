@@ -43,11 +43,6 @@ __attribute__((target("avx512f"))) double fma_lanes_per_second() {
 }
 #endif
 
-/// Tiles of a tiled formula's [rows, cols] tensor.
-std::int64_t schemes_tiles(const qp::schemes::formula_row& f, std::int64_t rows, std::int64_t cols) {
-  return qp::schemes::scale_count(f, rows, cols);
-}
-
 int main() {
   const std::int64_t rows = 4096, cols = 4096;
   const std::size_t n = static_cast<std::size_t>(rows * cols);
@@ -80,7 +75,7 @@ int main() {
     fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, part * bytes / fast / 1e9, part * memcpy_s / fast);
     fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", f.name, slow / fast, slow / fast);
     if (f.tiled()) {
-      const double tiles = static_cast<double>(schemes_tiles(f, slice, cols));
+      const double tiles = static_cast<double>(qp::schemes::scale_count(f, slice, cols));  // one scale per tile
       fmt::print("bench: cpu_{}_tile {:.1f} us per tile per thread ({} threads)\n", f.name,
                  fast / tiles * 1e6 * std::thread::hardware_concurrency(), std::thread::hardware_concurrency());
     }

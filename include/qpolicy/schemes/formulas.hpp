@@ -139,12 +139,21 @@ constexpr formula_row lp_row(formula id, std::string_view name, std::string_view
           block ? scale_options::byte_blocks : scale_options::row_floats, second == second_scale::per_tensor,
           block ? block : 1, k_message, pre_transform::none, 0, id};
 }
-/// A row that rotates 32-column blocks before the quantizer of row `base`, and stores what it stores.
-constexpr formula_row rotated_row(formula id, std::string_view name, bool weight, const formula_row& base) {
+/// The two MXFP4 rows, also the bases of the rotating rows.
+inline constexpr formula_row mxfp4_even_row = lp_row(formula::mxfp4_even, "mxfp4", "§4.2", key_id::mxfp4_static, true, code_format::e2m1_packed,
+                                                     scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false,
+                                                     mxfp4_k_message);
+inline constexpr formula_row mxfp4_rceil_row = lp_row(formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", key_id::mxfp4_dynamic, false,
+                                                      code_format::e2m1_packed, scale_format::e8m0, 32, scale_rounding::e8m0_rp,
+                                                      second_scale::none, "", false, mxfp4_k_message);
+/// A row that rotates 32-column blocks before the quantizer of row `base`, and stores what it stores;
+/// `key` and `weight` say what it quantizes (its key names the unrotated formula, formula_of_key).
+constexpr formula_row rotated_row(formula id, std::string_view name, key_id key, bool weight, const formula_row& base) {
   formula_row r = base;
   r.id = id;
   r.name = name;
   r.section = "new-schemes §A";
+  r.key = key;
   r.weight = weight;
   r.k_multiple = 32;
   r.k_message = hadamard_k_message;
@@ -176,10 +185,8 @@ inline constexpr auto formula_table = std::to_array<formula_row>({
                    scale_rounding::e8m0_ceil, second_scale::none, "", false, mxfp8_k_message),
     detail::lp_row(formula::mxfp8_flashinfer, "mxfp8_dynamic", "§3.3", key_id::mxfp8_dynamic, false, code_format::e4m3,
                    scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp8_k_message),
-    detail::lp_row(formula::mxfp4_even, "mxfp4", "§4.2", key_id::mxfp4_static, true, code_format::e2m1_packed, scale_format::e8m0,
-                   32, scale_rounding::e8m0_even, second_scale::none, "", false, mxfp4_k_message),
-    detail::lp_row(formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
-                   scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp4_k_message),
+    detail::mxfp4_even_row,
+    detail::mxfp4_rceil_row,
     detail::lp_row(formula::int8_per_channel, "int8_per_channel_static", "§5.2", key_id::int8_per_channel_static, true,
                    code_format::int8, scale_format::f32, 0, scale_rounding::model_dtype, second_scale::none, "", true, ""),
     detail::lp_row(formula::nvfp4_weight, "nvfp4", "§6.2", key_id::nvfp4, true, code_format::e2m1_packed, scale_format::e4m3, 16,
@@ -187,15 +194,9 @@ inline constexpr auto formula_table = std::to_array<formula_row>({
     detail::lp_row(formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", std::nullopt, false, code_format::e2m1_packed,
                    scale_format::e4m3, 16, scale_rounding::e4m3_sat, second_scale::per_token, "scale_per_token", true,
                    nvfp4_k_message),
-    detail::rotated_row(formula::mxfp4_hadamard_weight, "mxfp4_hadamard32", true,
-                        detail::lp_row(formula::mxfp4_even, "", "", key_id::mxfp4_static, true, code_format::e2m1_packed,
-                                       scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false, "")),
-    detail::rotated_row(formula::mxfp4_hadamard_even, "mxfp4_hadamard32_dynamic", false,
-                        detail::lp_row(formula::mxfp4_even, "", "", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
-                                       scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false, "")),
-    detail::rotated_row(formula::mxfp4_hadamard_rceil, "mxfp4_hadamard32_rceil", false,
-                        detail::lp_row(formula::mxfp4_rceil, "", "", key_id::mxfp4_dynamic, false, code_format::e2m1_packed,
-                                       scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, "")),
+    detail::rotated_row(formula::mxfp4_hadamard_weight, "mxfp4_hadamard32", key_id::mxfp4_static, true, detail::mxfp4_even_row),
+    detail::rotated_row(formula::mxfp4_hadamard_even, "mxfp4_hadamard32_dynamic", key_id::mxfp4_dynamic, false, detail::mxfp4_even_row),
+    detail::rotated_row(formula::mxfp4_hadamard_rceil, "mxfp4_hadamard32_rceil", key_id::mxfp4_dynamic, false, detail::mxfp4_rceil_row),
     detail::lut_b_row(),
 });
 /// How many formulas there are: the table's rows, one per `formula` value in its order.

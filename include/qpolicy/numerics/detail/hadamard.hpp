@@ -39,16 +39,13 @@ QPOLICY_HD bool hadamard_negative(std::int64_t i, std::int64_t j) {
 /// Entry (i, j) of the normalized matrix with entries of magnitude `c`.
 QPOLICY_HD float hadamard_entry(std::int64_t i, std::int64_t j, float c) { return hadamard_negative(i, j) ? -c : c; }
 
-/// One rotated element in float32: column j of a block x[0..n) (already widened), torch-CPU's order.
-QPOLICY_HD float rotated_f32(const float* x, std::int64_t n, std::int64_t j, float c) {
+/// One rotated element in float32: column j of a block whose element i is load(i) (widened exactly),
+/// torch-CPU's order.
+template <class Load>
+QPOLICY_HD float rotated_f32(Load load, std::int64_t n, std::int64_t j, float c) {
   float acc = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) acc = std::fma(x[i], hadamard_entry(i, j, c), acc);
+  for (std::int64_t i = 0; i < n; ++i) acc = std::fma(load(i), hadamard_entry(i, j, c), acc);
   return acc + 0.0f;  // -0 becomes +0, as the BLAS's stored result
-}
-
-/// One rotated element rounded once to the model dtype (§A.3).
-QPOLICY_HD float rotated(element d, const float* x, std::int64_t n, std::int64_t j, float c) {
-  return round_to(d, rotated_f32(x, n, j, c));
 }
 
 }  // namespace qpolicy::lp

@@ -48,6 +48,19 @@ QPOLICY_HD float lut_value(const std::uint8_t* packed, const std::uint8_t* codeb
   return fp8::decode(codebook[lut_index(packed, r * lut_cols + k)]) * e8m0_value(scale);
 }
 
+/// Decodes a whole tile: its eight values once (F8(codebook) * E8(scale), exact in float32), then
+/// store(r, k, value) for each element, a group of 8 indices from its 3 bytes at a time.
+template <class Store>
+QPOLICY_HD void lut_decode_tile(const std::uint8_t* packed, const std::uint8_t* codebook, std::uint8_t scale, Store store) {
+  float book[lut_entries];
+  for (int e = 0; e < lut_entries; ++e) book[e] = fp8::decode(codebook[e]) * e8m0_value(scale);
+  for (int g = 0; g < lut_elements / 8; ++g) {
+    const std::uint32_t word = packed[g * 3] | (static_cast<std::uint32_t>(packed[g * 3 + 1]) << 8) |
+                               (static_cast<std::uint32_t>(packed[g * 3 + 2]) << 16);
+    for (int i = 0; i < 8; ++i) store(g / 8, (g % 8) * 8 + i, book[(word >> (3 * i)) & 7u]);
+  }
+}
+
 /// torch-CPU's sum of 512 contiguous float32 values (the cascade over 8-lane vectors, see above).
 QPOLICY_HD float torch_sum_512(const float* x) {
   float partial[8];
