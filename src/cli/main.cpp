@@ -148,6 +148,7 @@ int run(const cli::options& o) {
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
     fmt::print(stderr, "format: {}\n", to_string(s.format));
+    for (const auto& r : s.rotations) fmt::print(stderr, "rotation: {}\n", r);
     if (s.shards_total) {
       fmt::print(stderr, "wrote {} of {} shards into '{}'{}{}\n", s.shards_written, s.shards_total, o.output,
                  s.shards_kept ? fmt::format(" (kept {} complete ones)", s.shards_kept) : "",

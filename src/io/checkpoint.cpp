@@ -175,6 +175,10 @@ conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& re
   c.format = sum.format = choose_format(req.format, c.model, p, sum.warnings);
   if (req.device == device_kind::cuda) cuda::require_cuda("quantize on the GPU (--device cuda)");
   c.units = plan_units(ck, c.model, p, c.format);
+  for (const auto& g : rotation_groups(c.model, p))
+    sum.rotations.push_back("Hadamard " + std::to_string(g.size) + " on the input of " + std::to_string(g.modules.size()) +
+                            " modules (transform_config scheme '" + g.scheme + "', weight " + transform_tensor_name(g) +
+                            "): their weights are stored rotated, and vLLM rotates their input online");
   c.layout = plan_output(ck, c.units, c.model, p);
   return c;
 }

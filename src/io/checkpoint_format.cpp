@@ -1,6 +1,7 @@
 // The checkpoint formats (checkpoint_format.hpp): what each can express, and its quantization_config.
 #include "checkpoint_format.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -109,8 +110,10 @@ constexpr low_precision_layout low_precision_layouts[] = {
      {8, "int", "channel", false, std::nullopt, false, ""}},
 };
 const low_precision_layout& layout_of(schemes::formula f) {
+  // A rotating formula stores its base's codes and scales (the rotation travels as transform_config).
+  const auto stored = schemes::formula_of(f).base;
   for (const auto& l : low_precision_layouts)
-    if (l.formula == f) return l;
+    if (l.formula == stored) return l;
   throw std::logic_error("no checkpoint layout for formula " + std::string(schemes::formula_of(f).name));
 }
 
@@ -165,6 +168,98 @@ std::vector<std::string> unquantized_modules(const model_desc& model, const plan
   return out;
 }
 
+namespace {
+
+/// The rank of a module name's part in the order transformers registers a decoder's modules (the
+/// attention before the MLP, q/k/v/o, gate/up/down); -1 for a part it does not rank.
+int part_rank(std::string_view part) {
+  constexpr std::string_view order[] = {"model",  "layers", "self_attn", "q_proj",  "k_proj",    "v_proj",
+                                        "o_proj", "mlp",    "gate_proj", "up_proj", "down_proj", "lm_head"};
+  for (std::size_t i = 0; i < std::size(order); ++i)
+    if (order[i] == part) return static_cast<int>(i);
+  return -1;
+}
+
+/// Whether module `a` comes before `b` in the order transformers' named_modules() gives them: layer
+/// numbers as numbers, ranked parts by rank and before others, the rest by name.
+bool module_order_less(std::string_view a, std::string_view b) {
+  const auto next = [](std::string_view& s) {
+    const auto dot = s.find('.');
+    const auto part = s.substr(0, dot);
+    s = dot == std::string_view::npos ? std::string_view() : s.substr(dot + 1);
+    return part;
+  };
+  const auto number = [](std::string_view p) {
+    return !p.empty() && p.size() < 10 && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  while (!a.empty() && !b.empty()) {
+    const auto x = next(a), y = next(b);
+    if (x == y) continue;
+    if (number(x) && number(y)) return std::stol(std::string(x)) < std::stol(std::string(y));
+    const int rx = part_rank(x), ry = part_rank(y);
+    if (rx >= 0 && ry >= 0) return rx < ry;
+    if ((rx >= 0) != (ry >= 0)) return rx >= 0;
+    return x < y;
+  }
+  return a.empty() && !b.empty();
+}
+
+/// A transform's TransformArgs, keys sorted as transformers writes config.json.
+json::object transform_args(const rotation_group& g, std::string_view location, bool inverse, const json::array& ignore) {
+  json::array targets;
+  if (g.every_quantized) targets.emplace_back("Linear");
+  else
+    for (const auto& m : g.modules) targets.emplace_back(m);
+  return {{"ignore", g.every_quantized ? ignore : json::array{}}, {"inverse", inverse}, {"location", location}, {"targets", targets}};
+}
+
+}  // namespace
+
+std::vector<rotation_group> rotation_groups(const model_desc& model, const plan& p) {
+  std::vector<rotation_group> groups;
+  std::size_t quantized = 0, rotated = 0;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& l = p.layers[i];
+    quantized += l.quantized();
+    if (!l.quantized() || !l.hadamard) continue;
+    ++rotated;
+    const auto size = hadamard_size_of(l);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const rotation_group& g) { return g.size == size; });
+    if (it == groups.end()) it = groups.insert(groups.end(), rotation_group{"", size, {}, false});
+    add_module_names(model, model.layers[i], false, it->modules);
+  }
+  for (auto& g : groups) std::sort(g.modules.begin(), g.modules.end(), module_order_less);
+  std::sort(groups.begin(), groups.end(),
+            [](const rotation_group& a, const rotation_group& b) { return module_order_less(a.modules.front(), b.modules.front()); });
+  // llm-compressor's QuIPModifier names its input rotation "v"; several sizes are several schemes.
+  for (auto& g : groups) {
+    g.scheme = "v";
+    if (groups.size() > 1) g.scheme.append(std::to_string(g.size));  // not "v" + string: GCC 12's false -Wrestrict
+  }
+  if (groups.size() == 1) groups.front().every_quantized = rotated == quantized;
+  return groups;
+}
+
+std::string transform_tensor_name(const rotation_group& g) { return g.modules.front() + "." + g.scheme + "_input.weight"; }
+
+json::object transform_config(const model_desc& model, const plan& p) {
+  const auto groups = rotation_groups(model, p);
+  if (groups.empty()) return {};
+  json::array ignore;
+  for (const auto& name : unquantized_modules(model, p, true)) ignore.emplace_back(name);
+  json::object schemes;
+  for (const auto& g : groups)
+    schemes[g.scheme] = json::object{
+        {"apply", json::array{transform_args(g, "input", false, ignore), transform_args(g, "weight_input", true, ignore)}},
+        {"head_dim", g.size},
+        // The rotation qpolicy applies to the weights and vLLM 0.34 to the activations (new-schemes-numerics.md A.3).
+        {"precision", "torch.float32"},
+        {"randomize", false},
+        {"requires_grad", false},
+        {"type", "hadamard"}};
+  return {{"config_groups", schemes}};
+}
+
 checkpoint_format choose_format(checkpoint_format requested, const model_desc& model, const plan& p,
                                 std::vector<std::string>& warnings) {
   std::set<method> methods;
@@ -182,7 +277,7 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
     const auto& l = p.layers[i];
     const bool low_precision = l.quantized() && schemes::is_weight_only(l.decided);
     // The writer refuses the others by name.
-    if (!l.quantized() || !schemes::has_kernels(l.decided) || l.hadamard) continue;
+    if (!l.quantized() || !schemes::has_kernels(l.decided)) continue;
     const auto& layer = model.layers[i];
     const auto activation = activation_of(l, layer.kind);
     const auto method_name = std::string(to_string(l.decided));
@@ -309,7 +404,7 @@ json::object quantization_config(checkpoint_format f, const model_desc& model, c
                       {"quant_method", "compressed-tensors"},
                       {"quantization_status", "compressed"},
                       {"sparsity_config", json::object{}},
-                      {"transform_config", json::object{}},
+                      {"transform_config", transform_config(model, p)},
                       {"version", "0.19.0"}};
 }
 

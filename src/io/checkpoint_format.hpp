@@ -51,6 +51,30 @@ std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors
 /// format (not automatic).
 boost::json::object quantization_config(checkpoint_format f, const model_desc& model, const plan& p);
 
+/// One input rotation of a checkpoint, as compressed-tensors' transform_config holds it (llm-compressor's
+/// QuIPModifier with rotations ["v"], transform_type "hadamard"): a Hadamard size, the modules it rotates
+/// (a fused layer as its shards) in the order transformers registers them, and whether they are every
+/// quantized module (then it targets "Linear" less the ignored modules, as llm-compressor writes it).
+struct rotation_group {
+  std::string scheme;  // the transform scheme's name: "v", or "v<size>" when sizes differ
+  std::int64_t size = 0;
+  std::vector<std::string> modules;
+  bool every_quantized = false;
+};
+
+/// The rotations of the layers plan `p` quantizes with a Hadamard size: one group per size, in module
+/// order; empty when none is rotated.
+std::vector<rotation_group> rotation_groups(const model_desc& model, const plan& p);
+
+/// The one tensor a group's transform weight is saved as (the ±1 Sylvester matrix; vLLM divides it by
+/// sqrt(size) when loading, and every module of the scheme shares it): `{first module}.{scheme}_input.weight`,
+/// where transformers' save_pretrained keeps the first of the tied transform weights.
+std::string transform_tensor_name(const rotation_group& g);
+
+/// compressed-tensors' transform_config for plan `p`: one hadamard scheme per group, rotating the
+/// modules' input online and their weights offline (weight_input, inverse); {} when none is rotated.
+boost::json::object transform_config(const model_desc& model, const plan& p);
+
 /// The Hugging Face module names a plan leaves in high precision that a loader could otherwise take
 /// for quantized ones: linear layers (a fused layer as its shards) and the LM head; MoE layers by
 /// name (`moe_as_pattern`: as a `re:` pattern over their experts' projections).

@@ -15,6 +15,7 @@
 
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/detail/hadamard.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
@@ -64,9 +65,13 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
 
 /// Refuses, before any output, a weight low-precision formula `f` cannot take: an F32 weight for a
 /// formula that computes in the model dtype, a width its blocks do not tile.
-void check_low_precision_input(const tensor_ref& t, method scheme, schemes::formula id, const layer_desc& layer) {
+void check_low_precision_input(const tensor_ref& t, method scheme, schemes::formula id, const layer_desc& layer,
+                               std::int64_t rotation) {
   const auto& f = schemes::formula_of(id);
   const auto where = " (tensor " + text::py_repr(t.info->name) + " of layer " + layer.name + ")";
+  // vLLM checks the Hadamard size first (InputHadamardLinearMethod wraps the MXFP4 method).
+  if (rotation && t.info->shape[1] % rotation != 0)
+    throw config_error("", schemes::hadamard_size_message(t.info->shape[1], rotation) + where);
   if (f.model_dtype_only && t.info->type == st::dtype::F32)
     throw config_error("", std::string(to_string(scheme)) + " computes in the model's dtype (low-precision-numerics.md " +
                                std::string(f.section) + ") and takes BF16 or F16 weights, not F32" + where);
@@ -90,13 +95,6 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
                                ", but quantize has no checkpoint format for " + std::string(to_string(lp.decided)) + " (" +
                                schemes::kernel_methods_text() + " have one)");
-  // The new schemes of vLLM 0.34 run online in vLLM only: no checkpoint format vLLM loads holds them.
-  if (lp.hadamard)
-    throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
-                               " with a Hadamard rotation of its input (hadamard_size " + std::to_string(hadamard_size_of(lp)) +
-                               "), but quantize writes no rotated checkpoint: the rotation would have to travel as "
-                               "compressed-tensors' transform_config, which this build does not write; let vLLM quantize the "
-                               "layer online (-q mxfp4_hadamard32), or plan it without the rotation");
   if (formula && schemes::formula_of(*formula).codes == schemes::code_format::lut3_tiles)
     throw config_error("", "layer " + layer.name + " is planned as " + std::string(to_string(lp.decided)) +
                                ", but no checkpoint format holds LUT-B tiles (compressed-tensors has none, and vLLM 0.34 "
@@ -109,10 +107,15 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   const bool joint_scale = contract.scales == fp8::weight_scales::per_tensor ||
                            (formula && schemes::formula_of(*formula).second == schemes::second_scale::per_tensor);
   const bool blocks = contract.scales == fp8::weight_scales::block_128x128;
+  // A rotated layer's weights go through the rotating formula with the layer's size (the rotation itself
+  // travels as the checkpoint's transform_config).
+  const std::int64_t rotation = hadamard_size_of(lp);
   auto add = [&](const std::string& tensor, key_id key, int joint_id) {
     const auto& t = need(ck, layer.name, tensor);
-    if (formula) check_low_precision_input(t, lp.decided, *formula, layer);
-    u.members[tensor] = member{tensor, *schemes::formula_of_key(key), scale_suffix(format, lp.decided), joint_id};
+    if (formula) check_low_precision_input(t, lp.decided, *formula, layer, rotation);
+    auto f = *schemes::formula_of_key(key);
+    if (rotation) f = *schemes::rotated_weight_formula(f);
+    u.members[tensor] = member{tensor, f, scale_suffix(format, lp.decided), joint_id, rotation, {}};
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
       u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
@@ -222,6 +225,8 @@ quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan
   int joint = 0;
   for (std::size_t i = 0; i < model.layers.size(); ++i)
     if (p.layers[i].quantized()) add_layer_members(ck, model, model.layers[i], p.layers[i], format, u, joint);
+  // Each rotation's one transform weight follows its first module's tensors.
+  for (const auto& g : rotation_groups(model, p)) u.members.at(g.modules.front() + ".weight").transform_tensor = transform_tensor_name(g);
   return u;
 }
 
@@ -238,6 +243,7 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
     if (schemes::formula_of(m.formula).low_precision()) {  // the tensors compressed-tensors stores the formula's outputs as
       for (const auto& s : low_precision_tensors(m.formula, t.info->type, t.info->shape[0], t.info->shape[1]))
         o.specs.push_back({module_of(m) + "." + std::string(s.suffix), s.type, s.shape});
+      if (!m.transform_tensor.empty()) o.specs.push_back({m.transform_tensor, st::dtype::F32, {m.transform_size, m.transform_size}});
       continue;
     }
     // FP8 codes and their float32 scales, as vllm-fp8 and compressed-tensors' float-quantized store them.
@@ -321,6 +327,7 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
   // every formula is row-local, so the chunks' bits equal one whole call's. The scales wait for the codes.
   options_.amax = unit_scale ? std::optional<float>(unit_amax(t, m)) : std::nullopt;
   options_.name = m.tensor;
+  options_.transform_size = m.transform_size;
   // NaN or infinity in a row or block makes its scale so where the formula's amax propagates NaN (the
   // FP8 weight formulas); the others' amax ignores NaN, so their chunks are counted first.
   const bool scales_show_non_finite = !f.low_precision() && f.weight;
@@ -357,7 +364,16 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
     out.write(std::as_bytes(std::span(shape)));
     sum_.bytes_out += sizeof shape;
   }
+  if (!m.transform_tensor.empty()) {
+    // The unnormalized Sylvester matrix, as compressed-tensors saves a hadamard transform's weight.
+    std::vector<float> h(static_cast<std::size_t>(m.transform_size * m.transform_size));
+    for (std::int64_t i = 0; i < m.transform_size; ++i)
+      for (std::int64_t j = 0; j < m.transform_size; ++j) h[static_cast<std::size_t>(i * m.transform_size + j)] = lp::hadamard_entry(i, j, 1.0f);
+    out.write(std::as_bytes(std::span(h)));
+    sum_.bytes_out += h.size() * sizeof(float);
+  }
   options_.amax.reset();
+  options_.transform_size = 0;
 }
 
 void tensor_streamer::store_chunk(const tensor_ref& t, const member& m, chunk_writer& writer, std::vector<std::uint8_t>& scales) {

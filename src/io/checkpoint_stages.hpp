@@ -26,6 +26,8 @@ struct member {
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
   int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
                    // global scale)
+  std::int64_t transform_size = 0;  // a rotating formula's Hadamard size (the layer's hadamard_size)
+  std::string transform_tensor;     // a rotation's transform weight, written after this member's tensors
 };
 
 /// Every tensor the plan quantizes, by name, and the joint units (members sharing one scale), by id.

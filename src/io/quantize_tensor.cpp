@@ -33,7 +33,17 @@ void check_formula(const schemes::formula_row& f, const input_view& x, const ten
   const std::string where = tensor_where(o);
   const std::string name(f.name);
   checked_elements(x, where);
-  if (!schemes::takes_shape(f, x.rows, x.cols)) throw config_error("", schemes::block_message(f, x.cols, x.rows) + where);
+  // vLLM checks the Hadamard size before the formula's block (InputHadamardLinearMethod wraps it).
+  if (o.transform_size) {
+    if (f.transform == schemes::pre_transform::none)
+      throw config_error("", "a Hadamard size applies to the rotating formulas; " + name + " rotates nothing" + where);
+    if (o.transform_size < 1 || (o.transform_size & (o.transform_size - 1)) != 0)
+      throw config_error("", hadamard_not_power_of_two_message(text::to_decimal(o.transform_size)) + where);
+    if (x.cols % o.transform_size != 0) throw config_error("", schemes::hadamard_size_message(x.cols, o.transform_size) + where);
+  }
+  // With a size of its own, a rotating formula's blocks are its base's (the row's message names size 32).
+  const auto& blocks = o.transform_size ? schemes::formula_of(f.base) : f;
+  if (!schemes::takes_shape(blocks, x.rows, x.cols)) throw config_error("", schemes::block_message(blocks, x.cols, x.rows) + where);
   if (f.model_dtype_only && x.type == element::f32)
     throw config_error("", name + " computes in the model's dtype (low-precision-numerics.md " + std::string(f.section) +
                                ") and takes bf16 or fp16 tensors, not F32" + where);
@@ -121,7 +131,7 @@ std::vector<stored_part> checked_parts(const schemes::formula_row& f, const inpu
 
 /// The kernel options of a formula run.
 quantize_options kernel_options(const tensor_quant_options& o) {
-  return {o.ue8m0, o.layout, o.swizzled, o.amax.has_value(), o.amax.value_or(0.0f)};
+  return {o.ue8m0, o.layout, o.swizzled, o.amax.has_value(), o.amax.value_or(0.0f), o.transform_size};
 }
 
 /// Formula f on the current CUDA device: x and every part's memory are device memory.

@@ -7,6 +7,8 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -208,14 +210,7 @@ TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot expr
            out.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("planned with fp8_per_token activations, which a checkpoint cannot express with mxfp4 weights"));
-  // vLLM 0.34's rotated MXFP4 and LUT-B run online in vLLM only: no checkpoint format holds them. Refused
-  // by name with what is missing, nothing written.
-  r = run({"quantize", "-q", "mxfp4_hadamard32", in.string(), "-o", out.string()});
-  CHECK(r.status == 2);
-  CHECK_THAT(r.err, Catch::Contains("is planned as mxfp4 with a Hadamard rotation of its input (hadamard_size 32), but quantize "
-                                    "writes no rotated checkpoint") &&
-                        Catch::Contains("compressed-tensors' transform_config, which this build does not write"));
-  CHECK_FALSE(fs::exists(out));
+  // LUT-B runs online in vLLM only: no checkpoint format holds it. Refused by name, nothing written.
   r = run({"quantize", "-q", "lut_b_moe", in.string(), "-o", out.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("is planned as lut_b_moe, but no checkpoint format holds LUT-B tiles"));
@@ -233,4 +228,128 @@ TEST_CASE("quantize refuses a low-precision plan a checkpoint format cannot expr
   CHECK(groups.at("group_0").at("format") == "mxfp8-quantized");
   CHECK(groups.at("group_1").at("format") == "pack-quantized");
   CHECK(groups.at("group_1").at("targets").as_array().front() == "re:^model\\.layers\\.0\\.mlp\\.experts\\.\\d+\\.(gate_proj|up_proj|down_proj|w1|w2|w3)$");
+}
+
+namespace {
+
+/// The transform scheme `name` of a checkpoint's transform_config, its two TransformArgs checked: the
+/// input rotated online, the weights offline (weight_input, inverse), both on `targets` less `ignored`.
+const json::object& checked_transform(const json::object& qc, const std::string& name, std::int64_t size,
+                                      const json::array& targets, bool ignore_unquantized) {
+  const auto& scheme = qc.at("transform_config").at("config_groups").at(name).as_object();
+  CHECK(scheme.at("type") == "hadamard");
+  CHECK(scheme.at("head_dim") == size);
+  CHECK(scheme.at("precision") == "torch.float32");
+  CHECK(scheme.at("randomize") == false);
+  const auto& apply = scheme.at("apply").as_array();
+  REQUIRE(apply.size() == 2);
+  const char* locations[] = {"input", "weight_input"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& a = apply[i].as_object();
+    CHECK(a.at("location") == locations[i]);
+    CHECK(a.at("inverse") == (i == 1));
+    CHECK(a.at("targets").as_array() == targets);
+    CHECK(a.at("ignore").as_array() == (ignore_unquantized ? qc.at("ignore").as_array() : json::array{}));
+  }
+  return scheme;
+}
+
+/// A stored transform weight: F32 [n, n], the unnormalized Sylvester matrix.
+void check_sylvester(const stored& t, std::int64_t n) {
+  CHECK(t.type == st::dtype::F32);
+  REQUIRE(t.shape == std::vector<std::int64_t>{n, n});
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float v;
+      std::memcpy(&v, t.bytes.data() + (i * n + j) * 4, 4);
+      if (v != (std::popcount(static_cast<std::uint64_t>(i & j)) % 2 ? -1.0f : 1.0f)) FAIL("entry " << i << ", " << j << " is " << v);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("quantize writes rotated MXFP4 layers as llm-compressor's QuIP transform_config with the rotated weights' codes",
+          "[checkpoint][quantize][dir][low-precision]") {
+  const qpolicy::test::temp_dir tmp("lp-checkpoint-rotated");
+  const auto ts = qpolicy::test::synthetic();
+  const auto in = make_model_dir(tmp.path(), ts);
+  std::map<std::string, const qpolicy::test::tensor*> by_name;
+  for (const auto& t : ts) by_name[t.name] = &t;
+  // Every rotated weight holds the rotating formula's codes and scales at its layer's size.
+  auto check_codes = [&](const std::map<std::string, stored>& got, const std::string& module, std::int64_t size) {
+    INFO(module);
+    const auto& t = *by_name.at(module + ".weight");
+    qpolicy::tensor_quant_options o;
+    o.transform_size = size;
+    const auto parts = qpolicy::quantize_tensor_parts(formula::mxfp4_hadamard_weight, {t.bf16.data(), qpolicy::element::bf16, t.shape[0], t.shape[1]}, o);
+    CHECK(got.at(module + ".weight_packed").bytes == parts[0].bytes);
+    CHECK(got.at(module + ".weight_scale").bytes == parts[1].bytes);
+    // Not MXFP4 of the unrotated weight.
+    CHECK(got.at(module + ".weight_packed").bytes != online(formula::mxfp4_even, {&t})[0].bytes);
+  };
+
+  SECTION("-q mxfp4_hadamard32: every quantized module rotated, one scheme 'v' on Linear less the ignored") {
+    const auto out = tmp.path() / "out";
+    const auto r = run({"quantize", "-q", "mxfp4_hadamard32", in.string(), "-o", out.string()});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.err, Catch::Contains("rotation: Hadamard 32 on the input of 8 modules (transform_config scheme 'v', weight "
+                                      "model.layers.0.self_attn.q_proj.v_input.weight)"));
+    const auto qc = json::parse(qpolicy::test::slurp(out / "config.json")).as_object().at("quantization_config").as_object();
+    CHECK(qc.at("config_groups").at("group_0").at("format") == "mxfp4-pack-quantized");
+    checked_transform(qc, "v", 32, json::array{"Linear"}, true);
+    CHECK(qc.at("transform_config").at("config_groups").as_object().size() == 1);
+    const auto& ignore = qc.at("ignore").as_array();
+    CHECK(std::find(ignore.begin(), ignore.end(), json::value("lm_head")) != ignore.end());
+    CHECK(std::find(ignore.begin(), ignore.end(), json::value("model.layers.1.mlp.gate")) != ignore.end());
+    const auto got = tensors_of(out / "model.safetensors");
+    std::size_t transforms = 0;
+    for (const auto& [name, t] : got) transforms += name.find("_input.weight") != std::string::npos;
+    CHECK(transforms == 1);
+    check_sylvester(got.at("model.layers.0.self_attn.q_proj.v_input.weight"), 32);
+    for (int l = 0; l < 2; ++l)
+      for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"})
+        check_codes(got, "model.layers." + std::to_string(l) + ".self_attn." + proj, 32);
+    // The experts stay bf16, byte for byte.
+    const auto& e = *by_name.at("model.layers.1.mlp.experts.3.down_proj.weight");
+    CHECK(got.at(e.name).bytes == std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(e.bf16.data()),
+                                                            reinterpret_cast<const std::uint8_t*>(e.bf16.data() + e.bf16.size())));
+  }
+
+  SECTION("targets with two sizes: one scheme per size, each naming its modules") {
+    const auto out = tmp.path() / "out2";
+    const auto r = run({"quantize", "-q", "online", "-c",
+                        R"({"targets": {"re:.*layers\\.1\\.self_attn\\..*": {"weight": "mxfp4", "hadamard_size": 64},
+                                        "re:.*layers\\.0\\.self_attn\\.o_proj": {"weight": "mxfp4", "hadamard_size": 32},
+                                        "re:.*layers\\.0\\.self_attn\\.[qkv]_proj": "mxfp4"}})",
+                        in.string(), "-o", out.string()});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto qc = json::parse(qpolicy::test::slurp(out / "config.json")).as_object().at("quantization_config").as_object();
+    CHECK(qc.at("transform_config").at("config_groups").as_object().size() == 2);
+    checked_transform(qc, "v32", 32, json::array{"model.layers.0.self_attn.o_proj"}, false);
+    checked_transform(qc, "v64", 64,
+                      json::array{"model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj", "model.layers.1.self_attn.v_proj",
+                                  "model.layers.1.self_attn.o_proj"},
+                      false);
+    const auto got = tensors_of(out / "model.safetensors");
+    check_sylvester(got.at("model.layers.0.self_attn.o_proj.v32_input.weight"), 32);
+    check_sylvester(got.at("model.layers.1.self_attn.q_proj.v64_input.weight"), 64);
+    check_codes(got, "model.layers.0.self_attn.o_proj", 32);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) check_codes(got, std::string("model.layers.1.self_attn.") + proj, 64);
+    // The unrotated MXFP4 layer: the plain formula, no transform.
+    const auto& q0 = *by_name.at("model.layers.0.self_attn.q_proj.weight");
+    CHECK(got.at("model.layers.0.self_attn.q_proj.weight_packed").bytes == online(formula::mxfp4_even, {&q0})[0].bytes);
+    CHECK_FALSE(got.count("model.layers.0.self_attn.q_proj.v32_input.weight"));
+  }
+
+  SECTION("a Hadamard size that does not divide K: vLLM's message, nothing written") {
+    const auto out = tmp.path() / "out3";
+    const auto r = run({"quantize", "-q", "online", "-c", R"({"linear": {"weight": "mxfp4", "hadamard_size": 512}})", in.string(), "-o",
+                        out.string()});
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::Contains("Input size per partition 256 is not divisible by the Hadamard size 512. (tensor "
+                                      "'model.layers.0.self_attn.q_proj.weight' of layer model.layers.0.self_attn.qkv_proj)"));
+    CHECK_FALSE(fs::exists(out));
+  }
 }

@@ -20,6 +20,13 @@ here (a Llama and a Qwen3-MoE, bf16), each FP8 scheme and format:
      bound of the original, block by block; transformers loads the ones it can (it cannot load
      llm-compressor's MoE MXFP8 or NVFP4 output either); how many codes and scales equal
      llm-compressor's is printed.
+  6. Rotated MXFP4 (-q mxfp4_hadamard32): the same tensors and quantization_config as llm-compressor's
+     QuIPModifier(rotations=["v"], transform_type="hadamard", transform_block_size=32) + MXFP4 output,
+     except the transform's precision (qpolicy's rotation is float32, as vLLM 0.34's; llm-compressor
+     fuses in float64) and so the transform weight's dtype; the transform weight is the Sylvester
+     matrix; compressed-tensors decompresses every weight to within MXFP4's bound of the original
+     rotated by 32-blocks of the normalized matrix (in float64 here), and the layer vLLM runs,
+     (x H)(W_dec)^T, is close to x W^T.
 Prints one line per check and exits 1 on the first failure.
 """
 import json
@@ -359,6 +366,85 @@ def check_low_precision(models, root):
             print(f"ok: {label}: transformers loads it, nothing missing or unexpected")
 
 
+def sylvester(n):
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+def check_rotated(models, root):
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from llmcompressor.modifiers.transform import QuIPModifier
+    from transformers import AutoModelForCausalLM
+
+    label = "llama -q mxfp4_hadamard32"
+    ours, theirs = os.path.join(root, "rot-ours"), os.path.join(root, "rot-llmc")
+    args = [EXE, "quantize", "-q", "mxfp4_hadamard32", models["llama"], "-o", ours]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(args)} exited {r.returncode}: {r.stderr}")
+    model = AutoModelForCausalLM.from_pretrained(models["llama"], dtype=torch.bfloat16)
+    oneshot(model=model, recipe=[QuIPModifier(rotations=["v"], transform_type="hadamard", transform_block_size=32, ignore=["lm_head"]),
+                                 QuantizationModifier(targets="Linear", scheme="MXFP4", ignore=["lm_head"])])
+    model.save_pretrained(theirs, save_compressed=True)
+    a, b = tensors_of(ours), tensors_of(theirs)
+    transform = [k for k in a if k.endswith(".v_input.weight")]
+    if transform != ["model.layers.0.self_attn.q_proj.v_input.weight"] or a[transform[0]] != ("F32", (32, 32)):
+        fail(f"{label}: expected one F32 [32, 32] transform weight on the first rotated module, got {[(k, a[k]) for k in transform]}")
+    if b.get(transform[0]) != ("F64", (32, 32)):
+        fail(f"{label}: llm-compressor's transform weight is {b.get(transform[0])}; the check expects F64 [32, 32]")
+    b[transform[0]] = a[transform[0]]
+    if a != b:
+        fail(f"{label}: tensors differ from llm-compressor's: {[(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:4]}")
+    qa = json.load(open(os.path.join(ours, "config.json")))["quantization_config"]
+    qb = json.load(open(os.path.join(theirs, "config.json")))["quantization_config"]
+    if qa["transform_config"]["config_groups"]["v"].pop("precision") != "torch.float32":
+        fail(f"{label}: the transform's precision is not torch.float32")
+    qb["transform_config"]["config_groups"]["v"].pop("precision")
+    if qa != qb:
+        fail(f"{label}: quantization_config differs from llm-compressor's: {json.dumps(qa, sort_keys=True)} vs {json.dumps(qb, sort_keys=True)}")
+    from compressed_tensors.transform import TransformConfig
+    TransformConfig.model_validate(json.load(open(os.path.join(ours, "config.json")))["quantization_config"]["transform_config"])
+    with safe_open(os.path.join(ours, "model.safetensors"), "pt") as h:
+        if not torch.equal(h.get_tensor(transform[0]).double(), sylvester(32)):
+            fail(f"{label}: the transform weight is not the Sylvester matrix")
+    group, got, ours_raw = decompressed(ours)
+    _, _, theirs_raw = decompressed(theirs)
+    with safe_open(os.path.join(models["llama"], "model.safetensors"), "pt") as h:
+        original = {k: h.get_tensor(k) for k in h.keys()}
+    hn = sylvester(32) / math.sqrt(32)
+    worst = worst_layer = 0.0
+    for name, d in got.items():
+        w = original[name].double()
+        rows, cols = w.shape
+        rotated = (w.reshape(rows, cols // 32, 32) @ hn).reshape(rows, cols)
+        d = d.double()
+        amax = rotated.reshape(rows, cols // 32, 32).abs().amax(-1, keepdim=True).expand(-1, -1, 32).reshape(rows, cols)
+        # MXFP4's bound (1/4 of the block's amax) plus the bf16 rounding of the rotated value.
+        ratio = ((d - rotated).abs() / (0.25 * amax + 2**-8 * rotated.abs()).clamp_min(1e-30)).max().item()
+        worst = max(worst, ratio)
+        if ratio > 1:
+            fail(f"{label}: {name} decompresses outside MXFP4's bound of the rotated weight (worst error/bound {ratio:.3g})")
+        x = torch.randn(16, cols, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        y = x @ w.T
+        y_rot = (x.reshape(16, cols // 32, 32) @ hn).reshape(16, cols) @ d.T
+        rel = ((y_rot - y).norm() / y.norm()).item()
+        worst_layer = max(worst_layer, rel)
+        if rel > 0.16:  # MXFP4's layer bound (low-precision-numerics.md section 9)
+            fail(f"{label}: {name}: (x H)(W_dec)^T is {rel:.3f} from x W^T (bound 0.16)")
+    equal = total = 0
+    for k, x in ours_raw.items():
+        if k.endswith(".weight_packed"):
+            equal += (x == theirs_raw[k]).sum().item()
+            total += x.numel()
+    print(f"ok: {label}: llm-compressor's QuIP (v, hadamard, 32) + MXFP4 tensors and quantization_config (its precision "
+          f"float64, ours float32); {len(got)} weights decompress within MXFP4's bound of the rotated original (worst "
+          f"error/bound {worst:.3f}); (x H)(W_dec)^T against x W^T: worst relative error {worst_layer:.3f}; code bytes equal "
+          f"to llm-compressor's: {equal}/{total} ({equal / total:.2%})")
+
+
 def main():
     import transformers
     import compressed_tensors
@@ -400,6 +486,7 @@ def main():
                 check_load(models[model], out, label)
         check_llm_compressor(models["llama"], root)
         check_low_precision(models, root)
+        check_rotated(models, root)
     print("witness-hf: all checks passed")
 
 

@@ -51,6 +51,7 @@ struct checkpoint_summary {
   std::vector<std::string> unmatched;  // tensors that belong to no layer of the model (copied)
   std::string convention;              // how the layer list was found
   checkpoint_format format = checkpoint_format::automatic;  // the format written
+  std::vector<std::string> rotations;  // each input rotation the format's transform_config holds, in words
   std::vector<std::string> files_written;                   // directory output: every file, in writing order
   std::size_t shards_total = 0, shards_written = 0, shards_kept = 0, shards_complete = 0;
   bool finished = false;  // directory output: config.json written (by this process)

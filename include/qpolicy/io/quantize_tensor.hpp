@@ -32,6 +32,9 @@ struct tensor_quant_options {
   /// whole tensor's when it is quantized a row range at a time): fp8_per_tensor_static on the CPU, and
   /// the NVFP4 weights' global scale on either device.
   std::optional<float> amax;
+  /// A rotating formula's Hadamard size when not its row's (a layer's hadamard_size: a power of two
+  /// dividing K); 0 for the row's.
+  std::int64_t transform_size = 0;
 };
 
 /// The formulas quantize-tensor implements, by name, for messages.
