@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
@@ -76,9 +77,9 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define QPOLICY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-/// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the same operations per element
-/// as the block functions (the compare-count e2m1 of e2m1_flat, NaN to 7 with its sign), the amax as a
-/// NaN-ignoring max. Writes 16 code bytes and returns the scale byte.
+/// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the block functions' scale and
+/// multiplier, e2m1_flat's codes (e2m1_codes_avx512), the amax as a NaN-ignoring max. Writes 16 code bytes
+/// and returns the scale byte.
 QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool rceil, std::uint8_t* codes) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
@@ -94,23 +95,8 @@ QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool
   const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
   const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
   const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
-  constexpr float thresholds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  constexpr bool strict[7] = {true, false, true, false, true, false, true};  // > where the tie rounds down to the even code
   __m512i c[2];
-  for (int h = 0; h < 2; ++h) {
-    const __m512 y = _mm512_mul_ps(h ? v1 : v0, multiplier);
-    const __m512 ya = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), magnitude));
-    __m512i code = _mm512_setzero_si512();
-    for (int t = 0; t < 7; ++t) {
-      // The predicate is an immediate: one literal per branch (unoptimized builds do not fold a selected one).
-      const __m512 threshold = _mm512_set1_ps(thresholds[t]);
-      const __mmask16 k = strict[t] ? _mm512_cmp_ps_mask(ya, threshold, _CMP_GT_OQ) : _mm512_cmp_ps_mask(ya, threshold, _CMP_GE_OQ);
-      code = _mm512_mask_add_epi32(code, k, code, _mm512_set1_epi32(1));
-    }
-    code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(ya, ya, _CMP_UNORD_Q), _mm512_set1_epi32(7));
-    const __m512i sign = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(y), 28), _mm512_set1_epi32(8));
-    c[h] = _mm512_or_si512(code, sign);
-  }
+  for (int h = 0; h < 2; ++h) c[h] = detail::e2m1_codes_avx512(_mm512_mul_ps(h ? v1 : v0, multiplier));
   // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
   const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
   const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
@@ -211,6 +197,13 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
   detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> row(static_cast<std::size_t>(x.cols)), rotated(rotation.size ? row.size() : 0);
     for (std::int64_t r = first; r < last; ++r) {
+      if constexpr (f.transform == schemes::pre_transform::hadamard && f.base == formula::mxfp4_even) {
+        // bf16 rows of size 32 straight from the input, in registers where the CPU has AVX-512.
+        if (size == 32 && !out.swizzled && x.type == element::bf16 &&
+            detail::rotated_mxfp4_even_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols,
+                                                out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
+          continue;
+      }
       detail::widen(x, r * x.cols, x.cols, row.data());
       if constexpr (f.transform == schemes::pre_transform::hadamard) {
         if (size == 32 && !out.swizzled) {
