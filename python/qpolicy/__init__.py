@@ -15,6 +15,7 @@ front end notices on the way (duplicate keys, deferred names) is issued as ``QPo
 from __future__ import annotations
 
 import json
+import os
 import warnings as _warnings
 from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
@@ -24,7 +25,8 @@ __version__: str = _qpolicy.__version__
 #: Whether the library holds the CUDA kernels.
 WITH_CUDA: bool = _qpolicy.with_cuda
 
-__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "plan", "quantize_tensor", "releases", "resolve"]
+__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "plan", "plan_model_dir", "quantize_tensor", "releases",
+           "resolve"]
 
 
 class QPolicyWarning(UserWarning):
@@ -125,6 +127,10 @@ class Plan:
         summary: the quantized layers grouped by (suffix, rule, pattern, key), one line each.
         warnings: patterns that matched nothing and what the front end noticed.
         table: the plan as ``qpolicy plan`` prints it by default.
+        checkpoint: for an already-quantized model directory (plan_model_dir), its method
+            (``quant_method``, vLLM's ``method``, ``description``); each layer then also has
+            ``composition`` (kept, requantized, online, unquantized) and ``checkpoint`` (the
+            checkpoint's ``method``, vLLM's ``class``, ``scheme`` and ``rule``). None otherwise.
     """
 
     def __init__(self, document: Mapping[str, Any], table: str) -> None:
@@ -132,6 +138,7 @@ class Plan:
         self.summary: list = list(document.get("summary", []))
         self.warnings: list = list(document.get("warnings", []))
         self.table: str = table
+        self.checkpoint: Optional[dict] = document.get("checkpoint")
         self._by_name = {layer["name"]: layer for layer in self.layers}
 
     def __len__(self) -> int:
@@ -204,6 +211,11 @@ def plan(
         model_text = json.dumps({"layers": list(model)})
     text, table, errors = _qpolicy.plan(quantization, _config_text(config), legacy, model_text, check_shapes, tp,
                                         _release(vllm, legacy))
+    return _checked_plan(text, table, errors)
+
+
+def _checked_plan(text: str, table: str, errors: list) -> Plan:
+    """The Plan of a plan's JSON text; ConfigError for the config's errors, or (carrying the plan) failed layers."""
     if errors:
         raise ConfigError(errors)
     result = Plan(json.loads(text), table)
@@ -211,6 +223,44 @@ def plan(
     if failed:
         raise ConfigError([("", message) for _, message in failed], plan=result)
     return result
+
+
+def plan_model_dir(
+    directory: Union[str, "os.PathLike[str]"],
+    config: Union[None, str, Mapping[str, Any]] = None,
+    *,
+    quantization: Optional[str] = None,
+    model: Union[None, Mapping[str, Any], str] = None,
+    check_shapes: bool = False,
+    tp: int = 1,
+    vllm: Optional[str] = None,
+) -> Plan:
+    """Plans a Hugging Face model directory, as ``qpolicy plan --model-dir``.
+
+    The layers come from the tensor names (or ``model``, a MODEL.json document or its text). For an
+    already-quantized model (config.json has a ``quantization_config``: fp8, compressed-tensors,
+    gpt-oss's mxfp4, ModelOpt FP8/NVFP4) each layer says what the release does when the online config
+    meets the checkpoint's method: ``kept``, ``requantized``, ``online`` or ``unquantized``.
+
+    Args:
+        directory: the model directory.
+        config: the online ``quantization_config`` as a dict or JSON text (None when absent).
+        quantization: vLLM's ``quantization`` argument (None, as vLLM's default; a checkpoint method
+            other than the directory's is vLLM's mismatch error).
+        vllm: the vLLM release whose rules to follow; None: the newest.
+
+    Raises:
+        ConfigError: an invalid config, model or checkpoint (an unknown method), or layers failed
+            (``plan`` then holds the whole plan).
+        OSError: the directory cannot be read.
+    """
+    if isinstance(model, Mapping):
+        model = json.dumps(model)
+    text, table, errors, io = _qpolicy.plan_model_dir(os.fspath(directory), quantization, _config_text(config), model,
+                                                      check_shapes, tp, _release(vllm, False))
+    if io:
+        raise OSError(io)
+    return _checked_plan(text, table, errors)
 
 
 def _as_2d(tensor: Any) -> Tuple[Any, str]:

@@ -1,4 +1,5 @@
 # Type stubs of the qpolicy package (python/qpolicy/__init__.py holds the docstrings).
+import os
 from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy
@@ -33,6 +34,7 @@ class Plan:
     def __getitem__(self, name: str) -> dict[str, Any]: ...
     @property
     def errors(self) -> list[Tuple[str, str]]: ...
+    checkpoint: Optional[dict[str, Any]]
     def explain(self, layer: str) -> str: ...
 
 def plan(
@@ -41,6 +43,17 @@ def plan(
     *,
     quantization: Optional[str] = ...,
     legacy: bool = ...,
+    check_shapes: bool = ...,
+    tp: int = ...,
+    vllm: Optional[str] = ...,
+) -> Plan: ...
+
+def plan_model_dir(
+    directory: Union[str, "os.PathLike[str]"],
+    config: _Config = ...,
+    *,
+    quantization: Optional[str] = ...,
+    model: Union[None, Mapping[str, Any], str] = ...,
     check_shapes: bool = ...,
     tp: int = ...,
     vllm: Optional[str] = ...,

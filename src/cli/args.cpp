@@ -13,6 +13,7 @@ namespace qpolicy::cli {
 const char* const usage_text =
     "usage: qpolicy resolve [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE]\n"
     "       qpolicy plan [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] --model MODEL.json [--format table|json]\n"
+    "       qpolicy plan [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] --model-dir DIR [--model MODEL.json] [--format table|json]\n"
     "                    [--check-shapes [--tp N]]\n"
     "       qpolicy quantize [--legacy | --vllm X.Y] [-q NAME] [-c JSON|@FILE] [--model MODEL.json] MODEL_DIR -o OUT_DIR\n"
     "                    [--format vllm-fp8|compressed-tensors] [--max-shard-size SIZE] [--shard I/N] [--resume]\n"
@@ -34,6 +35,9 @@ const char* const usage_text =
     "                                 (default: 0.34, the newest)\n"
     "  --legacy                       the legacy schema (global_scheme, *_scheme_override, ignore)\n"
     "  --model FILE                   the model's layer list (MODEL.json)\n"
+    "  --model-dir DIR                a Hugging Face model directory: its layers (from the tensor names, unless\n"
+    "                                 --model), and for a quantized one its checkpoint's method composed with\n"
+    "                                 the online config as the release does (kept, requantized, online)\n"
     "  --format table|json            plan output (default: table)\n"
     "  --format vllm-fp8|compressed-tensors\n"
     "                                 quantize's checkpoint format (default: vllm-fp8 when every quantized layer is\n"
@@ -199,6 +203,7 @@ options parse_args(const std::vector<std::string>& all) {
     else if (a.rfind("--quantization=", 0) == 0) o.request.quantization = r.inline_value("-q", std::string_view(a).substr(15));
     else if (a == "-c" || a == "--quantization-config") set_config(o, r.value("-c"));
     else if (a == "--model" && (plan || quantize)) o.model_path = r.value("--model");
+    else if (a == "--model-dir" && plan) o.model_dir = r.value("--model-dir");
     else if ((a == "-o" || a == "--output") && quantize) o.output = r.value("-o");
     else if (a == "--config-out" && quantize) o.config_out = r.value("--config-out");
     else if (a == "--device" && quantize) o.device = parse_device(r);
@@ -242,7 +247,7 @@ options parse_args(const std::vector<std::string>& all) {
     else if (a == "--tp" && plan) o.plan.tp = static_cast<int>(r.integer("--tp", 1, 2147483647, "a positive integer"));
     else throw usage_error(fmt::format("unknown option '{}' for {}", a, o.command));
   }
-  if (plan && !o.model_path) throw usage_error("plan needs --model MODEL.json");
+  if (plan && !o.model_path && o.model_dir.empty()) throw usage_error("plan needs --model MODEL.json or --model-dir DIR");
   if (o.request.legacy && r.seen("--vllm"))
     throw usage_error("--legacy is a schema of its own (in no vLLM release from 0.29 on); it takes no --vllm");
   if (r.seen("--tp") && !o.plan.check_shapes) throw usage_error("--tp only applies to --check-shapes; add --check-shapes or drop --tp");

@@ -50,6 +50,7 @@ struct options {
   config_request request;
   maybe<std::string> config_file;  // -c @FILE, read when the command runs
   maybe<std::string> model_path;
+  std::string model_dir;  // plan --model-dir DIR
   std::string format = "table";
   plan_options plan;
   // quantize

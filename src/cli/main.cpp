@@ -25,6 +25,7 @@
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/detail/staged_output.hpp"
 #include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/model_dir_plan.hpp"
 
 namespace {
 
@@ -85,6 +86,24 @@ std::function<void(std::uint64_t, std::uint64_t, std::size_t, std::size_t)> prog
                  size_text(static_cast<double>(bytes)), size_text(static_cast<double>(total)), done, tensors, rate / 1e9, eta);
     }
   };
+}
+
+/// Prints a plan's text to stdout; with a failed layer, its error (and how many failed) to stderr and exit 2.
+int print_plan_text(const std::string& text, const std::string* first_error, std::size_t failed) {
+  fmt::print("{}", text);
+  std::fflush(stdout);
+  if (!first_error) return 0;
+  fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(*first_error));
+  if (failed > 1) fmt::print(stderr, "({} layers have errors; every one is in the plan output)\n", failed);
+  return 2;
+}
+
+/// A composed plan (plan --model-dir of a quantized model) in the requested format.
+int print_composed_plan(const composed_plan& p, const model_desc& model, const std::string& format) {
+  std::size_t failed = 0;
+  for (const auto& l : p.layers) failed += l.failed();
+  return print_plan_text(format == "json" ? composed_plan_to_json(p, model) + "\n" : text::escape_lone_surrogates(composed_plan_to_table(p, model)),
+                         p.first_error(), failed);
 }
 
 int run(const cli::options& o) {
@@ -169,19 +188,20 @@ int run(const cli::options& o) {
                s.seconds > 0 ? s.bytes_in / 1e9 / s.seconds : 0.0);
     return 0;
   }
-  model = parse_model(model_text, json_dialect::relaxed);
-  const auto p = make_plan(resolved.config, *model, o.plan);
-  if (o.format == "json") fmt::print("{}\n", plan_to_json(p, *model, resolved.warnings));
-  else fmt::print("{}", text::escape_lone_surrogates(plan_to_table(p, *model, resolved.warnings)));
-  std::fflush(stdout);
-  if (const auto* e = p.first_error()) {
-    std::size_t n = 0;
-    for (const auto& l : p.layers) n += l.failed();
-    fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(*e));
-    if (n > 1) fmt::print(stderr, "({} layers have errors; every one is in the plan output)\n", n);
-    return 2;
+  if (o.model_path) model = parse_model(model_text, json_dialect::relaxed);
+  if (!o.model_dir.empty()) {
+    const auto dir = read_model_dir_model(o.model_dir, model ? maybe<model_desc>(*model) : maybe<model_desc>());
+    print_warnings(dir.warnings);
+    fmt::print(stderr, "{}\n", dir.convention);
+    if (dir.checkpoint) return print_composed_plan(plan_quantized_model_dir(dir, request, o.plan), dir.model, o.format);
+    model = dir.model;
   }
-  return 0;
+  const auto p = make_plan(resolved.config, *model, o.plan);
+  std::size_t failed = 0;
+  for (const auto& l : p.layers) failed += l.failed();
+  return print_plan_text(o.format == "json" ? plan_to_json(p, *model, resolved.warnings) + "\n"
+                                            : text::escape_lone_surrogates(plan_to_table(p, *model, resolved.warnings)),
+                         p.first_error(), failed);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "../json/json_text.hpp"
 #include "qpolicy/core/detail/checked.hpp"
+#include "qpolicy/model/module_order.hpp"
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "checkpoint_files.hpp"
@@ -111,10 +112,13 @@ model_desc derive_model(const std::vector<std::pair<std::string, std::vector<std
     if (fused) continue;
     if (base.ends_with("embed_tokens")) add(base, "VocabParallelEmbedding", layer_kind::other);
     else if (base == "lm_head" || base.ends_with(".lm_head")) add(base, "ParallelLMHead", layer_kind::other);
-    else if (last == "gate" && names.count(prefix + "experts.0.gate_proj.weight") + names.count(prefix + "experts.0.w1.weight"))
+    else if ((last == "gate" || last == "router") &&
+             names.count(prefix + "experts.0.gate_proj.weight") + names.count(prefix + "experts.0.w1.weight"))
       add(base, "ReplicatedLinear", layer_kind::linear).quantizable = false;  // the router
     else add(base, "LinearBase", layer_kind::linear);
   }
+  // Tensors are stored sorted by name; the layers go back into the order the model builds them.
+  std::stable_sort(m.layers.begin(), m.layers.end(), [](const layer_desc& a, const layer_desc& b) { return module_order_less(a.name, b.name); });
   if (convention)
     *convention = "derived " + std::to_string(m.layers.size()) + " layers from the checkpoint's tensor names: " +
                   std::to_string(fused_found) + " fused shard tensors (qkv_proj, gate_up_proj), " +

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "qpolicy/config/config.hpp"
+#include "qpolicy/model/module_order.hpp"
 #include "qpolicy/schemes/contract.hpp"
 
 namespace qpolicy {
@@ -170,40 +171,6 @@ std::vector<std::string> unquantized_modules(const model_desc& model, const plan
 
 namespace {
 
-/// The rank of a module name's part in the order transformers registers a decoder's modules (the
-/// attention before the MLP, q/k/v/o, gate/up/down); -1 for a part it does not rank.
-int part_rank(std::string_view part) {
-  constexpr std::string_view order[] = {"model",  "layers", "self_attn", "q_proj",  "k_proj",    "v_proj",
-                                        "o_proj", "mlp",    "gate_proj", "up_proj", "down_proj", "lm_head"};
-  for (std::size_t i = 0; i < std::size(order); ++i)
-    if (order[i] == part) return static_cast<int>(i);
-  return -1;
-}
-
-/// Whether module `a` comes before `b` in the order transformers' named_modules() gives them: layer
-/// numbers as numbers, ranked parts by rank and before others, the rest by name.
-bool module_order_less(std::string_view a, std::string_view b) {
-  const auto next = [](std::string_view& s) {
-    const auto dot = s.find('.');
-    const auto part = s.substr(0, dot);
-    s = dot == std::string_view::npos ? std::string_view() : s.substr(dot + 1);
-    return part;
-  };
-  const auto number = [](std::string_view p) {
-    return !p.empty() && p.size() < 10 && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  while (!a.empty() && !b.empty()) {
-    const auto x = next(a), y = next(b);
-    if (x == y) continue;
-    if (number(x) && number(y)) return std::stol(std::string(x)) < std::stol(std::string(y));
-    const int rx = part_rank(x), ry = part_rank(y);
-    if (rx >= 0 && ry >= 0) return rx < ry;
-    if ((rx >= 0) != (ry >= 0)) return rx >= 0;
-    return x < y;
-  }
-  return a.empty() && !b.empty();
-}
-
 /// A transform's TransformArgs, keys sorted as transformers writes config.json.
 json::object transform_args(const rotation_group& g, std::string_view location, bool inverse, const json::array& ignore) {
   json::array targets;
@@ -228,7 +195,7 @@ std::vector<rotation_group> rotation_groups(const model_desc& model, const plan&
     if (it == groups.end()) it = groups.insert(groups.end(), rotation_group{"", size, {}, false});
     add_module_names(model, model.layers[i], false, it->modules);
   }
-  for (auto& g : groups) std::sort(g.modules.begin(), g.modules.end(), module_order_less);
+  for (auto& g : groups) std::sort(g.modules.begin(), g.modules.end(), [](const std::string& a, const std::string& b) { return module_order_less(a, b); });
   std::sort(groups.begin(), groups.end(),
             [](const rotation_group& a, const rotation_group& b) { return module_order_less(a.modules.front(), b.modules.front()); });
   // llm-compressor's QuIPModifier names its input rotation "v"; several sizes are several schemes.

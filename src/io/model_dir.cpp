@@ -38,7 +38,7 @@ std::string join(const std::string& dir, std::string_view name) { return (fs::pa
 
 }  // namespace
 
-model_dir_inventory read_model_dir(const std::string& dir) {
+model_dir_inventory read_model_dir(const std::string& dir, bool quantized_ok) {
   model_dir_inventory inv;
   inv.dir = dir;
   std::vector<std::string> names;
@@ -55,11 +55,16 @@ model_dir_inventory read_model_dir(const std::string& dir) {
   const auto doc = json_text::parse(inv.config_text, json_dialect::strict, inv.config_path, nullptr);
   if (!doc.root().is_object())
     throw config_error("", inv.config_path + " is a JSON " + doc.py_type(doc.root()) + "; expected an object (a model's config)");
+  if (const auto* type = doc.root().get_object().if_contains("model_type"); type && type->is_string())
+    inv.model_type = std::string(type->get_string());
   if (const auto* qc = doc.root().get_object().if_contains("quantization_config")) {
     const auto* method = qc->is_object() ? qc->get_object().if_contains("quant_method") : nullptr;
-    throw config_error("", inv.config_path + " already has a quantization_config" +
-                               (method ? " (quant_method " + doc.py_repr(*method) + ")" : std::string()) +
-                               ": the model is quantized; quantize takes a model with bf16, fp16 or fp32 weights");
+    if (!quantized_ok)
+      throw config_error("", inv.config_path + " already has a quantization_config" +
+                                 (method ? " (quant_method " + doc.py_repr(*method) + ")" : std::string()) +
+                                 ": the model is quantized; quantize takes a model with bf16, fp16 or fp32 weights (`qpolicy plan "
+                                 "--model-dir` shows what vLLM does with it)");
+    inv.quantization_config = *qc;
   }
 
   if (has(single_name) && has(index_name))

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,13 +20,15 @@ struct model_dir_inventory {
   std::vector<std::string> weight_inputs;  // model.safetensors, or model.safetensors.index.json
   std::vector<std::string> copied;         // other top-level regular files, by name, sorted
   std::vector<std::string> notes;          // what is not copied, and why
+  std::optional<boost::json::value> quantization_config;  // config.json's, when the model is quantized
+  std::string model_type;                  // config.json's model_type, "" when absent
 };
 
-/// Reads `dir`: config.json (a JSON object without quantization_config), the safetensors weights
+/// Reads `dir`: config.json (a JSON object; with a quantization_config only where `quantized_ok`), the safetensors weights
 /// (model.safetensors or model.safetensors.index.json, not both), and the files to copy. Weights in
 /// other files (other .safetensors, .bin, .pt, ...) and subdirectories are not copied, with a note.
 /// config_error (exit 2) for a directory that is no such model, io_error for one that cannot be read.
-model_dir_inventory read_model_dir(const std::string& dir);
+model_dir_inventory read_model_dir(const std::string& dir, bool quantized_ok = false);
 
 /// One output shard: its file name and the range of input tensors (input order) it holds.
 struct output_shard {

@@ -20,6 +20,7 @@
 
 #include "qpolicy/io/io_error.hpp"
 #include "qpolicy/io/json_front.hpp"
+#include "qpolicy/io/model_dir_plan.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/version.hpp"
@@ -99,6 +100,41 @@ std::tuple<std::string, std::string, errors> plan(std::optional<std::string> qua
     table = qpolicy::plan_to_table(p, model, r.warnings);
   });
   return {json, table, e};
+}
+
+/// plan_model_dir: (the plan's JSON -- composed with the checkpoint's method for a quantized directory --,
+/// the table, errors of the configuration, the model or the checkpoint, an I/O error's text or "").
+std::tuple<std::string, std::string, errors, std::string> plan_model_dir(const std::string& dir, std::optional<std::string> quantization,
+                                                                         std::optional<std::string> config_text,
+                                                                         std::optional<std::string> model_text, bool check_shapes, int tp,
+                                                                         std::optional<std::string> release) {
+  std::string json, table, io;
+  const auto request = request_of(std::move(quantization), std::move(config_text), false, release);
+  auto e = catching([&] {
+    try {
+      qpolicy::maybe<qpolicy::model_desc> given;
+      if (model_text) given = qpolicy::parse_model(*model_text, qpolicy::json_dialect::strict);
+      const auto d = qpolicy::read_model_dir_model(dir, given);
+      qpolicy::plan_options o;
+      o.check_shapes = check_shapes;
+      o.tp = tp;
+      if (d.checkpoint) {
+        const auto p = qpolicy::plan_quantized_model_dir(d, request, o);
+        json = qpolicy::composed_plan_to_json(p, d.model, d.warnings);
+        table = qpolicy::composed_plan_to_table(p, d.model, d.warnings);
+        return;
+      }
+      const auto r = qpolicy::resolve(request);
+      auto warnings = d.warnings;
+      warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());
+      const auto p = qpolicy::make_plan(r.config, d.model, o);
+      json = qpolicy::plan_to_json(p, d.model, warnings);
+      table = qpolicy::plan_to_table(p, d.model, warnings);
+    } catch (const qpolicy::io_error& err) {
+      io = err.what();
+    }
+  });
+  return {json, table, e, io};
 }
 
 nb::dlpack::dtype dlpack_of(qpolicy::dtype t);
@@ -204,6 +240,8 @@ NB_MODULE(_qpolicy, m) {
   m.def("resolve", &resolve, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "vllm"_a.none());
   m.def("plan", &plan, "quantization"_a.none(), "config_text"_a.none(), "legacy"_a, "model_text"_a, "check_shapes"_a, "tp"_a,
         "vllm"_a.none());
+  m.def("plan_model_dir", &plan_model_dir, "directory"_a, "quantization"_a.none(), "config_text"_a.none(), "model_text"_a.none(),
+        "check_shapes"_a, "tp"_a, "vllm"_a.none());
   m.def("releases", [] {
     std::vector<std::string> names;
     for (const auto& r : qpolicy::release_table) names.emplace_back(r.name);

@@ -43,7 +43,7 @@ TEST_CASE("CLI: exit status and first stderr line", "[cli]") {
   CHECK(first_line(r.err) == "error: cannot read the quantization_config file '/nonexistent/cfg.json': No such file or directory");
   r = cli({"plan", "-q", "fp8_per_block"});
   CHECK(r.status == 1);
-  CHECK(first_line(r.err) == "error: plan needs --model MODEL.json");
+  CHECK(first_line(r.err) == "error: plan needs --model MODEL.json or --model-dir DIR");
   r = cli({"frobnicate"});
   CHECK(r.status == 1);
   r = cli({"plan", "--model", "x.json", "--tp", "zero"});

@@ -9,6 +9,8 @@
 3. The errors: ConfigError's loc, message and errors; TypeError and ValueError for inputs the kernels
    do not take, with the library's messages.
 4. The README's "Using qpolicy from Python" snippet runs and prints what its "# " comment lines say.
+5. plan_model_dir on tiny quantized model directories (fp8, compressed-tensors) gives the CLI's
+   `plan --model-dir` document, a ConfigError carrying it for failed layers, and vLLM's refusals.
 With QPOLICY_TORCH_ONLY=1 (the venv that has torch): torch bfloat16, float16 and float32 tensors give the bytes
 the CLI gives. Prints one line per check; exits 1 at the first failure.
 """
@@ -301,6 +303,64 @@ def check_readme_snippet():
     print(f"ok: the README's Python snippet runs and prints its {len(want)} commented lines")
 
 
+def write_names(path, names):
+    """A safetensors file holding the named tensors (2 x 2 bf16 zeros): what a plan reads is their names."""
+    header, offset = {}, 0
+    for name in names:
+        header[name] = {"dtype": "BF16", "shape": [2, 2], "data_offsets": [offset, offset + 8]}
+        offset += 8
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+
+
+def check_plan_model_dir(root):
+    names = ["model.embed_tokens.weight", "lm_head.weight"]
+    for l in range(2):
+        p = f"model.layers.{l}."
+        names += [p + f"self_attn.{x}_proj.weight" for x in "qkvo"] + [p + "mlp.gate.weight"]
+        names += [p + f"mlp.experts.{e}.{x}_proj.weight" for e in range(4) for x in ("gate", "up", "down")]
+    checkpoints = {
+        "fp8": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128], "ignored_layers": ["lm_head"]},
+        "ct": {"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
+               "config_groups": {"group_0": {"targets": ["re:.*mlp.experts.*"], "format": "nvfp4-pack-quantized",
+                                             "weights": {"type": "float", "num_bits": 4, "strategy": "tensor_group", "group_size": 16}}}},
+    }
+    cases = [("fp8", None, None, None), ("fp8", {"moe": "mxfp4"}, None, "0.33"), ("ct", {"moe": "fp8_per_block"}, None, None),
+             ("ct", {"moe": "fp8_per_block"}, None, "0.32"), ("fp8", None, "fp8_per_tensor", None)]
+    for name, qc in checkpoints.items():
+        d = os.path.join(root, "dir-" + name)
+        os.makedirs(d)
+        write_names(os.path.join(d, "model.safetensors"), names)
+        json.dump({"model_type": "qwen3_moe", "quantization_config": qc}, open(os.path.join(d, "config.json"), "w"))
+    for name, config, quantization, vllm in cases:
+        d = os.path.join(root, "dir-" + name)
+        args = ["plan", "--model-dir", d, "--format", "json"] + (["-c", json.dumps(config)] if config else [])
+        args += (["-q", quantization] if quantization else []) + (["--vllm", vllm] if vllm else [])
+        status, out, err = cli(args)
+        label = " ".join(args[1:])
+        try:
+            got = qpolicy.plan_model_dir(d, config, quantization=quantization, vllm=vllm)
+            if status != 0:
+                fail(f"{label}: the package planned it; the CLI exited {status}: {err}")
+            if {"layers": got.layers, "summary": got.summary, "warnings": got.warnings, "checkpoint": got.checkpoint} != json.loads(out):
+                fail(f"{label}: plan_model_dir's document differs from the CLI's")
+        except qpolicy.ConfigError as e:
+            if status != 2 or error_texts(e)[0] != cli_errors(err)[0]:
+                fail(f"{label}: ConfigError {error_texts(e)[:1]}; the CLI exited {status} with {cli_errors(err)[:1]}")
+            if out and (e.plan is None or e.plan.layers != json.loads(out)["layers"]):
+                fail(f"{label}: the ConfigError's plan differs from the CLI's")
+    try:
+        qpolicy.plan_model_dir(os.path.join(root, "no-such-dir"))
+        fail("plan_model_dir on a missing directory did not raise")
+    except OSError as e:
+        if "no-such-dir" not in str(e):
+            fail(f"plan_model_dir on a missing directory: {e}")
+    print(f"ok: plan_model_dir equals `qpolicy plan --model-dir` on {len(cases)} quantized-checkpoint cases (kept, requantized, "
+          "the releases' errors, vLLM's quantization-argument check); OSError for a missing directory")
+
+
 def main():
     print(f"python: qpolicy {qpolicy.__version__} (CUDA: {qpolicy.WITH_CUDA}), numpy {np.__version__}")
     with tempfile.TemporaryDirectory(prefix="qpolicy-python-") as root:
@@ -315,6 +375,7 @@ def main():
         check_quantize_tensor(root, numpy_input, "NumPy and ml_dtypes arrays")
         check_errors()
         check_readme_snippet()
+        check_plan_model_dir(root)
     print("python: all checks passed")
 
 
