@@ -25,8 +25,8 @@ __version__: str = _qpolicy.__version__
 #: Whether the library holds the CUDA kernels.
 WITH_CUDA: bool = _qpolicy.with_cuda
 
-__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "plan", "plan_model_dir", "quantize_tensor", "releases",
-           "resolve"]
+__all__ = ["ConfigError", "Plan", "QPolicyWarning", "WITH_CUDA", "__version__", "dequantize_tensor", "plan", "plan_model_dir",
+           "quantize_tensor", "releases", "resolve"]
 
 
 class QPolicyWarning(UserWarning):
@@ -323,3 +323,43 @@ def quantize_tensor(tensor: Any, key: str, *, ue8m0: bool = False, scale_layout:
         raise ValueError(f"quantize_tensor takes a 2-D tensor, got shape {tuple(x.shape)}")
     parts = _qpolicy.quantize_tensor(x, element, key, ue8m0, scale_layout, threads)
     return {("codes" if suffix == "" else suffix.lstrip(".")): array for suffix, _, array in parts}
+
+
+def dequantize_tensor(parts: Mapping[str, Any], key: str, *, dtype: str = "bf16", scale_layout: str = "row", threads: int = 0) -> Any:
+    """Decodes what ``quantize_tensor`` returns for ``key`` back to a float tensor, as
+    ``qpolicy quantize-tensor --key KEY --dequantize --dtype DTYPE`` does.
+
+    Each element is its code times its scales in float32, rounded once to ``dtype``; NVFP4 as vLLM's
+    dequantize_to_dtype, e2m1 x (e4m3 scale x scale_2).
+
+    Args:
+        parts: ``codes``, ``scale`` and, where the formula has one, ``scale_2``, ``scale_per_token`` or
+            ``codebook`` (NumPy arrays, or anything NumPy reads, on the CPU).
+        dtype: ``"bf16"`` (an ml_dtypes bfloat16 array when ml_dtypes is installed, else the bits as
+            uint16), ``"f16"`` or ``"f32"``.
+        scale_layout: ``"row"`` or ``"swizzled"`` (the 128x4 block-scale layout).
+
+    Raises:
+        ValueError: an unknown key or dtype, or parts whose sizes are not what the formula stores.
+    """
+    import numpy as np
+
+    def raw(name):
+        if name not in parts:
+            return None
+        return np.ascontiguousarray(np.asarray(parts[name])).view(np.uint8).reshape(np.asarray(parts[name]).shape[:-1] + (-1,))
+
+    second = next((raw(n) for n in ("scale_2", "scale_per_token", "codebook") if n in parts), None)
+    if "codes" not in parts or "scale" not in parts:
+        raise ValueError("dequantize_tensor needs the 'codes' and 'scale' that quantize_tensor returns")
+    out = _qpolicy.dequantize_tensor(key, raw("codes"), raw("scale"), second, dtype, scale_layout, threads)
+    if dtype == "f16":
+        return out.view(np.float16)
+    if dtype == "bf16":
+        try:
+            import ml_dtypes
+
+            return out.view(ml_dtypes.bfloat16)
+        except ImportError:
+            return out
+    return out

@@ -23,7 +23,8 @@ const char* const usage_text =
     "                    [--config-out CONFIG.json] [--format vllm-fp8|compressed-tensors] [--device cpu|cuda] [--threads N]\n"
     "       qpolicy quantize-tensor --key KEY [--ue8m0] [--scale-layout row|col|col-tma|swizzled] [--rotated-out]\n"
     "                    [--device cpu|cuda] [--threads N] INPUT.safetensors -o OUTPUT.safetensors\n"
-    "       qpolicy quantize-tensor --key lut_b --dequantize [--dtype bf16|f16] INPUT.safetensors -o OUTPUT.safetensors\n"
+    "       qpolicy quantize-tensor --key KEY --dequantize [--dtype bf16|f16|f32] [--scale-layout row|swizzled] INPUT.safetensors\n"
+    "                    -o OUTPUT.safetensors\n"
     "       qpolicy [COMMAND] -h|--help\n"
     "       qpolicy --version\n"
     "\n"
@@ -135,7 +136,8 @@ void parse_quantize_tensor(arg_reader& r, options& o) {
     else if (a == "--rotated-out") o.rotated_out = true;
     else if (a == "--dequantize") o.dequantize = true;
     else if (a == "--dtype") {
-      constexpr std::array<std::pair<std::string_view, element>, 2> types{{{"bf16", element::bf16}, {"f16", element::f16}}};
+      constexpr std::array<std::pair<std::string_view, element>, 3> types{
+          {{"bf16", element::bf16}, {"f16", element::f16}, {"f32", element::f32}}};
       o.dequantize_type = choose("--dtype", r.value("--dtype"), types);
       dtype_given = true;
     } else if (a == "--threads") o.quant.threads = static_cast<unsigned>(r.integer("--threads", 1, 4096, "an integer from 1 to 4096"));

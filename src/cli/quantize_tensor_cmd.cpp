@@ -1,7 +1,10 @@
 // `qpolicy quantize-tensor`: one quant key's formula on every 2-D tensor of a safetensors file.
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
+#include <cstring>
+#include <optional>
 #include <cstdio>
 
 #include "cli.hpp"
@@ -10,6 +13,7 @@
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/io/detail/staged_output.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/low_precision.hpp"
 
 namespace qpolicy::cli {
@@ -33,44 +37,104 @@ void write_output(const options& o, const std::vector<std::pair<safetensors::ten
   for (const auto& n : outputs.notes()) fmt::print(stderr, "note: {}\n", n);
 }
 
-/// `--dequantize`: the LUT-B tensors T, T.codebook and T.scale of the input decoded to T in --dtype
-/// (new-schemes §B.4), [N, K] or [E, N, K]. A missing or mis-shaped part is refused before anything is written.
-int dequantize(const options& o, const schemes::formula_row& f) {
-  if (f.codes != schemes::code_format::lut3_tiles)
-    throw config_error("--dequantize", fmt::format("--dequantize decodes LUT-B tiles (--key lut_b); {} is not decoded by this build",
-                                                   f.name));
+/// The codes' tensor of formula f for [rows, cols] (or an [E, ...] stack of a tiled formula), from its
+/// stored shape: its rows and columns, or nothing when `t` is no code tensor of f.
+std::optional<std::array<std::int64_t, 3>> code_shape(const schemes::formula_row& f, const safetensors::tensor_info& t) {
+  using schemes::code_format;
+  const auto& s = t.shape;
+  switch (f.codes) {
+    case code_format::e4m3:
+      if (t.type == safetensors::dtype::F8_E4M3 && s.size() == 2) return std::array<std::int64_t, 3>{1, s[0], s[1]};
+      break;
+    case code_format::e2m1_packed:
+      if (t.type == safetensors::dtype::U8 && s.size() == 2) return std::array<std::int64_t, 3>{1, s[0], s[1] * 2};
+      break;
+    case code_format::int8:
+      if (t.type == safetensors::dtype::I8 && s.size() == 2) return std::array<std::int64_t, 3>{1, s[0], s[1]};
+      break;
+    case code_format::lut3_tiles:
+      if (t.type == safetensors::dtype::U8 && (s.size() == 3 || s.size() == 4) && s.back() == schemes::lut_tile_bytes)
+        return std::array<std::int64_t, 3>{s.size() == 4 ? s[0] : 1, s[s.size() - 3] * lp::lut_rows, s[s.size() - 2] * lp::lut_cols};
+      break;
+  }
+  return std::nullopt;
+}
+
+/// `--dequantize`: every code tensor T of KEY's formula in the input, with the parts quantize-tensor
+/// stores beside it (T.scale, and T.scale_2, T.codebook, ...), decoded to T in --dtype. A missing or
+/// mis-shaped part is refused, naming it and what was expected, before anything is written.
+int dequantize(const options& o, schemes::formula id) {
+  const auto& f = schemes::formula_of(id);
+  if (o.quant.layout != fp8::scale_layout::row_major)
+    throw config_error("--scale-layout", "--dequantize reads row-major float32 scales or the low-precision block scales row or swizzled; "
+                                         "--scale-layout col and col-tma are not decoded");
+  if (f.codes == schemes::code_format::lut3_tiles && o.dequantize_type == element::f32)
+    throw config_error("--dtype", "LUT-B decodes to bf16 or fp16 (new-schemes-numerics.md §B.4), not f32");
   check_run_paths({{o.inputs.front(), "the input"}}, {{o.output, "-o"}});
   safetensors::file in(o.inputs.front());
+  auto is_part = [&](const std::string& name) {
+    for (std::string_view suffix : {".scale", ".codebook", ".rotated"})
+      if (name.ends_with(suffix)) return true;
+    return !f.second_suffix.empty() && name.ends_with("." + std::string(f.second_suffix));
+  };
   std::vector<std::pair<safetensors::tensor_spec, std::vector<std::uint8_t>>> results;
   for (const auto& t : in.tensors()) {
-    const std::string& name = t.name;
-    if (name.ends_with(".codebook") || name.ends_with(".scale")) continue;
-    const auto* book = in.find(name + ".codebook");
-    const auto* scale = in.find(name + ".scale");
-    const auto& s = t.shape;
-    const bool packed = t.type == safetensors::dtype::U8 && (s.size() == 3 || s.size() == 4) && s.back() == schemes::lut_tile_bytes;
-    if (!packed) {
-      fmt::print(stderr, "note: {} is not a LUT-B index tensor (U8 [.., N/8, K/64, 192]); left out\n", name);
+    if (is_part(t.name)) continue;
+    const auto shape = code_shape(f, t);
+    if (!shape) {
+      fmt::print(stderr, "note: {} ({} {}) is not a code tensor of {}; left out\n", t.name, safetensors::to_string(t.type),
+                 checked::shape_text(t.shape), f.name);
       continue;
     }
-    std::vector<std::int64_t> grid(s.begin(), s.end() - 1), book_shape = grid;
-    book_shape.push_back(schemes::lut_codebook_size);
-    if (!book || book->type != safetensors::dtype::F8_E4M3 || book->shape != book_shape)
-      throw config_error("", fmt::format("{}.codebook must be F8_E4M3 {} for {} {}", name, checked::shape_text(book_shape), name,
-                                         checked::shape_text(s)));
-    if (!scale || scale->type != safetensors::dtype::U8 || scale->shape != grid)
-      throw config_error("", fmt::format("{}.scale must be U8 {} for {} {}", name, checked::shape_text(grid), name, checked::shape_text(s)));
-    const std::int64_t experts = s.size() == 4 ? s[0] : 1, rows = s[s.size() - 3] * lp::lut_rows, cols = s[s.size() - 2] * lp::lut_cols;
-    std::vector<std::int64_t> shape{rows, cols};
-    if (s.size() == 4) shape.insert(shape.begin(), experts);
-    std::vector<std::uint8_t> out(static_cast<std::size_t>(experts * rows * cols * 2));
-    const auto codes = in.data(t), books = in.data(*book), scales = in.data(*scale);
-    cpu::lut_b_dequantize(reinterpret_cast<const std::uint8_t*>(codes.data()), reinterpret_cast<const std::uint8_t*>(books.data()),
-                          reinterpret_cast<const std::uint8_t*>(scales.data()), experts * rows, cols, o.dequantize_type,
-                          reinterpret_cast<std::uint16_t*>(out.data()), {o.quant.threads});
-    results.push_back({{name, o.dequantize_type == element::f16 ? safetensors::dtype::F16 : safetensors::dtype::BF16, shape}, std::move(out)});
+    const auto [experts, rows, cols] = *shape;
+    auto q = o.quant;
+    q.name = t.name;
+    // What the formula stores beside the codes, from its row: each part must be there as stored.
+    const auto parts = stored_layout(id, experts * rows, cols, q);
+    std::vector<std::span<const std::byte>> data{in.data(t)};
+    for (std::size_t p = 1; p < parts.size(); ++p) {
+      auto want = parts[p].shape;
+      if (experts > 1) {
+        want[0] /= experts;
+        want.insert(want.begin(), experts);
+      }
+      const auto part_name = t.name + parts[p].suffix;
+      const auto* part = in.find(part_name);
+      const auto type = safetensors::stored_type(parts[p].type);
+      if (!part || part->type != type || part->shape != want)
+        throw config_error("", fmt::format("{} must be {} {} beside {} {} ({}'s stored tensors){}", part_name, safetensors::to_string(type),
+                                           checked::shape_text(want), t.name, checked::shape_text(t.shape), f.name,
+                                           part ? fmt::format("; got {} {}", safetensors::to_string(part->type), checked::shape_text(part->shape))
+                                                : std::string("; it is missing")));
+      data.push_back(in.data(*part));
+    }
+    // The second part is a float32 scale or LUT-B's codebooks; safetensors promises no alignment.
+    std::vector<float> second;
+    if (parts.size() > 2 && parts[2].type == dtype::f32) {
+      second.resize(data[2].size() / 4);
+      std::memcpy(second.data(), data[2].data(), data[2].size());
+    }
+    std::vector<float> float_scales;
+    const void* scales = data[1].data();
+    if (parts[1].type == dtype::f32) {
+      float_scales.resize(data[1].size() / 4);
+      std::memcpy(float_scales.data(), data[1].data(), data[1].size());
+      scales = float_scales.data();
+    }
+    std::vector<std::int64_t> out_shape{rows, cols};
+    if (experts > 1 || t.shape.size() == 4) out_shape.insert(out_shape.begin(), experts);
+    const std::size_t width = o.dequantize_type == element::f32 ? 4 : 2;
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(experts * rows * cols) * width);
+    const cpu::stored_tensors stored{reinterpret_cast<const std::uint8_t*>(data[0].data()), scales, second.empty() ? nullptr : second.data(),
+                                     f.second == schemes::second_scale::codebook ? reinterpret_cast<const std::uint8_t*>(data[2].data()) : nullptr,
+                                     experts * rows, cols, o.quant.swizzled};
+    cpu::dequantize(id, stored, o.dequantize_type, out.data(), {o.quant.threads});
+    const auto out_type = o.dequantize_type == element::f32 ? safetensors::dtype::F32
+                          : o.dequantize_type == element::f16 ? safetensors::dtype::F16
+                                                              : safetensors::dtype::BF16;
+    results.push_back({{t.name, out_type, out_shape}, std::move(out)});
   }
-  if (results.empty()) throw config_error("", o.inputs.front() + ": no LUT-B index tensor (U8 [.., N/8, K/64, 192]) to decode");
+  if (results.empty()) throw config_error("", o.inputs.front() + ": no code tensor of " + std::string(f.name) + " to decode");
   write_output(o, results, std::string(f.name) + " --dequantize");
   fmt::print(stderr, "decoded {} tensors of {}\n", results.size(), f.name);
   return 0;
@@ -85,7 +149,7 @@ int quantize_tensor(const options& o) {
     throw config_error("--key", fmt::format("unknown quantization name {}; quantize-tensor takes {}", text::py_repr(o.key),
                                             quantize_tensor_keys()));
   const auto& row = schemes::formula_of(*formula);
-  if (o.dequantize) return dequantize(o, row);
+  if (o.dequantize) return dequantize(o, *formula);
   if (o.rotated_out && row.transform != schemes::pre_transform::hadamard)
     throw usage_error(fmt::format("--rotated-out stores the Hadamard keys' rotated input; {} does not rotate", row.name));
   const auto start = std::chrono::steady_clock::now();

@@ -95,7 +95,7 @@ std::vector<std::int64_t> scale_part_shape(const schemes::formula_row& f, std::i
 /// What formula f stores for x, after the checks: `parts` get their suffixes, types and shapes, and
 /// their bytes sized (reused, not written).
 void checked_parts_into(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o,
-                        std::vector<stored_part>& parts) {
+                        std::vector<stored_part>& parts, bool allocate = true) {
   check_formula(f, x, o);
   const std::int64_t m = x.rows, k = x.cols;
   parts.resize(f.second == schemes::second_scale::none ? 2 : 3);
@@ -103,16 +103,16 @@ void checked_parts_into(const schemes::formula_row& f, const input_view& x, cons
   parts[0].type = code_type(f);
   if (f.codes == schemes::code_format::lut3_tiles) parts[0].shape = {m / f.tile_rows, k / f.block(), schemes::lut_tile_bytes};
   else parts[0].shape = {m, f.codes == schemes::code_format::e2m1_packed ? k / 2 : k};
-  parts[0].bytes.resize(static_cast<std::size_t>(schemes::code_bytes(f, m, k)));
+  if (allocate) parts[0].bytes.resize(static_cast<std::size_t>(schemes::code_bytes(f, m, k)));
   parts[1].suffix = ".scale";
   parts[1].type = scale_type(f);
   parts[1].shape = scale_part_shape(f, m, k, o);
-  parts[1].bytes.resize(static_cast<std::size_t>(checked::elements(parts[1].shape).value_or(0)) * (parts[1].type == dtype::f32 ? 4 : 1));
+  if (allocate) parts[1].bytes.resize(static_cast<std::size_t>(checked::elements(parts[1].shape).value_or(0)) * (parts[1].type == dtype::f32 ? 4 : 1));
   if (f.second == schemes::second_scale::codebook) {
     parts[2].suffix = ".codebook";
     parts[2].type = dtype::f8e4m3fn;
     parts[2].shape = {m / f.tile_rows, k / f.block(), schemes::lut_codebook_size};
-    parts[2].bytes.resize(static_cast<std::size_t>(schemes::scale_count(f, m, k) * schemes::lut_codebook_size));
+    if (allocate) parts[2].bytes.resize(static_cast<std::size_t>(schemes::scale_count(f, m, k) * schemes::lut_codebook_size));
   } else if (f.second != schemes::second_scale::none) {
     const bool per_tensor_second = f.second == schemes::second_scale::per_tensor;
     std::string suffix(".");
@@ -120,7 +120,7 @@ void checked_parts_into(const schemes::formula_row& f, const input_view& x, cons
     parts[2].suffix = std::move(suffix);
     parts[2].type = dtype::f32;
     parts[2].shape = per_tensor_second ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{m, 1};
-    parts[2].bytes.resize(static_cast<std::size_t>(per_tensor_second ? 4 : m * 4));
+    if (allocate) parts[2].bytes.resize(static_cast<std::size_t>(per_tensor_second ? 4 : m * 4));
   }
 }
 std::vector<stored_part> checked_parts(const schemes::formula_row& f, const input_view& x, const tensor_quant_options& o) {
@@ -167,6 +167,15 @@ input_view aligned_input(std::span<const std::byte> data, element type, std::int
   scratch.resize((data.size() + 3) / 4);
   std::memcpy(scratch.data(), data.data(), data.size());
   return {scratch.data(), type, rows, cols};
+}
+
+std::vector<stored_part> stored_layout(schemes::formula id, std::int64_t rows, std::int64_t cols, const tensor_quant_options& o) {
+  const auto& f = schemes::formula_of(id);
+  // A model-dtype input, with no data: only the checks and the parts' shapes are wanted.
+  const input_view x{nullptr, element::bf16, rows, cols};
+  std::vector<stored_part> parts;
+  checked_parts_into(f, x, o, parts, false);
+  return parts;
 }
 
 std::vector<stored_part> quantize_tensor_parts(schemes::formula id, const input_view& x, const tensor_quant_options& o) {

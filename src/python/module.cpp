@@ -22,6 +22,9 @@
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/model_dir_plan.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
+#include "qpolicy/core/detail/checked.hpp"
+#include "qpolicy/numerics/detail/lut_b_tile.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/version.hpp"
 
@@ -231,6 +234,69 @@ named_arrays quantize_tensor(
   return out;
 }
 
+/// dequantize_tensor: the parts quantize_tensor returns (codes, scale, the second part) decoded to `dtype`
+/// ("bf16", "f16", "f32"): float32 values, or the bf16/fp16 bits as uint16 (the package views them).
+nb::object dequantize_tensor(const std::string& key, nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> codes,
+                             nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> scale,
+                             std::optional<nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>> second, const std::string& dtype,
+                             const std::string& scale_layout, unsigned threads) {
+  const auto formula = qpolicy::schemes::find_formula(key);
+  if (!formula) throw nb::value_error(("unknown key '" + key + "'; expected one of " + qpolicy::quantize_tensor_keys()).c_str());
+  const auto& f = qpolicy::schemes::formula_of(*formula);
+  const auto out_type = dtype == "bf16" ? qpolicy::element::bf16 : dtype == "f16" ? qpolicy::element::f16 : qpolicy::element::f32;
+  if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
+    throw nb::value_error(("unknown dtype '" + dtype + "'; expected 'bf16', 'f16' or 'f32'").c_str());
+  if (scale_layout != "row" && scale_layout != "swizzled")
+    throw nb::value_error(("dequantize_tensor reads scale_layout 'row' or 'swizzled', got '" + scale_layout + "'").c_str());
+  if (f.tiled() && out_type == qpolicy::element::f32) throw nb::value_error("LUT-B decodes to bf16 or fp16 (new-schemes-numerics.md §B.4), not f32");
+  // The codes' shape gives [rows, cols]: [N, K] (packed e2m1: [N, K/2]; LUT-B tiles: [N/8, K/64, 192]).
+  const bool tiles = f.codes == qpolicy::schemes::code_format::lut3_tiles;
+  if (codes.ndim() != (tiles ? 3u : 2u))
+    throw nb::value_error(("codes of " + std::string(f.name) + " are " + (tiles ? "3-D [N/8, K/64, 192]" : "2-D") + ", got " +
+                           std::to_string(codes.ndim()) + " dimensions").c_str());
+  const auto d0 = static_cast<std::int64_t>(codes.shape(0)), d1 = static_cast<std::int64_t>(codes.shape(1));
+  const std::int64_t rows = tiles ? d0 * qpolicy::lp::lut_rows : d0;
+  const std::int64_t cols = tiles ? d1 * qpolicy::lp::lut_cols : f.codes == qpolicy::schemes::code_format::e2m1_packed ? d1 * 2 : d1;
+  qpolicy::tensor_quant_options o;
+  o.swizzled = scale_layout == "swizzled";
+  std::vector<qpolicy::stored_part> layout;
+  try {
+    layout = qpolicy::stored_layout(*formula, rows, cols, o);
+  } catch (const qpolicy::config_error& e) {
+    throw nb::value_error(e.diag().text().c_str());
+  }
+  auto check = [&](std::size_t p, const nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>& a, const char* name) {
+    const auto want = qpolicy::checked::elements(layout[p].shape).value_or(0) * (layout[p].type == qpolicy::dtype::f32 ? 4 : 1);
+    if (static_cast<std::int64_t>(a.nbytes()) != want)
+      throw nb::value_error((std::string(name) + " of " + std::string(f.name) + " must hold " + qpolicy::checked::shape_text(layout[p].shape) + " " +
+                             dtype_name(layout[p].type) + " for codes of shape " + qpolicy::checked::shape_text(layout[0].shape) + "; got " +
+                             std::to_string(a.nbytes()) + " bytes").c_str());
+  };
+  check(0, codes, "codes");
+  check(1, scale, "scale");
+  if (layout.size() > 2) {
+    if (!second) throw nb::value_error(("dequantize_tensor needs '" + layout[2].suffix.substr(1) + "' for " + std::string(f.name)).c_str());
+    check(2, *second, layout[2].suffix.substr(1).c_str());
+  }
+  const bool codebook = f.second == qpolicy::schemes::second_scale::codebook;
+  const qpolicy::cpu::stored_tensors in{static_cast<const std::uint8_t*>(codes.data()), scale.data(),
+                                        second && !codebook ? static_cast<const float*>(second->data()) : nullptr,
+                                        second && codebook ? static_cast<const std::uint8_t*>(second->data()) : nullptr, rows, cols,
+                                        o.swizzled};
+  const std::size_t width = out_type == qpolicy::element::f32 ? 4 : 2;
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * cols) * width);
+  {
+    nb::gil_scoped_release release;
+    qpolicy::cpu::dequantize(*formula, in, out_type, out.data(), {threads});
+  }
+  const auto shape = std::vector<std::int64_t>{rows, cols};
+  auto* owned = new std::vector<std::uint8_t>(std::move(out));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
+  const std::size_t dims[2] = {static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+  return nb::cast(nb::ndarray<nb::numpy>(owned->data(), 2, dims, owner, nullptr,
+                                         width == 4 ? nb::dtype<float>() : nb::dtype<std::uint16_t>()));
+}
+
 }  // namespace
 
 NB_MODULE(_qpolicy, m) {
@@ -248,5 +314,6 @@ NB_MODULE(_qpolicy, m) {
     return names;
   });
   m.def("quantize_tensor", &quantize_tensor, "x"_a, "element"_a, "key"_a, "ue8m0"_a, "scale_layout"_a, "threads"_a);
+  m.def("dequantize_tensor", &dequantize_tensor, "key"_a, "codes"_a, "scale"_a, "second"_a.none(), "dtype"_a, "scale_layout"_a, "threads"_a);
   m.def("keys", &qpolicy::quantize_tensor_keys);
 }

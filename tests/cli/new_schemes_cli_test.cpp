@@ -149,10 +149,11 @@ TEST_CASE("quantize-tensor refuses what the new schemes cannot take, and writes 
       {{"--key", "lut_b", k48}, 2, "LUT-B requires dims divisible by (8, 64), got (8, 48)"},
       {{"--key", "lut_b", "--scale-layout", "swizzled", good}, 2, "lut_b has one scale per 8x64 tile"},
       {{"--key", "mxfp4", "--rotated-out", good}, 1, "--rotated-out stores the Hadamard keys' rotated input; mxfp4 does not rotate"},
-      {{"--key", "mxfp4", "--dequantize", good}, 2, "--dequantize decodes LUT-B tiles (--key lut_b); mxfp4 is not decoded"},
-      {{"--key", "lut_b", "--dequantize", codes}, 2, "w.codebook must be F8_E4M3 [2, 2, 8] for w [2, 2, 192]"},
+      {{"--key", "mxfp4", "--dequantize", good}, 2, "good.safetensors: no code tensor of mxfp4 to decode"},
+      {{"--key", "lut_b", "--dequantize", codes}, 2, "w.scale must be U8 [2, 2] beside w [2, 2, 192] (lut_b's stored tensors); it is missing"},
       {{"--key", "lut_b", "--dtype", "f16", good}, 1, "--dtype is the output type of --dequantize"},
-      {{"--key", "lut_b", "--dequantize", "--dtype", "f32", codes}, 1, "--dtype must be"},
+      {{"--key", "lut_b", "--dequantize", "--dtype", "f32", codes}, 2, "LUT-B decodes to bf16 or fp16 (new-schemes-numerics.md §B.4), not f32"},
+      {{"--key", "lut_b", "--dequantize", "--dtype", "f64", codes}, 1, "--dtype must be"},
   };
   for (const auto& c : cases) qpolicy::test::check_quantize_tensor_refusal(c.args, c.status, c.message, out);
 }

@@ -9,7 +9,9 @@
 3. The errors: ConfigError's loc, message and errors; TypeError and ValueError for inputs the kernels
    do not take, with the library's messages.
 4. The README's "Using qpolicy from Python" snippet runs and prints what its "# " comment lines say.
-5. plan_model_dir on tiny quantized model directories (fp8, compressed-tensors) gives the CLI's
+5. dequantize_tensor of quantize_tensor's parts equals `quantize-tensor --dequantize` of the file, for every
+   key, in f32, bf16 and fp16, row and swizzled block scales.
+6. plan_model_dir on tiny quantized model directories (fp8, compressed-tensors) gives the CLI's
    `plan --model-dir` document, a ConfigError carrying it for failed layers, and vLLM's refusals.
 With QPOLICY_TORCH_ONLY=1 (the venv that has torch): torch bfloat16, float16 and float32 tensors give the bytes
 the CLI gives. Prints one line per check; exits 1 at the first failure.
@@ -151,6 +153,7 @@ def check_quantize_tensor(root, make_input, label):
     """make_input(rows, cols, kind) -> (the array qpolicy takes, its numpy bits, the safetensors dtype)."""
     rng = np.random.default_rng(3)
     compared = 0
+    decoded_count = [0]
     for key in KEYS:
         for kind in ("bf16", "f16", "f32"):
             variants = [([], {})]
@@ -180,8 +183,23 @@ def check_quantize_tensor(root, make_input, label):
                     fail(f"{label} {key} {kind} {flags}: bytes differ from quantize-tensor's "
                          f"({sorted(mine)} vs {sorted(want)}, {[k for k in want if mine.get(k) != want[k]]})")
                 compared += 1
+                layout = options.get("scale_layout", "row")
+                if make_input is numpy_input and kind == "bf16" and layout in ("row", "swizzled") and not options.get("ue8m0"):
+                    # dequantize_tensor of the parts equals `quantize-tensor --dequantize` of the file, in every dtype.
+                    for dtype in ("f32", "bf16", "f16"):
+                        back = os.path.join(root, "back.safetensors")
+                        status, _, err = cli(["quantize-tensor", "--key", key, "--dequantize", "--dtype", dtype] +
+                                             (["--scale-layout", "swizzled"] if layout == "swizzled" else []) + [out, "-o", back])
+                        if status != 0:
+                            fail(f"{key} --dequantize --dtype {dtype}: the CLI exited {status}: {err}")
+                        decoded = qpolicy.dequantize_tensor(got, key, dtype=dtype, scale_layout=layout)
+                        if decoded.tobytes() != read_safetensors(back)["w"] or decoded.shape != (130, 256):
+                            fail(f"{key} {flags}: dequantize_tensor({dtype}) differs from quantize-tensor --dequantize")
+                        decoded_count[0] += 1
+    decoded = (f"; dequantize_tensor equals quantize-tensor --dequantize in {decoded_count[0]} runs (f32, bf16, f16)"
+               if decoded_count[0] else "")
     print(f"ok: {label}: quantize_tensor equals quantize-tensor's output byte for byte in {compared} runs "
-          f"({len(KEYS)} keys and formulas x bf16/f16/f32 x flags; the refusals are the CLI's)")
+          f"({len(KEYS)} keys and formulas x bf16/f16/f32 x flags; the refusals are the CLI's){decoded}")
 
 
 def numpy_input(values, kind):

@@ -56,6 +56,10 @@ struct stored_part {
 /// shape and an option the formula does not have; cuda::cuda_error for a failed CUDA call.
 std::vector<stored_part> quantize_tensor_parts(schemes::formula f, const input_view& x, const tensor_quant_options& options);
 
+/// The tensors formula `f` stores for an [rows, cols] input under `options` (suffix, type, shape; no
+/// bytes): what a decoder expects beside the codes. The same refusals as quantize_tensor_parts.
+std::vector<stored_part> stored_layout(schemes::formula f, std::int64_t rows, std::int64_t cols, const tensor_quant_options& options);
+
 /// quantize_tensor_parts into `parts`, reusing their buffers' memory (a stream of equal chunks
 /// allocates once).
 void quantize_tensor_parts_into(schemes::formula f, const input_view& x, const tensor_quant_options& options,

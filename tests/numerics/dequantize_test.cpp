@@ -1,0 +1,143 @@
+// The decoder of every formula (cpu::dequantize): each element of a quantized tensor decoded to float32
+// equals an independent decode written here from the specs' formats (the e4m3 bit layout, the e2m1
+// table, E8M0 as a power of two, each key's scale grid, NVFP4's e2m1 x (e4m3 x scale_2)), and to bf16
+// and fp16 equals that value rounded to nearest even; swizzled block scales decode as row-major ones;
+// a decoded tensor is within its format's error of the input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../support/random_operands.hpp"
+#include "../support/type_lists.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
+#include "qpolicy/numerics/low_precision.hpp"
+
+namespace qp = qpolicy;
+using qp::schemes::formula;
+
+namespace {
+
+float e4m3_value(std::uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 0xF, mant = b & 7;
+  if (exp == 15 && mant == 7) return std::nanf("");
+  const float v = exp == 0 ? std::ldexp(static_cast<float>(mant) / 8.0f, -6) : std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
+  return sign ? -v : v;
+}
+float e2m1_value(std::uint8_t c) {
+  constexpr float table[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return c & 8 ? -table[c & 7] : table[c & 7];
+}
+float e8m0_value(std::uint8_t b) { return b == 255 ? std::nanf("") : std::ldexp(1.0f, b - 127); }
+
+std::uint32_t bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+/// float32 -> bf16 bits, round to nearest even; NaN quieted.
+std::uint16_t bf16_of(float f) {
+  const std::uint32_t u = bits(f);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  return static_cast<std::uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+/// The float32 value of element (r, k) from the stored parts, written from the formats, not the library.
+float expected(const qp::schemes::formula_row& f, const std::vector<qp::stored_part>& parts, std::int64_t rows, std::int64_t r,
+               std::int64_t k, std::int64_t cols) {
+  const auto& codes = parts[0].bytes;
+  float c = 0.0f;
+  if (f.codes == qp::schemes::code_format::e4m3) c = e4m3_value(codes[static_cast<std::size_t>(r * cols + k)]);
+  else if (f.codes == qp::schemes::code_format::int8) c = static_cast<float>(static_cast<std::int8_t>(codes[static_cast<std::size_t>(r * cols + k)]));
+  else {
+    const std::uint8_t byte = codes[static_cast<std::size_t>((r * cols + k) / 2)];
+    c = e2m1_value(k % 2 ? byte >> 4 : byte & 0xF);
+  }
+  auto float_at = [](const std::vector<std::uint8_t>& v, std::int64_t i) {
+    float x;
+    std::memcpy(&x, v.data() + i * 4, 4);
+    return x;
+  };
+  if (f.scales == qp::schemes::scale_format::f32) {
+    // The key's grid: per tensor, per row (token or channel), 1xG groups, 128x128 blocks.
+    const auto g = f.group;
+    std::int64_t index = 0;
+    if (g == qp::per_token || g == qp::per_channel) index = r;
+    else if (g.row > 0 && g.col > 0) index = (r / g.row) * ((cols + g.col - 1) / g.col) + k / g.col;
+    (void)rows;
+    return c * float_at(parts[1].bytes, index);
+  }
+  const std::int64_t blocks = cols / f.block();
+  const std::uint8_t b = parts[1].bytes[static_cast<std::size_t>(r * blocks + k / f.block())];
+  const float s = f.scales == qp::schemes::scale_format::e8m0 ? e8m0_value(b) : e4m3_value(b);
+  if (f.second == qp::schemes::second_scale::per_tensor) return c * (s * float_at(parts[2].bytes, 0));
+  if (f.second == qp::schemes::second_scale::per_token) return c * (s * float_at(parts[2].bytes, r));
+  return c * s;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("every formula's decoder gives each code times its scales, rounded once", "[numerics][dequantize]",
+                        qpolicy::test::all_formulas) {
+  using Formula = TestType;
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  if (f.codes == qp::schemes::code_format::lut3_tiles) return;  // LUT-B's decode has its vectors (new_schemes_test.cpp)
+  std::mt19937 rng(20261204u + static_cast<unsigned>(Formula::id));
+  for (int round = 0; round < 6; ++round) {
+    const std::int64_t rows = 1 + static_cast<std::int64_t>(rng() % 150);
+    const std::int64_t unit = f.k_multiple > 1 ? f.k_multiple : f.block() ? f.block() : 1;
+    const std::int64_t cols = unit * (1 + static_cast<std::int64_t>(rng() % (unit > 1 ? 12 : 300)));
+    auto x = qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), std::ldexp(1.0f, static_cast<int>(rng() % 16) - 8), rng);
+    x[rng() % x.size()] = 0x4700;  // an outlier (32768)
+    INFO(f.name << " " << rows << "x" << cols);
+    const qp::input_view in{x.data(), qp::element::bf16, rows, cols};
+    const auto parts = qp::quantize_tensor_parts(Formula::id, in, {});
+    auto float_part = [&](std::size_t p) {
+      std::vector<float> v(parts[p].bytes.size() / 4);
+      std::memcpy(v.data(), parts[p].bytes.data(), parts[p].bytes.size());
+      return v;
+    };
+    const auto scales = f.scales == qp::schemes::scale_format::f32 ? float_part(1) : std::vector<float>();
+    const auto second = parts.size() > 2 ? float_part(2) : std::vector<float>();
+    const qp::cpu::stored_tensors stored{parts[0].bytes.data(), scales.empty() ? static_cast<const void*>(parts[1].bytes.data()) : scales.data(),
+                                         second.empty() ? nullptr : second.data(), nullptr, rows, cols, false};
+    std::vector<float> f32(static_cast<std::size_t>(rows * cols));
+    std::vector<std::uint16_t> bf16(f32.size()), f16(f32.size());
+    qp::cpu::dequantize(Formula::id, stored, qp::element::f32, f32.data(), {2});
+    qp::cpu::dequantize(Formula::id, stored, qp::element::bf16, bf16.data(), {2});
+    qp::cpu::dequantize(Formula::id, stored, qp::element::f16, f16.data(), {1});
+    double err = 0.0, norm = 0.0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < cols; ++k) {
+        const auto i = static_cast<std::size_t>(r * cols + k);
+        const float want = expected(f, parts, rows, r, k, cols);
+        if (bits(f32[i]) != bits(want) && !(std::isnan(want) && std::isnan(f32[i])))
+          FAIL("element (" << r << ", " << k << "): decoded " << f32[i] << ", expected " << want);
+        if (bf16[i] != bf16_of(want)) FAIL("element (" << r << ", " << k << ") to bf16: " << bf16[i] << ", expected " << bf16_of(want));
+        if (f16[i] != qp::lp::to_fp16(want)) FAIL("element (" << r << ", " << k << ") to fp16 differs");
+        if (f.transform == qp::schemes::pre_transform::none && !std::isnan(want)) {
+          const double xv = qp::fp8::from_bf16(x[i]);
+          err += (want - xv) * (want - xv);
+          norm += xv * xv;
+        }
+      }
+    // Rotating formulas decode to the rotated values; the others come back near the input (MXFP4's and
+    // NVFP4's 4-bit codes keep within 0.2 relative RMS of these inputs, the 8-bit formats within 0.05).
+    if (f.transform == qp::schemes::pre_transform::none && norm > 0)
+      CHECK(std::sqrt(err / norm) < (f.codes == qp::schemes::code_format::e2m1_packed ? 0.2 : 0.05));
+    // 128x4 block scales decode as the row-major ones.
+    if (f.options == qp::schemes::scale_options::byte_blocks && !f.tiled()) {
+      qp::tensor_quant_options o;
+      o.swizzled = true;
+      const auto sw = qp::quantize_tensor_parts(Formula::id, in, o);
+      const qp::cpu::stored_tensors stored_sw{sw[0].bytes.data(), sw[1].bytes.data(), second.empty() ? nullptr : second.data(), nullptr, rows,
+                                              cols, true};
+      std::vector<float> f32_sw(f32.size());
+      qp::cpu::dequantize(Formula::id, stored_sw, qp::element::f32, f32_sw.data(), {2});
+      CHECK(std::memcmp(f32_sw.data(), f32.data(), f32.size() * 4) == 0);
+    }
+  }
+}
