@@ -3,6 +3,7 @@
 #include "qpolicy/io/model_dir_plan.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "checkpoint_files.hpp"
 #include "model_dir.hpp"
@@ -29,7 +30,16 @@ model_dir_model read_model_dir_model(const std::string& dir, const maybe<model_d
     out.model = *model;
     out.convention = "layers from the model file";
   } else {
-    out.model = derive_model(out.checkpoint ? source::weight_names_of(tensors) : tensors, &out.convention);
+    out.model = derive_model(out.checkpoint ? source::weight_names_of(tensors, *out.checkpoint) : tensors, &out.convention);
+  }
+  if (out.checkpoint) {
+    // Every module the checkpoint's method quantizes must be stored as its format says.
+    std::map<std::string, source::tensor_header> headers;
+    for (const auto& t : ck.order) headers.emplace(t.info->name, source::tensor_header{t.info->type, t.info->shape});
+    source::check_stored_tensors(*out.checkpoint, out.model, [&](const std::string& name) -> const source::tensor_header* {
+      const auto it = headers.find(name);
+      return it == headers.end() ? nullptr : &it->second;
+    });
   }
   return out;
 }

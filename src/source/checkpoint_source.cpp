@@ -361,6 +361,9 @@ void read_args(const json::object& a, const std::string& where, bool weights, co
     g.strategy = str("strategy");
     g.scale_dtype = str("scale_dtype");
     if (const auto* gs = a.if_contains("group_size"); gs && gs->is_int64()) g.group_size = gs->get_int64();
+    if (const auto* b = a.if_contains("block_structure"); b && b->is_array() && b->get_array().size() == 2 &&
+                                                           b->get_array()[0].is_int64() && b->get_array()[1].is_int64())
+      g.block_structure = std::array<std::int64_t, 2>{b->get_array()[0].get_int64(), b->get_array()[1].get_int64()};
   } else {
     g.has_input_activations = true;
     g.input_bits = num_bits;
@@ -462,7 +465,11 @@ checkpoint_source read_checkpoint_source(const json::value& qc, std::string_view
         s.groups.push_back(std::move(g));
       }
     }
-    if (const auto* t = o.if_contains("transform_config"); t && t->is_object() && !t->get_object().empty()) s.has_transform_config = true;
+    if (const auto* t = o.if_contains("transform_config"); t && t->is_object() && !t->get_object().empty()) {
+      s.has_transform_config = true;
+      if (const auto* groups = t->get_object().if_contains("config_groups"); groups && groups->is_object())
+        for (const auto& [name, value] : groups->get_object()) s.transform_schemes.emplace_back(name);
+    }
     return s;
   }
   if (s.quant_method == "mxfp4" || s.quant_method == "gpt_oss_mxfp4") {
@@ -500,9 +507,20 @@ checkpoint_source read_checkpoint_source(const json::value& qc, std::string_view
 }
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
-    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors) {
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors, const checkpoint_source& checkpoint) {
+  // compressed-tensors names a transform `{module}.{scheme}_{location}` (transform/factory/base.py).
+  auto is_transform = [&](const std::string& name) {
+    const auto end = name.rfind('.');
+    const auto start = end == std::string::npos ? std::string::npos : name.rfind('.', end - 1);
+    const auto module = start == std::string::npos ? std::string() : name.substr(start + 1, end - start - 1);
+    for (const auto& scheme : checkpoint.transform_schemes)
+      for (std::string_view location : {"input", "output", "weight_input", "weight_output", "k_cache", "q_attn"})
+        if (module == scheme + "_" + std::string(location)) return true;
+    return false;
+  };
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
   for (const auto& [name, shape] : tensors) {
+    if (is_transform(name)) continue;
     if (name.ends_with(".weight_packed")) {
       out.emplace_back(name.substr(0, name.size() - 7), shape);
       continue;

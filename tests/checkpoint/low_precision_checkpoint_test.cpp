@@ -310,6 +310,15 @@ TEST_CASE("quantize writes rotated MXFP4 layers as llm-compressor's QuIP transfo
     for (int l = 0; l < 2; ++l)
       for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"})
         check_codes(got, "model.layers." + std::to_string(l) + ".self_attn." + proj, 32);
+    // plan --model-dir reads the directory back: the transform weight is no layer, the rotated layers are kept.
+    const auto plan = run({"plan", "--model-dir", out.string(), "--format", "json"});
+    INFO(plan.err);
+    REQUIRE(plan.status == 0);
+    const auto layers = json::parse(plan.out).at("layers").as_array();
+    CHECK(layers.size() == 10);  // embeddings, 2 x (qkv, o, router, experts), LM head
+    std::size_t kept = 0;
+    for (const auto& l : layers) kept += l.at("composition") == "kept";
+    CHECK(kept == 4);
     // The experts stay bf16, byte for byte.
     const auto& e = *by_name.at("model.layers.1.mlp.experts.3.down_proj.weight");
     CHECK(got.at(e.name).bytes == std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(e.bf16.data()),

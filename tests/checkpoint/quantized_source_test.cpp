@@ -14,12 +14,14 @@
 #include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "../support/temp_dir.hpp"
+#include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/model_dir_plan.hpp"
 #include "qpolicy/plan/composed_plan.hpp"
 #include "qpolicy/source/checkpoint_source.hpp"
 
 namespace fs = std::filesystem;
+namespace st = qpolicy::safetensors;
 namespace json = boost::json;
 namespace src = qpolicy::source;
 using qpolicy::composition;
@@ -74,31 +76,46 @@ qpolicy::test::process_result run(std::vector<std::string> args) {
   return qpolicy::test::run_process(args);
 }
 
-/// A model directory: config.json with `quantization_config` (JSON text) and the named tensors (tiny bf16).
-fs::path quantized_dir(const fs::path& root, std::string_view name, std::string_view qc, const std::vector<std::string>& tensors,
+/// A model directory: config.json with `quantization_config` (JSON text) and the tensors `specs` (zeros).
+fs::path quantized_dir(const fs::path& root, std::string_view name, std::string_view qc, const std::vector<st::tensor_spec>& specs,
                        std::string_view model_type = "qwen3_moe") {
   const auto d = root / std::string(name);
   fs::create_directories(d);
-  std::vector<qpolicy::test::tensor> ts;
-  for (const auto& t : tensors) {
-    const bool norm = t.find("norm") != std::string::npos;  // 1-D, as a norm's weight is
-    ts.push_back({t, norm ? std::vector<std::int64_t>{2} : std::vector<std::int64_t>{2, 2}, std::vector<std::uint16_t>(norm ? 2 : 4, 0x3F80)});
+  st::file_writer w((d / "model.safetensors").string(), specs, {});
+  for (const auto& sp : specs) {
+    std::size_t n = st::size_of(sp.type);
+    for (const auto dim : sp.shape) n *= static_cast<std::size_t>(dim);
+    w.write(std::vector<std::byte>(n));
   }
-  qpolicy::test::write_bf16_checkpoint(ts, (d / "model.safetensors").string());
+  w.finish();
   std::ofstream(d / "config.json") << "{\"model_type\": \"" << model_type << "\", \"quantization_config\": " << qc << "}\n";
   return d;
 }
 
-/// The tensor names of the synthetic Qwen3-MoE checkpoint, as a quantized checkpoint names them:
-/// `weight_suffix` on the linear layers and experts ("weight" or "weight_packed").
-std::vector<std::string> moe_tensor_names(std::string_view weight_suffix) {
-  std::vector<std::string> out{"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"};
+/// How the synthetic Qwen3-MoE checkpoint's weights are stored.
+enum class stored_as { fp8_blocks, nvfp4_experts };
+
+/// The synthetic Qwen3-MoE checkpoint (H 256, 4 experts of I 128, 2 blocks) stored as a quantized one:
+/// vLLM's fp8 format (every linear layer and expert: F8_E4M3 weights, weight_scale_inv per 128x128 block), or
+/// compressed-tensors' nvfp4-pack-quantized experts beside bf16 attention.
+std::vector<st::tensor_spec> moe_specs(stored_as how) {
+  std::vector<st::tensor_spec> out;
   for (const auto& t : qpolicy::test::synthetic()) {
-    if (t.shape.size() != 2 || t.name.find("embed") != std::string::npos || t.name == "lm_head.weight") continue;
+    const bool weight = t.shape.size() == 2 && t.name.find("embed") == std::string::npos && t.name != "lm_head.weight" &&
+                        t.name.find(".gate.weight") == std::string::npos;
+    const bool expert = t.name.find(".experts.") != std::string::npos;
     const auto base = t.name.substr(0, t.name.size() - 7);
-    if (t.name.find(".gate.weight") != std::string::npos) out.push_back(t.name);
-    else out.push_back(base + "." + std::string(weight_suffix));
-    out.push_back(base + ".weight_scale");
+    const std::int64_t n = t.shape[0], k = t.shape.size() == 2 ? t.shape[1] : 0;
+    if (weight && how == stored_as::fp8_blocks) {
+      out.push_back({t.name, st::dtype::F8_E4M3, t.shape});
+      out.push_back({base + ".weight_scale_inv", st::dtype::F32, {(n + 127) / 128, (k + 127) / 128}});
+    } else if (weight && expert) {
+      out.push_back({base + ".weight_packed", st::dtype::U8, {n, k / 2}});
+      out.push_back({base + ".weight_scale", st::dtype::F8_E4M3, {n, k / 16}});
+      out.push_back({base + ".weight_global_scale", st::dtype::F32, {1}});
+    } else {
+      out.push_back({t.name, st::dtype::BF16, t.shape});
+    }
   }
   return out;
 }
@@ -273,7 +290,7 @@ TEST_CASE("plan --model-dir derives the layers of a quantized directory and prin
   const qpolicy::test::temp_dir tmp("plan-model-dir");
   const auto fp8 = quantized_dir(tmp.path(), "fp8", R"({"quant_method": "fp8", "activation_scheme": "dynamic",
       "weight_block_size": [128, 128], "ignored_layers": ["lm_head", "model.layers.0.mlp.gate", "model.layers.1.mlp.gate"]})",
-                                 moe_tensor_names("weight"));
+                                 moe_specs(stored_as::fp8_blocks));
   auto r = run({"plan", "--model-dir", fp8.string(), "-c", R"({"linear": "fp8_per_tensor"})", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.status == 2);  // Fp8LinearMethod cannot decode its weights for requantization
@@ -297,7 +314,7 @@ TEST_CASE("plan --model-dir derives the layers of a quantized directory and prin
   const auto ct = quantized_dir(tmp.path(), "ct", R"({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
       "config_groups": {"group_0": {"targets": ["re:.*mlp.experts.*"], "format": "nvfp4-pack-quantized",
         "weights": {"type": "float", "num_bits": 4, "strategy": "tensor_group", "group_size": 16}}}})",
-                                moe_tensor_names("weight_packed"));
+                                moe_specs(stored_as::nvfp4_experts));
   r = run({"plan", "--model-dir", ct.string(), "-c", R"({"moe": "fp8_per_block"})"});
   INFO(r.out);
   REQUIRE(r.status == 0);
@@ -313,32 +330,25 @@ TEST_CASE("plan --model-dir derives the layers of a quantized directory and prin
   CHECK_THAT(r.err, Catch::Contains("Quantization method specified in the model config (fp8) does not match the quantization method "
                                     "specified in the `quantization` argument (fp8_per_block)."));
   CHECK(run({"plan", "--model-dir", fp8.string(), "-q", "fp8", "-c", R"({"moe": "mxfp4"})", "--vllm", "0.30"}).status == 2);
-  const auto gptq = quantized_dir(tmp.path(), "gptq", R"({"quant_method": "gptq", "bits": 4})", moe_tensor_names("weight"));
+  const auto gptq = quantized_dir(tmp.path(), "gptq", R"({"quant_method": "gptq", "bits": 4})", moe_specs(stored_as::fp8_blocks));
   r = run({"plan", "--model-dir", gptq.string()});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("quant_method 'gptq', which this build does not read"));
 
   // gpt-oss: fused expert blocks [E, 2I, K/32, 16] are the experts' layers; MXFP4 keeps them, the attention goes FP8 online.
-  std::vector<std::string> oss{"model.embed_tokens.weight", "lm_head.weight"};
+  std::vector<st::tensor_spec> oss{{"model.embed_tokens.weight", st::dtype::BF16, {8, 64}}, {"lm_head.weight", st::dtype::BF16, {8, 64}}};
   for (int l = 0; l < 2; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
-    for (const char* t : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                          "mlp.router.weight", "mlp.experts.gate_up_proj_scales", "mlp.experts.down_proj_scales"})
-      oss.push_back(p + t);
+    for (const char* t : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight"})
+      oss.push_back({p + t, st::dtype::BF16, {64, 64}});
+    oss.push_back({p + "mlp.router.weight", st::dtype::BF16, {4, 64}});
+    oss.push_back({p + "mlp.experts.gate_up_proj_blocks", st::dtype::U8, {4, 8, 2, 16}});
+    oss.push_back({p + "mlp.experts.gate_up_proj_scales", st::dtype::U8, {4, 8, 2}});
+    oss.push_back({p + "mlp.experts.down_proj_blocks", st::dtype::U8, {4, 64, 1, 16}});
+    oss.push_back({p + "mlp.experts.down_proj_scales", st::dtype::U8, {4, 64, 1}});
   }
   const auto oss_dir = quantized_dir(tmp.path(), "gpt-oss", R"({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]})",
                                      oss, "gpt_oss");
-  {
-    // The blocks are 4-D: written with their shapes.
-    std::vector<qpolicy::test::tensor> ts;
-    for (const auto& n : oss) ts.push_back({n, {2, 2}, std::vector<std::uint16_t>(4, 0)});
-    for (int l = 0; l < 2; ++l) {
-      const auto p = "model.layers." + std::to_string(l) + ".mlp.experts.";
-      ts.push_back({p + "gate_up_proj_blocks", {4, 8, 2, 16}, std::vector<std::uint16_t>(4 * 8 * 2 * 16, 0)});
-      ts.push_back({p + "down_proj_blocks", {4, 64, 1, 16}, std::vector<std::uint16_t>(4 * 64 * 16, 0)});
-    }
-    qpolicy::test::write_bf16_checkpoint(ts, (oss_dir / "model.safetensors").string());
-  }
   r = run({"plan", "--model-dir", oss_dir.string(), "-q", "anything", "-c", R"({"linear": "fp8_per_block"})", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.status == 0);  // gpt-oss's MXFP4 claims the checkpoint whatever -q says
@@ -378,7 +388,46 @@ TEST_CASE("plan --model-dir on the shared real model lists as tiny quantized che
        R"({"moe": "fp8_per_block", "linear": "fp8_per_tensor"})", 0, 32, 64},
   }));
   INFO(c.file);
-  const auto dir = quantized_dir(tmp.path(), c.file, c.checkpoint, {"model.embed_tokens.weight"});
+  // The tiny checkpoint: every module the method quantizes stored in its format at 1-row shapes.
+  const auto model = qpolicy::parse_model(qpolicy::test::slurp(fs::path(models) / c.file));
+  auto source = read(c.checkpoint);
+  const bool mixtral = std::string_view(c.file).starts_with("mixtral");
+  if (mixtral) source.expert_projections = {"w1", "w3", "w2"};
+  std::vector<st::tensor_spec> specs{{"model.embed_tokens.weight", st::dtype::BF16, {1, 1}}};
+  for (const auto& l : model.layers) {
+    if (!source.decide(model, l).quantized()) continue;
+    if (source.method == src::checkpoint_method::mxfp4) {
+      const auto e = l.num_experts.value_or(1);
+      specs.push_back({l.name + ".gate_up_proj_blocks", st::dtype::U8, {e, 2, 1, 16}});
+      specs.push_back({l.name + ".gate_up_proj_scales", st::dtype::U8, {e, 2, 1}});
+      specs.push_back({l.name + ".down_proj_blocks", st::dtype::U8, {e, 1, 1, 16}});
+      specs.push_back({l.name + ".down_proj_scales", st::dtype::U8, {e, 1, 1}});
+      continue;
+    }
+    std::vector<std::string> modules;
+    if (l.kind == qpolicy::layer_kind::moe) {
+      for (std::int64_t e = 0; e < *l.num_experts; ++e)
+        for (const auto& p : source.expert_projections) modules.push_back(l.name + "." + std::to_string(e) + "." + p);
+    } else if (const auto* f = model.fused_entry(l.name)) {
+      for (const auto& shard : f->shards) modules.push_back(qpolicy::text::replace_all(l.name, f->fused, shard));
+    } else {
+      modules.push_back(l.name);
+    }
+    for (const auto& m : modules) {
+      if (source.method == src::checkpoint_method::fp8) {
+        specs.push_back({m + ".weight", st::dtype::F8_E4M3, {1, 1}});
+        specs.push_back({m + ".weight_scale_inv", st::dtype::F32, {1, 1}});
+      } else if (source.method == src::checkpoint_method::compressed_tensors) {
+        specs.push_back({m + ".weight", st::dtype::F8_E4M3, {1, 1}});
+        specs.push_back({m + ".weight_scale", st::dtype::BF16, {1, 1}});  // llm-compressor's scales are bf16
+      } else {
+        specs.push_back({m + ".weight", st::dtype::U8, {1, 8}});
+        specs.push_back({m + ".weight_scale", st::dtype::F8_E4M3, {1, 1}});
+        specs.push_back({m + ".weight_scale_2", st::dtype::F32, {}});
+      }
+    }
+  }
+  const auto dir = quantized_dir(tmp.path(), c.file, c.checkpoint, specs, "x");
   std::vector<std::string> args{"plan", "--model-dir", dir.string(), "--model", (fs::path(models) / c.file).string(), "--format", "json"};
   if (std::string_view(c.config) != "null") args.insert(args.end(), {"-c", c.config});
   const auto r = run(args);
@@ -394,4 +443,48 @@ TEST_CASE("plan --model-dir on the shared real model lists as tiny quantized che
   CHECK(kept == c.kept);
   CHECK(requantized == c.requantized);
   CHECK(online == c.online);
+}
+
+TEST_CASE("plan --model-dir refuses a checkpoint whose tensors are not what its format says, naming the tensor", "[checkpoint][source][cli]") {
+  const qpolicy::test::temp_dir tmp("plan-model-dir-stored");
+  const char* nvfp4 = R"({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
+      "config_groups": {"group_0": {"targets": ["re:.*mlp.experts.*"], "format": "nvfp4-pack-quantized",
+        "weights": {"type": "float", "num_bits": 4, "strategy": "tensor_group", "group_size": 16}}}})";
+  // The format says NVFP4 but the checkpoint holds FP8 blocks (M.weight), no packed codes or global scales.
+  const auto unpacked = quantized_dir(tmp.path(), "unpacked", nvfp4, moe_specs(stored_as::fp8_blocks));
+  auto r = run({"plan", "--model-dir", unpacked.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("the checkpoint's compressed-tensors group_0: nvfp4-pack-quantized, float4 weights by tensor_group of 16 "
+                                    "stores model.layers.0.mlp.experts.0.gate_proj as weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], "
+                                    "weight_global_scale F32 [1]; tensor 'model.layers.0.mlp.experts.0.gate_proj.weight_packed' is missing"));
+  // A scale of another shape than the codes give (weight_packed [128, 128] is K = 256: 16 scales a row).
+  auto specs = moe_specs(stored_as::nvfp4_experts);
+  for (auto& sp : specs)
+    if (sp.name == "model.layers.1.mlp.experts.2.down_proj.weight_scale") sp.shape = {256, 4};
+  const auto wrong = quantized_dir(tmp.path(), "wrong", nvfp4, specs);
+  r = run({"plan", "--model-dir", wrong.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("tensor 'model.layers.1.mlp.experts.2.down_proj.weight_scale' is F8_E4M3 [256, 4], expected [256, 8] for "
+                                    "codes of [N, K] = [256, 128]"));
+  // gpt-oss's blocks without their scales.
+  const auto oss = tmp.path() / "oss";
+  fs::create_directories(oss);
+  {
+    st::file_writer w((oss / "model.safetensors").string(),
+                      {{"model.layers.0.self_attn.o_proj.weight", st::dtype::BF16, {2, 2}},
+                       {"model.layers.0.mlp.experts.gate_up_proj_blocks", st::dtype::U8, {2, 4, 1, 16}},
+                       {"model.layers.0.mlp.experts.down_proj_blocks", st::dtype::U8, {2, 2, 1, 16}},
+                       {"model.layers.0.mlp.experts.down_proj_scales", st::dtype::U8, {2, 2, 1}}},
+                      {});
+    w.write(std::vector<std::byte>(8));
+    w.write(std::vector<std::byte>(2 * 4 * 16));
+    w.write(std::vector<std::byte>(2 * 2 * 16));
+    w.write(std::vector<std::byte>(4));
+    w.finish();
+  }
+  std::ofstream(oss / "config.json") << R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}})" << "\n";
+  r = run({"plan", "--model-dir", oss.string()});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("stores model.layers.0.mlp.experts as gate_up_proj_blocks U8 [E, N, K/32, 16] and gate_up_proj_scales U8 "
+                                    "[E, N, K/32]; tensor 'model.layers.0.mlp.experts.gate_up_proj_scales' is missing"));
 }

@@ -15,11 +15,13 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/keys/release.hpp"
 #include "qpolicy/model/model.hpp"
 
@@ -97,6 +99,7 @@ struct config_group {
   std::string strategy;  // tensor, channel, group, block, tensor_group, ...
   std::optional<std::int64_t> group_size;
   std::string scale_dtype;  // "" for null
+  std::optional<std::array<std::int64_t, 2>> block_structure;  // strategy block
   bool has_input_activations = false;
   bool input_dynamic = false;
   int input_bits = 0;
@@ -114,6 +117,7 @@ struct checkpoint_source {
   std::vector<config_group> groups;       // compressed-tensors, in the config's order
   std::string quant_algo;                 // ModelOpt, upper-cased
   bool has_transform_config = false;      // compressed-tensors: online rotations wrap some layers
+  std::vector<std::string> transform_schemes;  // their scheme names: `M.{scheme}_{location}.weight` is a transform's
   /// The checkpoint's names of an expert's projections (vLLM's ckpt_gate/up/down_proj_name), which
   /// compressed-tensors' rules match for the experts: gate_proj/up_proj/down_proj, or w1/w3/w2.
   std::array<std::string, 3> expert_projections{"gate_proj", "up_proj", "down_proj"};
@@ -130,11 +134,25 @@ struct checkpoint_source {
 /// and NVFP4.
 checkpoint_source read_checkpoint_source(const boost::json::value& quantization_config, std::string_view model_type);
 
+/// A tensor of a checkpoint, as its header describes it.
+struct tensor_header {
+  safetensors::dtype type;
+  std::vector<std::int64_t> shape;
+};
+
+/// Checks that the checkpoint stores every module of every layer its method quantizes as the method's
+/// format says (compressed-tensors' formats, vLLM's fp8 and ModelOpt layouts, gpt-oss's expert blocks):
+/// each tensor there, with the format's dtype and a shape that agrees with the codes' [N, K]. Throws
+/// config_error (exit 2) naming the first tensor that is missing, of another dtype or shape, and what the
+/// format stores for the module. Formats whose layout this build does not know are not checked.
+void check_stored_tensors(const checkpoint_source& checkpoint, const model_desc& model,
+                          const std::function<const tensor_header*(const std::string&)>& find);
+
 /// The (name, shape) list of a quantized checkpoint's tensors as derive_model takes a model's
 /// weights: compressed-tensors' `M.weight_packed` as `M.weight`, gpt-oss's fused expert blocks
-/// (`L.experts.gate_up_proj_blocks` [E, ...]) as each expert's gate/up/down weights, scales and other
-/// companions left out.
+/// (`L.experts.gate_up_proj_blocks` [E, ...]) as each expert's gate/up/down weights; scales, other
+/// companions and the transform weights of `checkpoint`'s transform_config left out.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
-    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors);
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors, const checkpoint_source& checkpoint);
 
 }  // namespace qpolicy::source
