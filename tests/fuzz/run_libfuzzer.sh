@@ -17,7 +17,7 @@ bash "$root/scripts/write-version-header.sh" "$work/include" 0  # a build withou
 flags=(-std=c++20 -O1 -g -I"$root/include" -I"$work/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined
        -fno-sanitize-recover=undefined)
 # The runtime library, once, instrumented for coverage (the CPU kernels, and the CUDA backend as a build without CUDA has it).
-lib_srcs=("$root"/src/match/*.cpp "$root"/src/json/*.cpp "$root"/src/plan/*.cpp "$root"/src/io/*.cpp
+lib_srcs=("$root"/src/match/*.cpp "$root"/src/json/*.cpp "$root"/src/plan/*.cpp "$root"/src/io/*.cpp "$root"/src/source/*.cpp
           "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/without_cuda.cpp "$root"/kernels/cuda/gemm_check.cpp "$root"/src/cli/args.cpp)
 mkdir -p "$work/obj"
 if [ ! -f "$work/obj/.built" ]; then  # a second run into the same directory reuses the objects
