@@ -1,5 +1,6 @@
 #include "qpolicy/kernels/cpu/dequantize.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
@@ -17,50 +18,85 @@ using schemes::code_format;
 using schemes::scale_format;
 using schemes::second_scale;
 
-/// The value of element k of row r's codes.
-float code_value(const schemes::formula_row& f, const std::uint8_t* codes, std::int64_t r, std::int64_t k, std::int64_t cols) {
-  switch (f.codes) {
-    case code_format::e4m3: return fp8::decode(codes[r * cols + k]);
-    case code_format::e2m1_packed: {
-      const std::uint8_t byte = codes[(r * cols + k) / 2];
-      return lp::e2m1_value(k % 2 ? lp::e2m1_high(byte) : lp::e2m1_low(byte));
-    }
-    case code_format::int8: return static_cast<float>(static_cast<std::int8_t>(codes[r * cols + k]));
-    case code_format::lut3_tiles: break;  // decoded by its tiles
+/// Each code's value, by table: e4m3fn's 256 (fp8::decode) and e2m1's 16 (lp::e2m1_value).
+struct code_tables {
+  float e4m3[256];
+  float e2m1[16];
+  code_tables() {
+    for (int i = 0; i < 256; ++i) e4m3[i] = fp8::decode(static_cast<std::uint8_t>(i));
+    for (int i = 0; i < 16; ++i) e2m1[i] = lp::e2m1_value(static_cast<std::uint8_t>(i));
   }
-  return 0.0f;
+};
+const code_tables& tables() {
+  static const code_tables t;
+  return t;
 }
 
-/// Rows [first, last) of a row-wise formula, each element rounded into `out`.
-void decode_rows(const schemes::formula_row& f, const stored_tensors& in, element out_type, void* out, std::int64_t first,
-                 std::int64_t last) {
-  const std::int64_t cols = in.cols;
-  const std::int64_t per_row = schemes::scales_per_row(f, cols);
-  // FP8 rows: the float32 scale of the element's group on the key's grid (per tensor, token/channel, 1xG, 128x128).
-  const auto grid = schemes::scale_grid(f.group, in.rows, cols);
-  const std::int64_t group_rows = f.group == per_channel ? 1 : f.group.row < 0 ? in.rows : f.group.row;
-  const std::int64_t group_cols = f.group == per_channel ? cols : f.group.col < 0 ? cols : f.group.col;
-  const auto* float_scales = static_cast<const float*>(in.scales);
-  const auto* byte_scales = static_cast<const std::uint8_t*>(in.scales);
-  for (std::int64_t r = first; r < last; ++r) {
-    for (std::int64_t k = 0; k < cols; ++k) {
-      const float c = code_value(f, in.codes, r, k, cols);
-      float v;
-      if (f.scales == scale_format::f32) {
-        v = c * float_scales[(r / group_rows) * grid[1] + k / group_cols];
-      } else {
-        const std::uint8_t b = byte_scales[lp::block_scale_offset(r, k / f.block(), per_row, in.swizzled)];
-        const float s = f.scales == scale_format::e8m0 ? lp::e8m0_value(b) : fp8::decode(b);
-        if (f.second == second_scale::per_tensor) v = c * (s * in.second[0]);
-        else if (f.second == second_scale::per_token) v = c * (s * in.second[r]);
-        else v = c * s;
-      }
-      const std::int64_t at = r * cols + k;
-      if (out_type == element::f32) static_cast<float*>(out)[at] = v;
-      else if (out_type == element::bf16) static_cast<std::uint16_t*>(out)[at] = fp8::to_bf16(v);
-      else static_cast<std::uint16_t*>(out)[at] = lp::to_fp16(v);
+template <element T>
+inline void store(void* __restrict out, std::int64_t i, float v) {
+  if constexpr (T == element::f32) static_cast<float*>(out)[i] = v;
+  else if constexpr (T == element::bf16) static_cast<std::uint16_t*>(out)[i] = fp8::to_bf16(v);
+  else static_cast<std::uint16_t*>(out)[i] = lp::to_fp16(v);
+}
+
+/// One run of `n` codes starting at element `first` (even for packed e2m1, whose runs are whole blocks),
+/// times scale s, rounded into out[0..n). The code format and the output type are template arguments,
+/// so the loop has no switch and vectorizes.
+template <code_format C, element T>
+QPOLICY_CPU_CLONES void decode_run(const std::uint8_t* __restrict codes, std::int64_t first, std::int64_t n, float s, const code_tables& t,
+                                   void* __restrict out) {
+  if constexpr (C == code_format::e2m1_packed) {
+    const std::uint8_t* bytes = codes + first / 2;
+    for (std::int64_t i = 0; i < n / 2; ++i) {
+      store<T>(out, 2 * i, t.e2m1[bytes[i] & 0xF] * s);
+      store<T>(out, 2 * i + 1, t.e2m1[bytes[i] >> 4] * s);
+    }
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::uint8_t b = codes[first + i];
+      const float c = C == code_format::e4m3 ? t.e4m3[b] : static_cast<float>(static_cast<std::int8_t>(b));
+      store<T>(out, i, c * s);
     }
   }
+}
+
+/// Rows [first, last) of a row-wise formula: each run of elements that share a scale decoded at once.
+template <code_format C, element T>
+void decode_rows(const schemes::formula_row& f, const stored_tensors& in, void* out, std::int64_t first, std::int64_t last) {
+  const std::int64_t cols = in.cols;
+  const std::int64_t per_row = schemes::scales_per_row(f, cols);
+  // FP8 rows: the float32 scale of a group on the key's grid (per tensor, token/channel, 1xG, 128x128).
+  const auto grid = schemes::scale_grid(f.group, in.rows, cols);
+  const std::int64_t group_rows = f.group == per_channel ? 1 : f.group.row < 0 ? in.rows : f.group.row;
+  const std::int64_t run = f.scales == scale_format::f32 ? (f.group == per_channel || f.group.col < 0 ? cols : f.group.col) : f.block() ? f.block() : cols;
+  const auto* float_scales = static_cast<const float*>(in.scales);
+  const auto* byte_scales = static_cast<const std::uint8_t*>(in.scales);
+  const std::size_t width = T == element::f32 ? 4 : 2;
+  const auto& t = tables();
+  for (std::int64_t r = first; r < last; ++r)
+    for (std::int64_t k = 0; k < cols; k += run) {
+      const std::int64_t j = k / run;
+      float s;
+      if (f.scales == scale_format::f32) {
+        s = float_scales[(r / group_rows) * grid[1] + j];
+      } else {
+        const std::uint8_t b = byte_scales[lp::block_scale_offset(r, j, per_row, in.swizzled)];
+        s = f.scales == scale_format::e8m0 ? lp::e8m0_value(b) : fp8::decode(b);
+        // NVFP4: e2m1 x (e4m3 scale x second scale), vLLM's dequantize_to_dtype order.
+        if (f.second == second_scale::per_tensor) s = s * in.second[0];
+        else if (f.second == second_scale::per_token) s = s * in.second[r];
+      }
+      decode_run<C, T>(in.codes, r * cols + k, std::min(run, cols - k), s, t, static_cast<std::uint8_t*>(out) + static_cast<std::size_t>(r * cols + k) * width);
+    }
+}
+
+template <code_format C>
+void decode_all(const schemes::formula_row& f, const stored_tensors& in, element out_type, void* out, const cpu_options& o) {
+  detail::parallel_ranges(in.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
+    if (out_type == element::f32) decode_rows<C, element::f32>(f, in, out, first, last);
+    else if (out_type == element::bf16) decode_rows<C, element::bf16>(f, in, out, first, last);
+    else decode_rows<C, element::f16>(f, in, out, first, last);
+  });
 }
 
 }  // namespace
@@ -75,7 +111,9 @@ void dequantize(schemes::formula id, const stored_tensors& in, element out_type,
   }
   // INT8's row scale holds a model-dtype value (§5): code x scale in float32, then rounded, as the
   // model-dtype product compressed-tensors computes (x_q.to(scale.dtype) * scale) rounds.
-  detail::parallel_ranges(in.rows, o.threads, [&](std::int64_t first, std::int64_t last) { decode_rows(f, in, out_type, out, first, last); });
+  if (f.codes == code_format::e4m3) decode_all<code_format::e4m3>(f, in, out_type, out, o);
+  else if (f.codes == code_format::int8) decode_all<code_format::int8>(f, in, out_type, out, o);
+  else decode_all<code_format::e2m1_packed>(f, in, out_type, out, o);
 }
 
 }  // namespace qpolicy::cpu

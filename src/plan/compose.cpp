@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "../json/json_text.hpp"
+#include "plan_json.hpp"
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/io/json_front.hpp"
 
@@ -117,7 +118,7 @@ composed_plan compose(plan online, const model_desc& model, const source::checkp
 
 std::string composed_plan_to_json(const composed_plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {
   // The online plan's JSON, each layer with its composition and the checkpoint's decision added.
-  auto doc = bj::parse(plan_to_json(p.online, model, extra_warnings)).as_object();
+  auto doc = plan_json_object(p.online, model, extra_warnings);
   auto& layers = doc["layers"].as_array();
   const std::string method(source::method_of(p.checkpoint.method).vllm_name);
   for (std::size_t i = 0; i < layers.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "../json/json_text.hpp"
+#include "plan_json.hpp"
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/plan/summary.hpp"
 #include "qpolicy/schemes/contract.hpp"
@@ -38,7 +39,7 @@ std::vector<std::string> all_warnings(const plan& p, const std::vector<std::stri
 
 }  // namespace
 
-std::string plan_to_json(const plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {
+bj::object plan_json_object(const plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {
   bj::array layers;
   layers.reserve(p.layers.size());
   for (std::size_t i = 0; i < p.layers.size(); ++i) {
@@ -69,7 +70,11 @@ std::string plan_to_json(const plan& p, const model_desc& model, const std::vect
   for (const auto& w : all_warnings(p, extra_warnings)) warnings.emplace_back(w);
   out["summary"] = std::move(summary);
   out["warnings"] = std::move(warnings);
-  return json_text::serialize(out);
+  return out;
+}
+
+std::string plan_to_json(const plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {
+  return json_text::serialize(plan_json_object(p, model, extra_warnings));
 }
 
 namespace {

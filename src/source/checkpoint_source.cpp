@@ -9,6 +9,7 @@
 #include <cctype>
 
 #include "qpolicy/config/config.hpp"
+#include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/match/pattern.hpp"
 
@@ -529,14 +530,20 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
     for (std::string_view fused : {".gate_up_proj_blocks", ".down_proj_blocks"})
       if (name.ends_with(fused) && shape.size() == 4) {
         const auto layer = name.substr(0, name.size() - fused.size());
-        const std::int64_t k = shape[2] * shape[3] * 2;
-        for (std::int64_t e = 0; e < shape[0]; ++e) {
+        const auto blocks = checked::mul(shape[2], shape[3]);
+        const auto k = blocks ? checked::mul(*blocks, std::int64_t{2}) : std::nullopt;
+        if (!k) throw config_error("", "tensor " + text::py_repr(name) + " has shape " + checked::shape_text(shape) + ", beyond 64-bit sizes");
+        // The first and the last expert: derive_model counts the experts from the largest index (and refuses
+        // one past int32), so a header claiming 2^40 experts costs nothing here.
+        std::vector<std::int64_t> experts{0};
+        if (shape[0] > 1) experts.push_back(shape[0] - 1);
+        for (const std::int64_t e : experts) {
           const auto base = layer + "." + std::to_string(e) + ".";
           if (fused == ".gate_up_proj_blocks") {
-            out.emplace_back(base + "gate_proj.weight", std::vector<std::int64_t>{shape[1] / 2, k});
-            out.emplace_back(base + "up_proj.weight", std::vector<std::int64_t>{shape[1] / 2, k});
+            out.emplace_back(base + "gate_proj.weight", std::vector<std::int64_t>{shape[1] / 2, *k});
+            out.emplace_back(base + "up_proj.weight", std::vector<std::int64_t>{shape[1] / 2, *k});
           } else {
-            out.emplace_back(base + "down_proj.weight", std::vector<std::int64_t>{shape[1], k});
+            out.emplace_back(base + "down_proj.weight", std::vector<std::int64_t>{shape[1], *k});
           }
         }
       }

@@ -12,6 +12,7 @@
 
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
@@ -73,6 +74,13 @@ int main() {
     const double fast = best_seconds(f.tiled() ? 3 : runs, [&] { qp::cpu::quantize<formula>(xs, out); });
     const double slow = best_seconds(f.tiled() ? 1 : 2, [&] { ref::quantize<formula>(xs, out); });
     fmt::print("bench: cpu_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, part * bytes / fast / 1e9, part * memcpy_s / fast);
+    if (!f.tiled()) {
+      // The decode back to bf16 (quantize-tensor --dequantize, the requantization's first step), as bf16 bytes out.
+      const qp::cpu::stored_tensors stored{q.data(), scales, second.data(), nullptr, rows, cols, false};
+      std::vector<std::uint16_t> back(n);
+      const double decode = best_seconds(runs, [&] { qp::cpu::dequantize(formula::id, stored, qpolicy::element::bf16, back.data()); });
+      fmt::print("bench: cpu_dequantize_{} {:.2f} GB/s vs memcpy {:.2f}x\n", f.name, bytes / decode / 1e9, memcpy_s / decode);
+    }
     fmt::print("bench: cpu_{}_speedup {:.2f} x vs scalar_reference {:.2f}x\n", f.name, slow / fast, slow / fast);
     if (f.tiled()) {
       const double tiles = static_cast<double>(qp::schemes::scale_count(f, slice, cols));  // one scale per tile
