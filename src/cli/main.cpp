@@ -148,6 +148,7 @@ int run(const cli::options& o) {
     if (o.model_path) req.also_read.push_back({*o.model_path, "the model file"});
     if (o.config_file) req.also_read.push_back({*o.config_file, "the quantization_config file"});
     req.config = resolved.config;
+    req.quantization = request.quantization;
     if (o.model_path) req.model = parse_model(model_text, json_dialect::relaxed);
     req.device = o.device;
     req.threads = o.threads;
@@ -166,6 +167,7 @@ int run(const cli::options& o) {
     print_warnings(s.warnings);
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
+    for (const auto& line : s.composition) fmt::print(stderr, "{}\n", line);
     fmt::print(stderr, "format: {}\n", to_string(s.format));
     for (const auto& r : s.rotations) fmt::print(stderr, "rotation: {}\n", r);
     if (s.shards_total) {
@@ -183,8 +185,11 @@ int run(const cli::options& o) {
                  fmt::join(s.unmatched.begin(), s.unmatched.begin() + static_cast<std::ptrdiff_t>(shown), " "),
                  s.unmatched.size() > 5 ? fmt::format(" (and {} more)", s.unmatched.size() - 5) : "");
     }
-    fmt::print(stderr, "quantized {} of {} tensors ({} copied): {:.3f} GB in, {:.3f} GB out, {:.2f} s, {:.2f} GB/s\n",
-               s.quantized, s.tensors, s.copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.seconds,
+    fmt::print(stderr, "quantized {} of {} tensors ({}{} copied): {:.3f} GB in, {:.3f} GB out, {:.2f} s, {:.2f} GB/s\n",
+               s.quantized, s.tensors,
+               s.requantized ? fmt::format("{} decoded from the checkpoint's format first, {} of their stored tensors dropped, ", s.requantized, s.replaced)
+                             : std::string(),
+               s.copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.seconds,
                s.seconds > 0 ? s.bytes_in / 1e9 / s.seconds : 0.0);
     return 0;
   }

@@ -10,10 +10,14 @@
 #include <optional>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "../json/json_text.hpp"
+#include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/model/module_order.hpp"
 #include "qpolicy/io/detail/paths.hpp"
+#include "qpolicy/io/model_dir_plan.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "checkpoint_files.hpp"
 #include "checkpoint_format.hpp"
@@ -151,7 +155,7 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
   streamer.stream(0, ck.order.size(), out);
   out.finish();
   if (!req.config_out.empty())
-    outputs.stage(req.config_out).write(json_text::serialize(quantization_config(c.format, c.model, c.decisions)) + "\n");
+    outputs.stage(req.config_out).write(json_text::serialize(conversion_config(c)) + "\n");
   outputs.commit();
   sum.notes = outputs.notes();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -160,31 +164,96 @@ checkpoint_summary quantize_checkpoint(const checkpoint_request& req) {
 
 namespace checkpoint_io {
 
-conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& req, checkpoint_summary& sum) {
+conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& req, checkpoint_summary& sum,
+                              std::optional<quantized_input> input) {
   conversion c;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
+  for (const auto& t : ck.order) tensors.emplace_back(t.info->name, t.info->shape);
+  if (input) {
+    // The experts' projection names the checkpoint's rules match (Mixtral's w1/w3/w2, else gate/up/down).
+    if (std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.first.find(".experts.0.w1.") != std::string::npos; }))
+      input->source.expert_projections = {"w1", "w3", "w2"};
+  }
   if (req.model) {
     c.model = *req.model;
     sum.convention = "layers from the model file";
   } else {
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> weights;
-    for (const auto& t : ck.order) weights.emplace_back(t.info->name, t.info->shape);
-    c.model = derive_model(weights, &sum.convention);
+    c.model = derive_model(input ? source::weight_names_of(tensors, input->source) : tensors, &sum.convention);
   }
   c.decisions = make_plan(req.config, c.model);
   const auto& p = c.decisions;
   if (!p.configured)
     throw config_error("", "no online quantization is configured (the resolver returned None), so there is nothing to quantize");
+  if (input) compose_with_checkpoint(ck, c, *input, req, sum);
   if (const auto* e = p.first_error()) throw config_error("", *e);
   sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
-  c.format = sum.format = choose_format(req.format, c.model, p, sum.warnings);
+  c.format = sum.format = choose_format(input ? checkpoint_format::compressed_tensors : req.format, c.model, p, sum.warnings);
   if (req.device == device_kind::cuda) cuda::require_cuda("quantize on the GPU (--device cuda)");
-  c.units = plan_units(ck, c.model, p, c.format);
+  c.units = plan_units(ck, c.model, p, c.format, c.input ? &*c.input : nullptr, c.composed ? &*c.composed : nullptr);
+  for (const auto& [key, m] : c.units.members)
+    if (m.stored)
+      for (const auto& name : replaced_tensors(ck, *m.stored)) c.dropped.insert(name);
   for (const auto& g : rotation_groups(c.model, p))
     sum.rotations.push_back("Hadamard " + std::to_string(g.size) + " on the input of " + std::to_string(g.modules.size()) +
                             " modules (transform_config scheme '" + g.scheme + "', weight " + transform_tensor_name(g) +
                             "): their weights are stored rotated, and vLLM rotates their input online");
-  c.layout = plan_output(ck, c.units, c.model, p);
+  c.layout = plan_output(ck, c.units, c.model, p, c.dropped, c.kept.renamed);
   return c;
+}
+
+void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_input input, const checkpoint_request& req,
+                             checkpoint_summary& sum) {
+  const auto& s = input.source;
+  if (s.has_transform_config)
+    throw config_error("", "the checkpoint's compressed-tensors config has a transform_config (online rotations); quantize does not "
+                           "convert rotated checkpoints yet: `qpolicy plan --model-dir` shows what vLLM does with it");
+  check_quantization_argument(s, req.quantization);
+  if (req.format == checkpoint_format::vllm_fp8)
+    throw config_error("", "--format vllm-fp8 cannot express an already-quantized checkpoint's layers beside the online ones (one fp8 "
+                           "quantization_config describes one weight layout); --format compressed-tensors can (mixed-precision)");
+  // Every module the checkpoint's method quantizes must be stored as its format says.
+  std::map<std::string, source::tensor_header> headers;
+  for (const auto& t : ck.order) headers.emplace(t.info->name, source::tensor_header{t.info->type, t.info->shape});
+  source::check_stored_tensors(s, c.model, [&](const std::string& name) -> const source::tensor_header* {
+    const auto it = headers.find(name);
+    return it == headers.end() ? nullptr : &it->second;
+  });
+  auto composed = compose(c.decisions, c.model, s);
+  // What vLLM refuses when it builds the model is refused here too; a layer whose requantization fails
+  // only when vLLM loads the weights (the checkpoint method has no dequantize_weight) is one qpolicy
+  // decodes itself: an extension, named.
+  for (const auto& l : composed.layers)
+    if (l.failed() && l.stage == error_stage::build) throw config_error("", *composed.first_error());
+  std::map<std::string, std::vector<std::string>> undecoded;  // vLLM's load error -> the layers
+  for (std::size_t i = 0; i < composed.layers.size(); ++i)
+    if (auto& l = composed.layers[i]; l.failed()) {
+      undecoded[std::string(composed.error_of(l)) + "\x1f" + l.checkpoint.scheme].push_back(c.model.layers[i].name);
+      l.error = -1;  // converted, as the warning says
+    }
+  for (const auto& [key, layers] : undecoded) {
+    const auto cut = key.find('\x1f');
+    sum.warnings.push_back(fmt::format("vLLM {} would not requantize {} when loading this checkpoint ({}): qpolicy decodes {} itself (an "
+                                       "extension), and the output stores the requantized weights, which vLLM loads directly",
+                                       to_string(composed.online.release), text::py_repr_list(layers), key.substr(0, cut), key.substr(cut + 1)));
+  }
+  composed.summarize();
+  sum.composition = composed.summary;
+  if (!input.dtype_source.empty()) sum.notes.push_back("decoded weights take the model dtype, " + input.dtype_source);
+  c.kept = keep_layers(ck, input, c.model, composed);
+  sum.notes.insert(sum.notes.end(), c.kept.notes.begin(), c.kept.notes.end());
+  c.composed = std::move(composed);
+  c.input = std::move(input);
+}
+
+boost::json::object conversion_config(const conversion& c) {
+  if (!c.composed) return quantization_config(c.format, c.model, c.decisions);
+  const auto& layers = c.composed->layers;
+  return mixed_quantization_config(
+      c.model, c.decisions, c.kept.groups, [&](std::size_t i) { return layers[i].kind == composition::unquantized; }, c.input->config);
+}
+
+std::string conversion_plan_json(const conversion& c) {
+  return (c.composed ? composed_plan_to_json(*c.composed, c.model) : plan_to_json(c.decisions, c.model)) + "\n";
 }
 
 }  // namespace checkpoint_io

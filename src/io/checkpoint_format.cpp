@@ -157,16 +157,34 @@ std::string activation_text(std::optional<key_id> k) { return k ? key_name(*k, n
 
 }  // namespace
 
-std::vector<std::string> unquantized_modules(const model_desc& model, const plan& p, bool moe_as_pattern) {
+std::vector<std::string> unquantized_modules_if(const model_desc& model, const std::function<bool(std::size_t)>& unquantized,
+                                                bool moe_as_pattern) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& layer = model.layers[i];
-    if (p.layers[i].quantized()) continue;
+    if (!unquantized(i)) continue;
     // Embeddings are no linear module; the LM head is one in transformers (nn.Linear).
     if (layer.kind == layer_kind::other && layer.class_name != "ParallelLMHead") continue;
     add_module_names(model, layer, moe_as_pattern, out);
   }
   return out;
+}
+
+std::vector<std::string> unquantized_modules(const model_desc& model, const plan& p, bool moe_as_pattern) {
+  return unquantized_modules_if(model, [&](std::size_t i) { return !p.layers[i].quantized(); }, moe_as_pattern);
+}
+
+std::vector<std::string> layer_module_names(const model_desc& model, const layer_desc& layer, bool moe_as_pattern) {
+  std::vector<std::string> out;
+  add_module_names(model, layer, moe_as_pattern, out);
+  return out;
+}
+
+json::object fp8_quant_args(std::string_view strategy, bool dynamic, std::optional<std::int64_t> group_size,
+                            std::optional<std::array<std::int64_t, 2>> block) {
+  auto a = quant_args(fp8_args(strategy, dynamic, group_size, block.has_value()));
+  if (block) a["block_structure"] = json::array{(*block)[0], (*block)[1]};
+  return a;
 }
 
 namespace {
@@ -312,6 +330,59 @@ std::string_view scale_suffix(checkpoint_format f, method m) {
   return f == checkpoint_format::compressed_tensors ? std::string_view("weight_scale") : schemes::contract_of(m).checkpoint_scale;
 }
 
+namespace {
+
+/// One config group per (weight layout, activation) pair of the layers `p` quantizes, in the order the
+/// model first uses them. One group alone targets every linear module where `linear_target` (as
+/// llm-compressor writes it; vLLM maps Linear onto its fused MoE layers too); else each names its modules.
+std::vector<json::object> online_groups(const model_desc& model, const plan& p, bool linear_target) {
+  std::vector<std::tuple<method, std::optional<key_id>, std::vector<std::string>>> groups;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& l = p.layers[i];
+    if (!l.quantized()) continue;
+    const auto& layer = model.layers[i];
+    const auto activation = activation_of(l, layer.kind);
+    auto it = groups.begin();
+    while (it != groups.end() && !(std::get<0>(*it) == l.decided && std::get<1>(*it) == activation)) ++it;
+    if (it == groups.end()) it = groups.insert(groups.end(), {l.decided, activation, {}});
+    add_module_names(model, layer, true, std::get<2>(*it));
+  }
+  std::vector<json::object> out;
+  for (const auto& [m, activation, modules] : groups) {
+    json::object group;
+    auto [format, weights] = weight_args(m);
+    group["format"] = format;
+    group["input_activations"] = *activation_args(m, activation);
+    group["output_activations"] = nullptr;
+    json::array targets;
+    if (linear_target && groups.size() == 1) targets.emplace_back("Linear");
+    else
+      for (const auto& name : modules) targets.emplace_back(name);
+    group["targets"] = targets;
+    group["weights"] = std::move(weights);
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+/// A compressed-tensors quantization_config from its parts.
+json::object ct_config(json::object config_groups, const std::set<std::string>& formats, json::array ignore, json::object transforms,
+                       json::value kv_cache_scheme) {
+  return json::object{{"config_groups", std::move(config_groups)},
+                      // compressed-tensors' _flatten_formats: one format, or mixed-precision.
+                      {"format", formats.size() == 1 ? *formats.begin() : std::string("mixed-precision")},
+                      {"global_compression_ratio", nullptr},
+                      {"ignore", std::move(ignore)},
+                      {"kv_cache_scheme", std::move(kv_cache_scheme)},
+                      {"quant_method", "compressed-tensors"},
+                      {"quantization_status", "compressed"},
+                      {"sparsity_config", json::object{}},
+                      {"transform_config", std::move(transforms)},
+                      {"version", "0.19.0"}};
+}
+
+}  // namespace
+
 json::object quantization_config(checkpoint_format f, const model_desc& model, const plan& p) {
   if (f == checkpoint_format::vllm_fp8) {
     json::object qc{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
@@ -328,51 +399,38 @@ json::object quantization_config(checkpoint_format f, const model_desc& model, c
     }
     return qc;
   }
-  // One config group per (weight layout, activation) pair, in the order the model first uses them.
-  std::vector<std::tuple<method, std::optional<key_id>, std::vector<std::string>>> groups;
-  for (std::size_t i = 0; i < model.layers.size(); ++i) {
-    const auto& l = p.layers[i];
-    if (!l.quantized()) continue;
-    const auto& layer = model.layers[i];
-    const auto activation = activation_of(l, layer.kind);
-    auto it = groups.begin();
-    while (it != groups.end() && !(std::get<0>(*it) == l.decided && std::get<1>(*it) == activation)) ++it;
-    if (it == groups.end()) it = groups.insert(groups.end(), {l.decided, activation, {}});
-    add_module_names(model, layer, true, std::get<2>(*it));
-  }
   json::object config_groups;
   std::set<std::string> formats;
+  const auto groups = online_groups(model, p, true);
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const auto& [m, activation, modules] = groups[g];
-    json::object group;
-    auto [format, weights] = weight_args(m);
-    formats.insert(std::string(format));
-    group["format"] = format;
-    group["input_activations"] = *activation_args(m, activation);
-    group["output_activations"] = nullptr;
-    // One group targets every linear module (as llm-compressor writes it; vLLM maps Linear onto its
-    // fused MoE layers too); several name their modules.
-    json::array targets;
-    if (groups.size() == 1) targets.emplace_back("Linear");
-    else
-      for (const auto& name : modules) targets.emplace_back(name);
-    group["targets"] = targets;
-    group["weights"] = std::move(weights);
-    config_groups["group_" + std::to_string(g)] = group;
+    formats.insert(std::string(groups[g].at("format").as_string()));
+    config_groups["group_" + std::to_string(g)] = groups[g];
   }
   json::array ignore;
   for (const auto& name : unquantized_modules(model, p, true)) ignore.emplace_back(name);
-  return json::object{{"config_groups", config_groups},
-                      // compressed-tensors' _flatten_formats: one format, or mixed-precision.
-                      {"format", formats.size() == 1 ? *formats.begin() : std::string("mixed-precision")},
-                      {"global_compression_ratio", nullptr},
-                      {"ignore", ignore},
-                      {"kv_cache_scheme", nullptr},
-                      {"quant_method", "compressed-tensors"},
-                      {"quantization_status", "compressed"},
-                      {"sparsity_config", json::object{}},
-                      {"transform_config", transform_config(model, p)},
-                      {"version", "0.19.0"}};
+  return ct_config(std::move(config_groups), formats, std::move(ignore), transform_config(model, p), nullptr);
+}
+
+json::object mixed_quantization_config(const model_desc& model, const plan& online, const std::vector<std::pair<std::string, json::object>>& kept,
+                                       const std::function<bool(std::size_t)>& unquantized, const json::object& checkpoint_config) {
+  json::object config_groups;
+  std::set<std::string> formats;
+  auto add = [&](const std::string& name, const json::object& group) {
+    if (const auto* f = group.if_contains("format"); f && f->is_string()) formats.insert(std::string(f->get_string()));
+    else if (const auto* f = checkpoint_config.if_contains("format"); f && f->is_string()) formats.insert(std::string(f->get_string()));
+    config_groups[name] = group;
+  };
+  for (const auto& [name, group] : kept) add(name, group);
+  const auto groups = online_groups(model, online, false);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    auto name = "group_" + std::to_string(g);
+    if (config_groups.contains(name)) name.insert(0, "online_");
+    add(name, groups[g]);
+  }
+  json::array ignore;
+  for (const auto& name : unquantized_modules_if(model, unquantized, true)) ignore.emplace_back(name);
+  const auto* kv = checkpoint_config.if_contains("kv_cache_scheme");
+  return ct_config(std::move(config_groups), formats, std::move(ignore), transform_config(model, online), kv ? *kv : json::value(nullptr));
 }
 
 }  // namespace checkpoint_io

@@ -13,6 +13,9 @@
 //     (vLLM's compressed-tensors loader runs weight-only INT weights only from that format).
 #include <boost/json.hpp>
 
+#include <array>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +54,16 @@ std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors
 /// format (not automatic).
 boost::json::object quantization_config(checkpoint_format f, const model_desc& model, const plan& p);
 
+/// compressed-tensors' quantization_config for a conversion of an already-quantized checkpoint: the
+/// kept layers' groups (`kept`, in order), then one group per scheme of the layers the online plan
+/// quantizes (named `group_N`, or `online_group_N` where the checkpoint has that name), every group
+/// naming its modules; `ignore` lists the modules `unquantized(i)` leaves in high precision; the
+/// checkpoint's kv_cache_scheme carried over.
+boost::json::object mixed_quantization_config(const model_desc& model, const plan& online,
+                                              const std::vector<std::pair<std::string, boost::json::object>>& kept,
+                                              const std::function<bool(std::size_t)>& unquantized,
+                                              const boost::json::object& checkpoint_config);
+
 /// One input rotation of a checkpoint, as compressed-tensors' transform_config holds it (llm-compressor's
 /// QuIPModifier with rotations ["v"], transform_type "hadamard"): a Hadamard size, the modules it rotates
 /// (a fused layer as its shards) in the order transformers registers them, and whether they are every
@@ -74,6 +87,20 @@ std::string transform_tensor_name(const rotation_group& g);
 /// compressed-tensors' transform_config for plan `p`: one hadamard scheme per group, rotating the
 /// modules' input online and their weights offline (weight_input, inverse); {} when none is rotated.
 boost::json::object transform_config(const model_desc& model, const plan& p);
+
+/// compressed-tensors' QuantizationArgs of an FP8 tensor (float32 scales, symmetric): `strategy` tensor,
+/// channel, token, group (with `group_size`) or block (with `block`).
+boost::json::object fp8_quant_args(std::string_view strategy, bool dynamic, std::optional<std::int64_t> group_size = std::nullopt,
+                                   std::optional<std::array<std::int64_t, 2>> block = std::nullopt);
+
+/// The checkpoint module names of a layer: a fused layer's shards, a MoE layer's expert projections
+/// (as one `re:` pattern, or the layer's own name), else the layer's name.
+std::vector<std::string> layer_module_names(const model_desc& model, const layer_desc& layer, bool moe_as_pattern);
+
+/// The module names of the layers `unquantized(i)` says stay in high precision that a loader could
+/// otherwise take for quantized ones (as unquantized_modules).
+std::vector<std::string> unquantized_modules_if(const model_desc& model, const std::function<bool(std::size_t)>& unquantized,
+                                                bool moe_as_pattern);
 
 /// The Hugging Face module names a plan leaves in high precision that a loader could otherwise take
 /// for quantized ones: linear layers (a fused layer as its shards) and the LM head; MoE layers by

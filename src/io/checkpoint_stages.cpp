@@ -39,12 +39,28 @@ input_view view_of(const tensor_ref& t, std::vector<std::uint32_t>& scratch) {
 }
 
 
-/// Refuses weights with NaN or infinity: their codes would be saturated garbage.
+/// Refuses weights with NaN or infinity: their codes would be saturated garbage. `what` names the weight.
+void check_finite(const input_view& x, const std::string& what) {
+  if (const auto bad = cpu::count_non_finite(x))
+    throw config_error("", what + " holds " + std::to_string(bad) +
+                               " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
+}
 void check_finite(const tensor_ref& t) {
   std::vector<std::uint32_t> scratch;
-  if (const auto bad = cpu::count_non_finite(view_of(t, scratch)))
-    throw config_error("", "tensor " + text::py_repr(t.info->name) + " holds " + std::to_string(bad) +
-                               " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
+  check_finite(view_of(t, scratch), "tensor " + text::py_repr(t.info->name));
+}
+
+/// How a member's weight is named in messages: its tensor, or the tensor its decode starts from.
+std::string weight_text(const member& m) {
+  return m.stored ? "the decoded weight of " + m.stored->module + " (from " + text::py_repr(m.stored->codes) + ")"
+                  : "tensor " + text::py_repr(m.tensor);
+}
+
+st::dtype stored_dtype(element e) { return e == element::bf16 ? st::dtype::BF16 : e == element::f16 ? st::dtype::F16 : st::dtype::F32; }
+
+/// Whether the checkpoint stores module `m`'s weight (as a float or FP8 weight, or packed codes).
+bool has_weight(const checkpoint& ck, const std::string& m) {
+  return ck.by_name.count(m + ".weight") > 0 || ck.by_name.count(m + ".weight_packed") > 0;
 }
 
 /// The tensor a planned layer needs: present, 2-D floating point, not empty.
@@ -65,17 +81,17 @@ const tensor_ref& need(const checkpoint& ck, const std::string& layer, const std
 
 /// Refuses, before any output, a weight low-precision formula `f` cannot take: an F32 weight for a
 /// formula that computes in the model dtype, a width its blocks do not tile.
-void check_low_precision_input(const tensor_ref& t, method scheme, schemes::formula id, const layer_desc& layer,
+void check_low_precision_input(const member& m, method scheme, schemes::formula id, const layer_desc& layer,
                                std::int64_t rotation) {
   const auto& f = schemes::formula_of(id);
-  const auto where = " (tensor " + text::py_repr(t.info->name) + " of layer " + layer.name + ")";
+  const auto where = " (" + weight_text(m) + " of layer " + layer.name + ")";
   // vLLM checks the Hadamard size first (InputHadamardLinearMethod wraps the MXFP4 method).
-  if (rotation && t.info->shape[1] % rotation != 0)
-    throw config_error("", schemes::hadamard_size_message(t.info->shape[1], rotation) + where);
-  if (f.model_dtype_only && t.info->type == st::dtype::F32)
+  if (rotation && m.cols % rotation != 0)
+    throw config_error("", schemes::hadamard_size_message(m.cols, rotation) + where);
+  if (f.model_dtype_only && m.type == st::dtype::F32)
     throw config_error("", std::string(to_string(scheme)) + " computes in the model's dtype (low-precision-numerics.md " +
                                std::string(f.section) + ") and takes BF16 or F16 weights, not F32" + where);
-  const auto cols = t.info->shape[1];
+  const auto cols = m.cols;
   if (cols % f.k_multiple != 0) {
     // The online MXFP4 MoE path pads experts to whole blocks (§4.1); a checkpoint stores whole blocks.
     const bool padded = layer.kind == layer_kind::moe && schemes::contract_of(scheme).moe_pads;
@@ -88,7 +104,9 @@ void check_low_precision_input(const tensor_ref& t, method scheme, schemes::form
 
 /// The members of one quantized layer, added to `u`; `joint` numbers the joint units.
 void add_layer_members(const checkpoint& ck, const model_desc& model, const layer_desc& layer, const layer_plan& lp,
-                       checkpoint_format format, quant_units& u, int& joint) {
+                       checkpoint_format format, quant_units& u, int& joint, const quantized_input* input,
+                       const composed_layer* composed) {
+  const bool requantized = composed && composed->kind == composition::requantized;
   // The writer knows every scheme with kernels; a scheme without them has nothing to write.
   const auto formula = schemes::weight_formula_of(lp.decided);
   if (!schemes::has_kernels(lp.decided))
@@ -110,23 +128,35 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   // A rotated layer's weights go through the rotating formula with the layer's size (the rotation itself
   // travels as the checkpoint's transform_config).
   const std::int64_t rotation = hadamard_size_of(lp);
-  auto add = [&](const std::string& tensor, key_id key, int joint_id) {
-    const auto& t = need(ck, layer.name, tensor);
-    if (formula) check_low_precision_input(t, lp.decided, *formula, layer, rotation);
+  auto add = [&](const std::string& tensor, key_id key, int joint_id) -> const member& {
     auto f = *schemes::formula_of_key(key);
     if (rotation) f = *schemes::rotated_weight_formula(f);
-    u.members[tensor] = member{tensor, f, scale_suffix(format, lp.decided), joint_id, rotation, {}};
+    member m{tensor, f, scale_suffix(format, lp.decided), joint_id, rotation, {}};
+    std::string input_name = tensor;
+    if (requantized) {
+      // The checkpoint's stored weight, decoded to the model dtype, is what the online formula quantizes.
+      m.stored = stored_weight_of(ck, *input, composed->checkpoint, tensor.substr(0, tensor.size() - 7), layer.name);
+      input_name = m.stored->codes;
+      m.type = stored_dtype(input->dtype);
+      m.rows = m.stored->rows, m.cols = m.stored->cols;
+    } else {
+      const auto& t = need(ck, layer.name, tensor);
+      m.type = t.info->type;
+      m.rows = t.info->shape[0], m.cols = t.info->shape[1];
+    }
+    if (formula) check_low_precision_input(m, lp.decided, *formula, layer, rotation);
     if (joint_id >= 0) {
       if (u.joints.size() <= static_cast<std::size_t>(joint_id)) u.joints.resize(static_cast<std::size_t>(joint_id) + 1);
-      u.joints[static_cast<std::size_t>(joint_id)].push_back(tensor);
+      u.joints[static_cast<std::size_t>(joint_id)].push_back(input_name);
     }
+    return u.members[input_name] = std::move(m);
   };
   if (layer.kind == layer_kind::moe) {
     const std::int64_t experts = layer.num_experts.value_or(0);
     if (experts <= 0) throw config_error("", "MoE layer " + layer.name + " has no num_experts in the model description");
     for (std::int64_t e = 0; e < experts; ++e) {
       const auto base = layer.name + "." + std::to_string(e) + ".";
-      const bool named = ck.by_name.count(base + "gate_proj.weight") > 0;
+      const bool named = has_weight(ck, base + "gate_proj");
       const auto gate = base + (named ? "gate_proj" : "w1") + ".weight", up = base + (named ? "up_proj" : "w3") + ".weight";
       const auto down = base + (named ? "down_proj" : "w2") + ".weight";
       const int j = joint_scale ? joint++ : -1;
@@ -138,7 +168,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     return;
   }
   const auto* fused = model.fused_entry(layer.name);
-  if (!fused || ck.by_name.count(layer.name + ".weight")) {
+  if (!fused || has_weight(ck, layer.name)) {
     add(layer.name + ".weight", weight_key, -1);
     return;
   }
@@ -146,8 +176,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   std::vector<std::int64_t> rows;
   for (const auto& s : fused->shards) {
     const auto tensor = text::replace_all(layer.name, fused->fused, s) + ".weight";
-    rows.push_back(need(ck, layer.name, tensor).info->shape[0]);
-    add(tensor, weight_key, j);
+    rows.push_back(add(tensor, weight_key, j).rows);
   }
   if (blocks)
     for (auto r : rows)
@@ -158,38 +187,36 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
 
 
 /// Quantizes joint unit `j` as one tensor (its members' rows concatenated, as vLLM's fused weight or
-/// w13 holds them, widened to float32 exactly): one scale from the joint amax. Results go to `ready`.
-void quantize_joint(const checkpoint& ck, const quant_units& units, int j, tensor_quant_options& qo,
+/// w13 holds them, widened to float32 exactly): one scale from the joint amax. `whole` gives a
+/// member's whole weight. Results go to `ready`, by member key.
+void quantize_joint(const quant_units& units, int j, tensor_quant_options& qo, const std::function<input_view(const member&)>& whole,
                     std::map<std::string, std::vector<stored_part>>& ready) {
+  const auto& keys = units.joints[static_cast<std::size_t>(j)];
   std::vector<const member*> group;
-  for (const auto& name : units.joints[static_cast<std::size_t>(j)]) group.push_back(&units.members.at(name));
-  // Concatenated rows, as vLLM's fused weight (or w13) holds them, widened to float32 (exact).
-  std::int64_t rows = 0, cols = ck.by_name.at(group.front()->tensor).info->shape[1];
+  for (const auto& key : keys) group.push_back(&units.members.at(key));
+  std::int64_t rows = 0, cols = group.front()->cols;
   for (const auto* m : group) {
-    const auto& t = ck.by_name.at(m->tensor);
-    check_finite(t);
-    if (t.info->shape[1] != cols)
-      throw config_error("", "tensors " + text::py_repr(group.front()->tensor) + " and " + text::py_repr(m->tensor) +
-                                 " share a per-tensor scale but have different widths " + std::to_string(cols) + " and " +
-                                 std::to_string(t.info->shape[1]));
-    rows += t.info->shape[0];
+    if (m->cols != cols)
+      throw config_error("", weight_text(*group.front()) + " and " + weight_text(*m) + " share a per-tensor scale but have different widths " +
+                                 std::to_string(cols) + " and " + std::to_string(m->cols));
+    rows += m->rows;
   }
   const auto joined_size = checked::mul(rows, cols);
-  if (!joined_size) throw config_error("", "the tensors sharing a scale with " + text::py_repr(group.front()->tensor) + " are too large");
+  if (!joined_size) throw config_error("", "the weights sharing a scale with " + weight_text(*group.front()) + " are too large");
   std::vector<float> joined(static_cast<std::size_t>(*joined_size));
   std::int64_t at = 0;
-  std::vector<std::uint32_t> scratch;
   for (const auto* m : group) {
-    const auto x = view_of(ck.by_name.at(m->tensor), scratch);
+    const auto x = whole(*m);
+    check_finite(x, weight_text(*m));
     for (std::int64_t i = 0; i < x.size(); ++i) joined[static_cast<std::size_t>(at + i)] = x.at(i);
     at += x.size();
   }
   qo.name = group.front()->tensor;
   const auto r = quantize_tensor_parts(group.front()->formula, {joined.data(), element::f32, rows, cols}, qo);
   at = 0;
-  for (const auto* m : group) {
-    const auto n = ck.by_name.at(m->tensor).info->elements();
-    ready[m->tensor] = {{r[0].suffix, r[0].type, {}, std::vector<std::uint8_t>(r[0].bytes.begin() + at, r[0].bytes.begin() + at + n)}, r[1]};
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const auto n = group[i]->rows * group[i]->cols;
+    ready[keys[i]] = {{r[0].suffix, r[0].type, {}, std::vector<std::uint8_t>(r[0].bytes.begin() + at, r[0].bytes.begin() + at + n)}, r[1]};
     at += n;
   }
 }
@@ -220,37 +247,41 @@ std::string module_of(const member& m) { return m.tensor.substr(0, m.tensor.size
 
 std::string scale_name(const member& m) { return module_of(m) + "." + std::string(m.scale_suffix); }
 
-quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p, checkpoint_format format) {
+quant_units plan_units(const checkpoint& ck, const model_desc& model, const plan& p, checkpoint_format format,
+                       const quantized_input* input, const composed_plan* composed) {
   quant_units u;
   int joint = 0;
   for (std::size_t i = 0; i < model.layers.size(); ++i)
-    if (p.layers[i].quantized()) add_layer_members(ck, model, model.layers[i], p.layers[i], format, u, joint);
+    if (p.layers[i].quantized())
+      add_layer_members(ck, model, model.layers[i], p.layers[i], format, u, joint, input, composed ? &composed->layers[i] : nullptr);
   // Each rotation's one transform weight follows its first module's tensors.
   for (const auto& g : rotation_groups(model, p)) u.members.at(g.modules.front() + ".weight").transform_tensor = transform_tensor_name(g);
   return u;
 }
 
-output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p) {
+output_layout plan_output(const checkpoint& ck, const quant_units& units, const model_desc& model, const plan& p,
+                          const std::set<std::string>& dropped, const std::map<std::string, std::string>& renamed) {
   output_layout o;
   for (const auto& t : ck.order) {
     o.first_spec.push_back(o.specs.size());
     const auto it = units.members.find(t.info->name);
     if (it == units.members.end()) {
-      o.specs.push_back({t.info->name, t.info->type, t.info->shape});
+      if (dropped.count(t.info->name)) continue;  // a requantized weight's stored tensors: its new ones replace them
+      const auto r = renamed.find(t.info->name);
+      o.specs.push_back({r == renamed.end() ? t.info->name : r->second, t.info->type, t.info->shape});
       continue;
     }
     const auto& m = it->second;
     if (schemes::formula_of(m.formula).low_precision()) {  // the tensors compressed-tensors stores the formula's outputs as
-      for (const auto& s : low_precision_tensors(m.formula, t.info->type, t.info->shape[0], t.info->shape[1]))
+      for (const auto& s : low_precision_tensors(m.formula, m.type, m.rows, m.cols))
         o.specs.push_back({module_of(m) + "." + std::string(s.suffix), s.type, s.shape});
       if (!m.transform_tensor.empty()) o.specs.push_back({m.transform_tensor, st::dtype::F32, {m.transform_size, m.transform_size}});
       continue;
     }
     // FP8 codes and their float32 scales, as vllm-fp8 and compressed-tensors' float-quantized store them.
     const key_id key = *schemes::formula_of(m.formula).key;
-    o.specs.push_back({t.info->name, st::stored_type(key_of(key).data), t.info->shape});
-    const auto rows = t.info->shape[0], cols = t.info->shape[1];
-    o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), tensor_scale_shape(key, rows, cols)});
+    o.specs.push_back({m.tensor, st::stored_type(key_of(key).data), {m.rows, m.cols}});
+    o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), tensor_scale_shape(key, m.rows, m.cols)});
   }
   o.first_spec.push_back(o.specs.size());
   o.metadata = {{"format", "pt"}};
@@ -282,7 +313,9 @@ void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out
     const auto it = c_.units.members.find(t.info->name);
     sum_.bytes_in += t.info->end - t.info->begin;
     ++sum_.tensors;
-    if (it == c_.units.members.end()) {
+    if (it == c_.units.members.end() && c_.dropped.count(t.info->name)) {
+      ++sum_.replaced;
+    } else if (it == c_.units.members.end()) {
       // Copied a chunk at a time, the next one read meanwhile.
       const auto data = t.file->data(*t.info);
       chunk_reader reader(t, st::size_of(t.info->type), read_buffers_);
@@ -293,34 +326,65 @@ void tensor_streamer::stream(std::size_t begin, std::size_t end, st::writer& out
     } else {
       write_member(t, it->second, out);
       ++sum_.quantized;
+      sum_.requantized += it->second.stored.has_value();
     }
     ++done_;
     if (req_.progress) req_.progress(sum_.bytes_in, bytes_total_, done_, ck_.order.size());
   }
 }
 
+const std::vector<std::uint32_t>& tensor_streamer::decoded(const member& m) {
+  auto it = decoded_.find(m.stored->codes);
+  if (it == decoded_.end()) {
+    it = decoded_.emplace(m.stored->codes, std::vector<std::uint32_t>()).first;
+    decode_weight(ck_, *m.stored, c_.input->dtype, it->second, req_.threads);
+  }
+  return it->second;
+}
+
+template <class Fn>
+void tensor_streamer::for_each_chunk(const tensor_ref& t, const member& m, std::size_t granule, Fn&& fn) {
+  if (!m.stored) {
+    chunk_reader reader(t, granule, read_buffers_);
+    for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) fn(bytes);
+    return;
+  }
+  // A decoded weight is in memory already: chunks of the same size as a read's.
+  const auto all = std::as_bytes(std::span(decoded(m))).first(static_cast<std::size_t>(m.rows * m.cols) * st::size_of(m.type));
+  const std::size_t step = std::max<std::size_t>(granule, static_cast<std::size_t>(chunk_bytes) / granule * granule);
+  for (std::size_t at = 0; at < all.size(); at += step) fn(all.subspan(at, std::min(step, all.size() - at)));
+}
+
 void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::writer& out) {
   const auto& f = schemes::formula_of(m.formula);
+  const element type = element_of(m.type);
   // One amax per unit sets a per-tensor scale: FP8 per-tensor weights' scale, NVFP4's global scale
   // (a fused layer's shards and an expert's gate and up share it).
   const bool unit_scale = f.takes_amax;
+  const auto key = t.info->name;
   if (unit_scale && !f.low_precision() && req_.device == device_kind::cuda) {
     // The CUDA FP8 per-tensor kernel finds its own amax: a whole unit (a joint unit as one tensor) at a time.
-    if (!ready_.count(m.tensor)) {
+    std::vector<std::uint32_t> scratch;
+    auto whole = [&](const member& x) -> input_view {
+      if (x.stored) return {decoded(x).data(), type, x.rows, x.cols};
+      return view_of(ck_.by_name.at(x.tensor), scratch);
+    };
+    if (!ready_.count(key)) {
       if (m.joint >= 0) {
-        quantize_joint(ck_, c_.units, m.joint, options_, ready_);
+        quantize_joint(c_.units, m.joint, options_, whole, ready_);
       } else {
-        check_finite(t);
+        const auto x = whole(m);
+        check_finite(x, weight_text(m));
         options_.name = m.tensor;
-        std::vector<std::uint32_t> scratch;
-        ready_[m.tensor] = quantize_tensor_parts(m.formula, view_of(t, scratch), options_);
+        ready_[key] = quantize_tensor_parts(m.formula, x, options_);
       }
     }
-    for (const auto& part : ready_.at(m.tensor)) {
+    for (const auto& part : ready_.at(key)) {
       out.write(std::as_bytes(std::span(part.bytes)));
       sum_.bytes_out += part.bytes.size();
     }
-    ready_.erase(m.tensor);
+    ready_.erase(key);
+    if (m.stored) decoded_.erase(m.stored->codes);
     return;
   }
   // Row chunks (whole 128-row slabs for 128x128 blocks): given the unit's amax, found in a pass before,
@@ -332,24 +396,29 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
   // FP8 weight formulas); the others' amax ignores NaN, so their chunks are counted first.
   const bool scales_show_non_finite = !f.low_precision() && f.weight;
   const std::int64_t multiple = f.group.row > 1 ? f.group.row : 1;
-  const std::int64_t cols = t.info->shape[1];
-  const std::size_t row_bytes = st::size_of(t.info->type) * static_cast<std::size_t>(cols);
+  const std::int64_t cols = m.cols;
+  const std::size_t row_bytes = st::size_of(m.type) * static_cast<std::size_t>(cols);
+  // The message counts the whole weight.
+  auto refuse_non_finite = [&] {
+    std::vector<std::uint32_t> scratch;
+    check_finite(m.stored ? input_view{decoded(m).data(), type, m.rows, m.cols} : view_of(t, scratch), weight_text(m));
+  };
   std::vector<std::uint8_t> scales;
-  chunk_reader reader(t, row_bytes * static_cast<std::size_t>(multiple), read_buffers_);
   chunk_writer writer(out, code_buffers_);
-  for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
-    const input_view x{bytes.data(), element_of(t.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
-    if (!scales_show_non_finite && cpu::count_non_finite(x)) check_finite(t);  // the message counts the whole tensor
+  for_each_chunk(t, m, row_bytes * static_cast<std::size_t>(multiple), [&](std::span<const std::byte> bytes) {
+    const input_view x{bytes.data(), type, static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+    if (!scales_show_non_finite && cpu::count_non_finite(x)) refuse_non_finite();
     quantize_tensor_parts_into(m.formula, x, options_, parts_);
     if (scales_show_non_finite && !unit_scale)
       for (std::size_t i = 0; i + 4 <= parts_[1].bytes.size(); i += 4) {
         float sc;
         std::memcpy(&sc, parts_[1].bytes.data() + i, 4);
-        if (!std::isfinite(sc)) check_finite(t);
+        if (!std::isfinite(sc)) refuse_non_finite();
       }
-    store_chunk(t, m, writer, scales);
-  }
+    store_chunk(m, writer, scales);
+  });
   writer.finish();
+  if (m.stored) decoded_.erase(m.stored->codes);
   out.write(std::as_bytes(std::span(scales)));
   sum_.bytes_out += scales.size();
   if (f.second == schemes::second_scale::per_tensor) {
@@ -360,7 +429,7 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
     sum_.bytes_out += 4;
   }
   if (f.codes == schemes::code_format::int8) {  // pack-quantized's weight_shape
-    const std::int64_t shape[2] = {t.info->shape[0], cols};
+    const std::int64_t shape[2] = {m.rows, cols};
     out.write(std::as_bytes(std::span(shape)));
     sum_.bytes_out += sizeof shape;
   }
@@ -376,7 +445,7 @@ void tensor_streamer::write_member(const tensor_ref& t, const member& m, st::wri
   options_.transform_size = 0;
 }
 
-void tensor_streamer::store_chunk(const tensor_ref& t, const member& m, chunk_writer& writer, std::vector<std::uint8_t>& scales) {
+void tensor_streamer::store_chunk(const member& m, chunk_writer& writer, std::vector<std::uint8_t>& scales) {
   const auto& f = schemes::formula_of(m.formula);
   auto& codes = writer.buffer();
   if (f.codes == schemes::code_format::int8) {
@@ -391,7 +460,7 @@ void tensor_streamer::store_chunk(const tensor_ref& t, const member& m, chunk_wr
     for (std::int64_t r = 0; r < rows; ++r) {
       float s;
       std::memcpy(&s, parts_[1].bytes.data() + r * 4, 4);
-      const std::uint16_t h = t.info->type == st::dtype::BF16 ? fp8::to_bf16(s) : lp::to_fp16(s);
+      const std::uint16_t h = m.type == st::dtype::BF16 ? fp8::to_bf16(s) : lp::to_fp16(s);
       scales.push_back(static_cast<std::uint8_t>(h & 0xFF));
       scales.push_back(static_cast<std::uint8_t>(h >> 8));
     }
@@ -407,25 +476,26 @@ void tensor_streamer::store_chunk(const tensor_ref& t, const member& m, chunk_wr
 float tensor_streamer::unit_amax(const tensor_ref& t, const member& m) {
   if (m.joint >= 0)
     if (const auto it = joint_amax_.find(m.joint); it != joint_amax_.end()) return it->second;
-  // One pass over the unit (a joint unit's members, or the tensor), NaN and infinity refused first.
+  // One pass over the unit (a joint unit's members, or the weight), NaN and infinity refused first.
   float amax = 0.0f;
-  auto pass = [&](const tensor_ref& member) {
-    const std::int64_t cols = member.info->shape[1];
-    const std::size_t row_bytes = st::size_of(member.info->type) * static_cast<std::size_t>(cols);
-    chunk_reader reader(member, row_bytes, read_buffers_);
-    for (auto bytes = reader.next(); !bytes.empty(); bytes = reader.next()) {
-      const input_view x{bytes.data(), element_of(member.info->type), static_cast<std::int64_t>(bytes.size() / row_bytes), cols};
+  auto pass = [&](const tensor_ref& input, const member& x) {
+    const std::size_t row_bytes = st::size_of(x.type) * static_cast<std::size_t>(x.cols);
+    for_each_chunk(input, x, row_bytes, [&](std::span<const std::byte> bytes) {
+      const input_view v{bytes.data(), element_of(x.type), static_cast<std::int64_t>(bytes.size() / row_bytes), x.cols};
       // The amax propagates NaN, and infinity is its own amax: a finite amax means finite values.
-      const float a = cpu::weight_kernel<fp8_per_tensor>::amax(x, {options_.threads});
-      if (!std::isfinite(a)) check_finite(member);
+      const float a = cpu::weight_kernel<fp8_per_tensor>::amax(v, {options_.threads});
+      if (!std::isfinite(a)) {
+        std::vector<std::uint32_t> scratch;
+        check_finite(x.stored ? input_view{decoded(x).data(), element_of(x.type), x.rows, x.cols} : view_of(input, scratch), weight_text(x));
+      }
       amax = std::max(amax, a);
-    }
+    });
   };
   if (m.joint < 0) {
-    pass(t);
+    pass(t, m);
     return amax;
   }
-  for (const auto& name : c_.units.joints[static_cast<std::size_t>(m.joint)]) pass(ck_.by_name.at(name));
+  for (const auto& key : c_.units.joints[static_cast<std::size_t>(m.joint)]) pass(ck_.by_name.at(key), c_.units.members.at(key));
   joint_amax_[m.joint] = amax;
   return amax;
 }

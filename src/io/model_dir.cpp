@@ -166,6 +166,12 @@ std::string pretty_json(const json::value& v, int level) {
 }
 
 std::string with_quantization_config(const std::string& config_text, const json::object& qc) {
+  // An already-quantized model's config: the block replaced where it stands, the file written again as
+  // transformers writes it.
+  if (auto doc = json::parse(config_text); doc.is_object() && doc.as_object().contains("quantization_config")) {
+    doc.as_object()["quantization_config"] = qc;
+    return pretty_json(doc) + "\n";
+  }
   // The text is a JSON object (read_model_dir parsed it): its last '}' closes it.
   const auto is_space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
   std::size_t close = config_text.size();

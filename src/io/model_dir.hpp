@@ -47,8 +47,8 @@ bool needs_index(const std::vector<output_shard>& shards);
 /// model.safetensors.index.json as transformers writes it: total_size, then every tensor's shard, sorted.
 std::string index_json(const conversion& c, const std::vector<output_shard>& shards);
 
-/// config.json's text with "quantization_config" added as its last key; the rest of the text, byte
-/// for byte, as it was.
+/// config.json's text with "quantization_config" added as its last key, the rest of the text byte for
+/// byte as it was; an already-quantized model's block replaced in place (the file rewritten).
 std::string with_quantization_config(const std::string& config_text, const boost::json::object& qc);
 
 /// JSON text as Python's json.dumps(v, indent=2) writes it (transformers' config.json and index

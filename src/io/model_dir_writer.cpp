@@ -22,6 +22,8 @@
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/detail/staged_output.hpp"
+#include "qpolicy/core/detail/text.hpp"
+#include "qpolicy/source/checkpoint_source.hpp"
 
 namespace qpolicy {
 
@@ -264,6 +266,36 @@ found check_output(const std::string& out, const std::string& input_dir, const r
   return found::nothing;
 }
 
+/// An already-quantized model directory's quantization (nullopt for a bf16 one): its checkpoint method
+/// read, and the model dtype its decoded weights take, as vLLM picks it (config.json's dtype, or
+/// torch_dtype; float32 and none become bfloat16, as vLLM's dtype "auto" does).
+std::optional<quantized_input> quantized_input_of(const model_dir_inventory& inv) {
+  if (!inv.quantization_config) return std::nullopt;
+  quantized_input in;
+  in.source = source::read_checkpoint_source(*inv.quantization_config, inv.model_type);
+  in.config = inv.quantization_config->as_object();
+  const auto doc = json::parse(inv.config_text).as_object();
+  const json::value* d = nullptr;
+  std::string key;
+  for (const char* k : {"dtype", "torch_dtype"})
+    if (const auto* v = doc.if_contains(k); v && v->is_string()) {
+      d = v, key = k;
+      break;
+    }
+  const std::string name = d ? std::string(d->get_string()) : std::string();
+  if (name == "float16") {
+    in.dtype = element::f16;
+  } else if (name == "bfloat16" || name == "float32" || name.empty()) {
+    in.dtype = element::bf16;
+  } else {
+    throw config_error("", inv.config_path + " says " + key + " " + text::py_repr(name) + "; expected bfloat16, float16 or float32");
+  }
+  in.dtype_source = name.empty() ? "bfloat16 (config.json names no dtype; vLLM's \"auto\" takes bfloat16)"
+                                 : name == "float32" ? "bfloat16 (config.json's float32, which vLLM's \"auto\" runs as bfloat16)"
+                                                     : name + " (config.json's " + key + ")";
+  return in;
+}
+
 void make_directory(const std::string& path, bool shared) {
   if (::mkdir(path.c_str(), 0777) == 0 || (errno == EEXIST && shared)) return;
   throw io_error("cannot create the directory", path, errno);
@@ -282,7 +314,7 @@ checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
     throw config_error("", "--config-out is for file outputs; a model directory output has the quantization_config in its config.json");
   if (req.shard_count == 0 || req.shard_index >= req.shard_count)
     throw config_error("", fmt::format("--shard {}/{}: expected I/N with 0 <= I < N", req.shard_index, req.shard_count));
-  const auto inv = read_model_dir(req.inputs.front());
+  const auto inv = read_model_dir(req.inputs.front(), true);
   sum.notes = inv.notes;
   std::vector<checkpoint_index> indexes;
   const auto files = checkpoint_files(inv.weight_inputs, indexes, sum.warnings);
@@ -293,16 +325,16 @@ checkpoint_summary quantize_model_dir(const checkpoint_request& req) {
   for (const auto& f : req.also_read) read_paths.push_back(f);
   check_run_paths(read_paths, {});
   const auto ck = open_checkpoint(files, indexes);
-  const auto c = prepare_conversion(ck, req, sum);
+  const auto c = prepare_conversion(ck, req, sum, quantized_input_of(inv));
   const auto shards = plan_shards(ck, c, req.max_shard_size);
 
   run_state run;
   run.model_dir = fs::absolute(inv.dir).lexically_normal().string();
   for (const auto& s : shards) run.shards.push_back(s.file_name);
   run.copied = inv.copied;
-  run.config_text = with_quantization_config(inv.config_text, quantization_config(c.format, c.model, c.decisions));
+  run.config_text = with_quantization_config(inv.config_text, conversion_config(c));
   if (needs_index(shards)) run.index_text = index_json(c, shards);
-  run.plan_text = plan_to_json(c.decisions, c.model) + "\n";
+  run.plan_text = conversion_plan_json(c);
   run.run_id = run_digest(run, ck);
   sum.shards_total = shards.size();
 

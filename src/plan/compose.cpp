@@ -66,7 +66,6 @@ composed_plan compose(plan online, const model_desc& model, const source::checkp
   const auto r = online.release;
   const auto& row = composition_of(r);
   out.checkpoint = checkpoint;
-  std::size_t counts[4] = {};
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& layer = model.layers[i];
     const auto& ol = online.layers[i];
@@ -103,17 +102,23 @@ composed_plan compose(plan online, const model_desc& model, const source::checkp
         fail(*e, error_stage::load);
       }
     }
-    if (!c.failed()) ++counts[static_cast<std::size_t>(c.kind)];
     out.layers.push_back(std::move(c));
   }
-  const std::string from = std::string(source::method_of(checkpoint.method).vllm_name);
-  out.summary.push_back(fmt::format("checkpoint: {}", checkpoint.describe()));
-  out.summary.push_back(fmt::format("kept (the checkpoint's {}): {}", from, counts[static_cast<std::size_t>(composition::kept)]));
-  out.summary.push_back(fmt::format("requantized (decoded, then the online method): {}", counts[static_cast<std::size_t>(composition::requantized)]));
-  out.summary.push_back(fmt::format("quantized online: {}", counts[static_cast<std::size_t>(composition::online)]));
-  out.summary.push_back(fmt::format("unquantized: {}", counts[static_cast<std::size_t>(composition::unquantized)]));
   out.online = std::move(online);
+  out.summarize();
   return out;
+}
+
+void composed_plan::summarize() {
+  std::size_t counts[4] = {};
+  for (const auto& c : layers)
+    if (!c.failed()) ++counts[static_cast<std::size_t>(c.kind)];
+  const std::string from = std::string(source::method_of(checkpoint.method).vllm_name);
+  summary = {fmt::format("checkpoint: {}", checkpoint.describe()),
+             fmt::format("kept (the checkpoint's {}): {}", from, counts[static_cast<std::size_t>(composition::kept)]),
+             fmt::format("requantized (decoded, then the online method): {}", counts[static_cast<std::size_t>(composition::requantized)]),
+             fmt::format("quantized online: {}", counts[static_cast<std::size_t>(composition::online)]),
+             fmt::format("unquantized: {}", counts[static_cast<std::size_t>(composition::unquantized)])};
 }
 
 std::string composed_plan_to_json(const composed_plan& p, const model_desc& model, const std::vector<std::string>& extra_warnings) {

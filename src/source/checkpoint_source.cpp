@@ -361,6 +361,8 @@ void read_args(const json::object& a, const std::string& where, bool weights, co
     g.weight_type = type;
     g.strategy = str("strategy");
     g.scale_dtype = str("scale_dtype");
+    const auto* sym = a.if_contains("symmetric");
+    g.symmetric = !sym || !sym->is_bool() || sym->get_bool();  // pydantic's default is True
     if (const auto* gs = a.if_contains("group_size"); gs && gs->is_int64()) g.group_size = gs->get_int64();
     if (const auto* b = a.if_contains("block_structure"); b && b->is_array() && b->get_array().size() == 2 &&
                                                            b->get_array()[0].is_int64() && b->get_array()[1].is_int64())

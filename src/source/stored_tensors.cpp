@@ -143,14 +143,14 @@ void check_gpt_oss_experts(const source_layer& decided, const std::string& layer
   }
 }
 
-/// The config group that decided a compressed-tensors layer (its rule names it).
-const config_group* group_of(const checkpoint_source& s, const source_layer& decided) {
+}  // namespace
+
+const config_group* decided_group(const checkpoint_source& s, const source_layer& decided) {
+  if (s.method != checkpoint_method::compressed_tensors) return nullptr;
   for (const auto& g : s.groups)
     if (decided.rule.starts_with("config_groups." + g.name + " ")) return &g;
   return nullptr;
 }
-
-}  // namespace
 
 void check_stored_tensors(const checkpoint_source& s, const model_desc& model,
                           const std::function<const tensor_header*(const std::string&)>& find) {
@@ -163,7 +163,7 @@ void check_stored_tensors(const checkpoint_source& s, const model_desc& model,
         check_gpt_oss_experts(decided, layer.name, find);
       continue;
     }
-    const auto* g = s.method == checkpoint_method::compressed_tensors ? group_of(s, decided) : nullptr;
+    const auto* g = decided_group(s, decided);
     std::vector<std::string> modules;
     if (layer.kind == layer_kind::moe) {
       for (std::int64_t e = 0; e < layer.num_experts.value_or(0); ++e)

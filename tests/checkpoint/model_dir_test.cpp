@@ -236,9 +236,12 @@ TEST_CASE("quantize refuses a bad model directory or output directory and leaves
   const auto no_config = variant("no-config", [](const fs::path& d) { fs::remove(d / "config.json"); });
   refused(with({no_config.string(), "-o", fresh.string()}), 2, "has no config.json; expected a Hugging Face model directory");
   const auto quantized = variant("quantized", [](const fs::path& d) {
-    spit(d / "config.json", R"({"quantization_config": {"quant_method": "fp8"}})");
+    spit(d / "config.json", R"({"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}})");
   });
-  refused(with({quantized.string(), "-o", fresh.string()}), 2, "already has a quantization_config (quant_method 'fp8'): the model is quantized");
+  // A quantization_config whose format the tensors do not follow (bf16 weights where fp8 stores F8_E4M3).
+  refused({"quantize", "-c", R"({"linear": "fp8_per_block"})", quantized.string(), "-o", fresh.string()}, 2,
+          "the checkpoint's fp8, per-tensor scale stores model.layers.0.self_attn.q_proj as weight F8_E4M3 [N, K], weight_scale F32 [1] or []; "
+          "tensor 'model.layers.0.self_attn.q_proj.weight' is BF16 [256, 256]");
   const auto list = variant("list", [](const fs::path& d) { spit(d / "config.json", "[1, 2]"); });
   refused(with({list.string(), "-o", fresh.string()}), 2, "config.json is a JSON list; expected an object");
   const auto broken = variant("broken", [](const fs::path& d) { spit(d / "config.json", "{\"a\": "); });

@@ -7,4 +7,4 @@ if ! [ -x "$py" ] || ! "$py" -c 'import torch, transformers, compressed_tensors,
   echo "witness-hf: skipped: .venv-hf is missing (bash scripts/setup-witness-hf.sh makes it, about 6 GB)"
   exit 77
 fi
-exec "$py" "$root/tests/witness_hf/check_model_dirs.py"
+"$py" "$root/tests/witness_hf/check_model_dirs.py" && exec "$py" "$root/tests/witness_hf/check_quantized_inputs.py"

@@ -30,6 +30,9 @@ struct checkpoint_request {
   std::string config_out;           // quantization_config JSON for config.json, or ""
   std::vector<role_path> also_read;  // other files the caller read (model, config): no output may be one
   resolved_config config;
+  /// The `quantization` argument as given (-q): an already-quantized input checks it against the
+  /// checkpoint's method, as vLLM does.
+  maybe<std::string> quantization;
   maybe<model_desc> model;          // absent: derived from the checkpoint's tensor names
   checkpoint_format format = checkpoint_format::automatic;
   std::uint64_t max_shard_size = 0;  // directory output: bytes per shard; 0 keeps the input's sharding
@@ -46,6 +49,10 @@ struct checkpoint_request {
 /// What the conversion did.
 struct checkpoint_summary {
   std::size_t tensors = 0, quantized = 0, copied = 0;
+  /// An already-quantized input: weights decoded from the checkpoint's format before quantizing
+  /// (counted in `quantized`), the stored tensors their new ones replaced, and the composition in words.
+  std::size_t requantized = 0, replaced = 0;
+  std::vector<std::string> composition;
   std::uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
   std::vector<std::string> unmatched;  // tensors that belong to no layer of the model (copied)

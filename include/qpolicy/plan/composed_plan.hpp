@@ -52,6 +52,9 @@ struct composed_plan {
   std::vector<std::string> errors;
   std::vector<std::string> summary;
 
+  /// Sets `summary`: the checkpoint in words, and how many layers have each composition (failed ones
+  /// not counted).
+  void summarize();
   /// vLLM's error: the first layer that fails to build, else the first whose weights fail to load.
   const std::string* first_error() const;
   std::string_view error_of(const composed_layer& l) const {

@@ -99,6 +99,7 @@ struct config_group {
   std::string strategy;  // tensor, channel, group, block, tensor_group, ...
   std::optional<std::int64_t> group_size;
   std::string scale_dtype;  // "" for null
+  bool symmetric = true;    // false: the weights have zero points
   std::optional<std::array<std::int64_t, 2>> block_structure;  // strategy block
   bool has_input_activations = false;
   bool input_dynamic = false;
@@ -133,6 +134,10 @@ struct checkpoint_source {
 /// build reads), a missing or ill-typed field vLLM requires, and a ModelOpt quant_algo other than FP8
 /// and NVFP4.
 checkpoint_source read_checkpoint_source(const boost::json::value& quantization_config, std::string_view model_type);
+
+/// The compressed-tensors config group that decided a layer (its rule names it); nullptr for another
+/// method or an unquantized layer.
+const config_group* decided_group(const checkpoint_source& checkpoint, const source_layer& decided);
 
 /// A tensor of a checkpoint, as its header describes it.
 struct tensor_header {

@@ -1,0 +1,298 @@
+// `qpolicy quantize` on an already-quantized model directory: kept layers copied byte for byte (fp8's
+// block scales renamed to compressed-tensors' name), requantized layers decoded from the checkpoint's
+// format (cpu::dequantize, NVFP4's global scale inverted as vLLM inverts it) and quantized with the online
+// formula, online layers as from a bf16 model; one compressed-tensors quantization_config keeping the
+// checkpoint's groups; the releases' refusals and every bad input refused with nothing written.
+// (tests/witness_hf/check_quantized_inputs.py checks the bits against torch and compressed-tensors.)
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "../support/checkpoint_fixture.hpp"
+#include "../support/files.hpp"
+#include "../support/process.hpp"
+#include "../support/temp_dir.hpp"
+#include "qpolicy/io/quantize_tensor.hpp"
+#include "qpolicy/io/safetensors.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
+
+namespace st = qpolicy::safetensors;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using qpolicy::schemes::formula;
+
+namespace {
+
+qpolicy::test::process_result run(std::vector<std::string> args) {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  REQUIRE(exe);
+  args.insert(args.begin(), exe);
+  return qpolicy::test::run_process(args);
+}
+
+/// Runs a command that must succeed.
+std::string ok(std::vector<std::string> args) {
+  const auto r = run(std::move(args));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return r.err;
+}
+
+/// The synthetic Qwen3-MoE model (bf16) as a model directory.
+fs::path bf16_dir(const fs::path& root) {
+  const auto d = root / "bf16";
+  fs::create_directories(d);
+  qpolicy::test::write_bf16_checkpoint(qpolicy::test::synthetic(), (d / "model.safetensors").string());
+  std::ofstream(d / "config.json") << "{\n  \"model_type\": \"qwen3_moe\",\n  \"torch_dtype\": \"bfloat16\"\n}\n";
+  return d;
+}
+
+/// Every tensor of a directory's model.safetensors: name -> (dtype, shape, bytes).
+struct stored {
+  st::dtype type;
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+std::map<std::string, stored> tensors_of(const fs::path& dir) {
+  std::map<std::string, stored> out;
+  st::file f((dir / "model.safetensors").string());
+  for (const auto& t : f.tensors()) {
+    const auto d = f.data(t);
+    out[t.name] = {t.type, t.shape, std::string(reinterpret_cast<const char*>(d.data()), d.size())};
+  }
+  return out;
+}
+
+json::object quantization_config(const fs::path& dir) {
+  return json::parse(qpolicy::test::slurp(dir / "config.json")).as_object().at("quantization_config").as_object();
+}
+
+template <class T>
+std::vector<T> values(const std::string& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+/// What the online formula `f` stores for `module`'s weight decoded (as bf16) from `decoder`'s stored
+/// tensors: the codes and the scales.
+std::pair<std::string, std::string> requantized(formula decoder, const std::map<std::string, stored>& in, const std::string& codes,
+                                                const std::string& scales, const float* second, std::int64_t rows, std::int64_t cols,
+                                                formula f) {
+  const auto& code_bytes = in.at(codes).bytes;
+  const auto& scale_bytes = in.at(scales).bytes;
+  std::vector<float> float_scales;
+  if (qpolicy::schemes::formula_of(decoder).scales == qpolicy::schemes::scale_format::f32) float_scales = values<float>(scale_bytes);
+  const qpolicy::cpu::stored_tensors s{reinterpret_cast<const std::uint8_t*>(code_bytes.data()),
+                                       float_scales.empty() ? static_cast<const void*>(scale_bytes.data()) : float_scales.data(), second,
+                                       nullptr, rows, cols, false};
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
+  qpolicy::cpu::dequantize(decoder, s, qpolicy::element::bf16, w.data());
+  const auto parts = qpolicy::quantize_tensor_parts(f, {w.data(), qpolicy::element::bf16, rows, cols}, {});
+  return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
+}
+
+std::vector<std::string> listing(const fs::path& d) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("quantize on NVFP4 experts keeps them, or requantizes them as vLLM decodes them", "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-nvfp4");
+  const auto bf16 = bf16_dir(tmp.path());
+  const auto nvfp4 = tmp.path() / "nvfp4";
+  ok({"quantize", "-q", "online", "-c", R"({"moe": "nvfp4_per_token"})", bf16.string(), "-o", nvfp4.string()});
+  const auto in = tensors_of(nvfp4);
+
+  SECTION("kept experts stay byte for byte; the attention goes online as from the bf16 model") {
+    const auto out = tmp.path() / "mixed";
+    const auto err = ok({"quantize", "-c", R"({"linear": "fp8_per_block"})", nvfp4.string(), "-o", out.string()});
+    CHECK_THAT(err, Catch::Contains("kept (the checkpoint's compressed-tensors): 2") && Catch::Contains("quantized online: 4"));
+    const auto direct = tmp.path() / "direct";
+    ok({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_block"})", "--format", "compressed-tensors", bf16.string(), "-o",
+        direct.string()});
+    const auto got = tensors_of(out), want = tensors_of(direct);
+    std::size_t kept = 0, online = 0;
+    for (const auto& [name, t] : got) {
+      if (name.find(".experts.") != std::string::npos) {
+        REQUIRE(in.count(name));
+        CHECK(t.bytes == in.at(name).bytes);
+        ++kept;
+      } else {
+        REQUIRE(want.count(name));
+        CHECK(t.bytes == want.at(name).bytes);
+        online += name.find("_proj.") != std::string::npos;
+      }
+    }
+    CHECK(kept == 2 * 4 * 3 * 3);  // 2 layers, 4 experts, 3 projections: weight_packed, weight_scale, weight_global_scale
+    CHECK(online == 2 * 4 * 2);    // q/k/v/o of 2 layers: codes and scales
+    CHECK(got.size() == in.size() + 8);  // every input tensor, and a scale beside each attention weight
+    const auto qc = quantization_config(out);
+    const auto& groups = qc.at("config_groups").as_object();
+    REQUIRE(groups.size() == 2);
+    CHECK(groups.at("group_0").at("format") == "nvfp4-pack-quantized");
+    CHECK(groups.at("group_0").at("targets").as_array().size() == 2);  // the two kept MoE layers' experts
+    CHECK(groups.at("online_group_0").at("format") == "float-quantized");
+    CHECK(groups.at("online_group_0").at("targets").as_array().size() == 8);
+    CHECK(qc.at("format") == "mixed-precision");
+    CHECK(qc.at("ignore") == json::array{"model.layers.0.mlp.gate", "model.layers.1.mlp.gate", "lm_head"});
+    const auto plan = json::parse(qpolicy::test::slurp(out / "qpolicy_plan.json")).as_object();
+    CHECK(plan.at("layers").as_array()[4].at("composition") == "kept");
+  }
+
+  SECTION("requantized experts: vLLM's NVFP4 decode (1 / global scale) to bf16, then the online formula") {
+    const auto out = tmp.path() / "requantized";
+    const auto err = ok({"quantize", "-c", R"({"moe": "fp8_per_block"})", nvfp4.string(), "-o", out.string()});
+    CHECK_THAT(err, Catch::Contains("requantized (decoded, then the online method): 2") &&
+                        Catch::Contains("24 decoded from the checkpoint's format first, 48 of their stored tensors dropped"));
+    const auto got = tensors_of(out);
+    for (int l = 0; l < 2; ++l)
+      for (int e = 0; e < 4; ++e)
+        for (const char* p : {"gate_proj", "up_proj", "down_proj"}) {
+          const auto m = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + "." + p;
+          INFO(m);
+          CHECK(!got.count(m + ".weight_packed"));
+          CHECK(!got.count(m + ".weight_global_scale"));
+          const auto& packed = in.at(m + ".weight_packed");
+          const float second = 1.0f / values<float>(in.at(m + ".weight_global_scale").bytes).at(0);
+          const auto [codes, scales] = requantized(formula::nvfp4_weight, in, m + ".weight_packed", m + ".weight_scale", &second,
+                                                   packed.shape[0], packed.shape[1] * 2, formula::fp8_per_block_static);
+          REQUIRE(got.count(m + ".weight"));
+          CHECK(got.at(m + ".weight").type == st::dtype::F8_E4M3);
+          CHECK(got.at(m + ".weight").bytes == codes);
+          CHECK(got.at(m + ".weight_scale").bytes == scales);
+        }
+    const auto qc = quantization_config(out);
+    CHECK(qc.at("config_groups").as_object().size() == 1);
+    CHECK(qc.at("format") == "float-quantized");
+  }
+
+  SECTION("the releases' refusals, and the quantization argument checked as vLLM checks it; nothing is written") {
+    const auto out = tmp.path() / "refused";
+    auto refused = [&](std::vector<std::string> args, const std::string& message) {
+      args.insert(args.end(), {nvfp4.string(), "-o", out.string()});
+      const auto r = run(args);
+      INFO(r.err);
+      CHECK(r.status == 2);
+      CHECK_THAT(r.err, Catch::Contains(message));
+      CHECK(!fs::exists(out));
+    };
+    refused({"quantize", "-c", R"({"moe": "fp8_per_block"})", "--vllm", "0.32"}, "Requantizing checkpoint-quantized MoE layers is not supported.");
+    refused({"quantize", "-c", R"({"moe": "fp8_per_block"})", "--vllm", "0.31"}, "to pre-quantized layer model.layers.0.mlp.experts");
+    refused({"quantize", "-q", "fp8_per_block"}, "Quantization method specified in the model config (compressed-tensors) does not match");
+    refused({"quantize", "-c", R"({"moe": "fp8_per_block"})", "--format", "vllm-fp8"}, "--format vllm-fp8 cannot express an already-quantized");
+  }
+}
+
+TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest as a named extension", "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-fp8");
+  const auto bf16 = bf16_dir(tmp.path());
+  const auto fp8 = tmp.path() / "fp8";
+  ok({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})", bf16.string(), "-o", fp8.string()});
+  const auto in = tensors_of(fp8);
+  const auto out = tmp.path() / "mx";
+  const auto err = ok({"quantize", "-c", R"({"linear": "mxfp8"})", fp8.string(), "-o", out.string()});
+  CHECK_THAT(err, Catch::Contains("vLLM 0.34 would not requantize ['model.layers.0.self_attn.qkv_proj'") &&
+                      Catch::Contains("qpolicy decodes fp8, 128x128 blocks itself (an extension)") &&
+                      Catch::Contains("renamed weight_scale_inv -> weight_scale"));
+  const auto got = tensors_of(out);
+  // Kept experts: the same bytes, the block scale under compressed-tensors' name.
+  const std::string e = "model.layers.1.mlp.experts.3.down_proj";
+  CHECK(got.at(e + ".weight").bytes == in.at(e + ".weight").bytes);
+  CHECK(got.at(e + ".weight_scale").bytes == in.at(e + ".weight_scale_inv").bytes);
+  CHECK(!got.count(e + ".weight_scale_inv"));
+  // Requantized attention: FP8 blocks decoded, MXFP8 from the decode.
+  const std::string q = "model.layers.0.self_attn.k_proj";
+  const auto& codes = in.at(q + ".weight");
+  const auto [want_codes, want_scales] = requantized(formula::fp8_per_block_static, in, q + ".weight", q + ".weight_scale_inv", nullptr,
+                                                     codes.shape[0], codes.shape[1], formula::mxfp8_torch);
+  CHECK(got.at(q + ".weight").bytes == want_codes);
+  CHECK(got.at(q + ".weight_scale").bytes == want_scales);
+  CHECK(got.at(q + ".weight_scale").type == st::dtype::U8);
+  CHECK(!got.count(q + ".weight_scale_inv"));
+  const auto qc = quantization_config(out);
+  const auto& kept = qc.at("config_groups").at("group_0");
+  CHECK(kept.at("weights").at("strategy") == "block");
+  CHECK(kept.at("weights").at("block_structure") == json::array{128, 128});
+  CHECK(kept.at("input_activations").at("strategy") == "group");
+  CHECK(kept.at("input_activations").at("group_size") == 128);
+  CHECK(qc.at("config_groups").at("online_group_0").at("format") == "mxfp8-quantized");
+  CHECK(qc.at("format") == "mixed-precision");
+
+  // Several processes, and a resumed run, write the same directory.
+  const auto sharded = tmp.path() / "sharded";
+  for (const char* shard : {"0/2", "1/2"})
+    ok({"quantize", "-c", R"({"linear": "mxfp8"})", fp8.string(), "-o", sharded.string(), "--max-shard-size", "200KB", "--shard", shard});
+  const auto whole = tmp.path() / "whole";
+  ok({"quantize", "-c", R"({"linear": "mxfp8"})", fp8.string(), "-o", whole.string(), "--max-shard-size", "200KB"});
+  CHECK(qpolicy::test::tree(sharded) == qpolicy::test::tree(whole));
+}
+
+TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what its format says, naming the tensor",
+          "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-bad");
+  const auto bf16 = bf16_dir(tmp.path());
+  const auto nvfp4 = tmp.path() / "nvfp4";
+  ok({"quantize", "-q", "online", "-c", R"({"moe": "nvfp4_per_token"})", bf16.string(), "-o", nvfp4.string()});
+  const auto in = tensors_of(nvfp4);
+  const auto config = qpolicy::test::slurp(nvfp4 / "config.json");
+  // A copy of the checkpoint with its tensors changed by `change` (name -> spec, or erased) and its config by `edit`.
+  auto variant = [&](const std::string& name, auto&& change, const std::string& new_config = "") {
+    const auto d = tmp.path() / name;
+    fs::create_directories(d);
+    std::vector<st::tensor_spec> specs;
+    std::vector<std::string> data;
+    for (const auto& [n, t] : in) {
+      st::tensor_spec s{n, t.type, t.shape};
+      std::string bytes = t.bytes;
+      if (!change(s, bytes)) continue;
+      specs.push_back(s);
+      data.push_back(bytes);
+    }
+    st::file_writer w((d / "model.safetensors").string(), specs, {});
+    for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
+    w.finish();
+    std::ofstream(d / "config.json") << (new_config.empty() ? config : new_config);
+    return d;
+  };
+  const std::string scale = "model.layers.1.mlp.experts.2.up_proj.weight_scale";
+  auto refused = [&](const fs::path& d, const std::string& message) {
+    const auto out = tmp.path() / "out";
+    for (const char* c : {R"({"moe": "fp8_per_block"})", R"({"linear": "fp8_per_block"})"}) {
+      const auto r = run({"quantize", "-c", c, d.string(), "-o", out.string()});
+      INFO(c << "\n" << r.err);
+      CHECK(r.status == 2);
+      CHECK_THAT(r.err, Catch::Contains(message));
+      CHECK(!fs::exists(out));
+    }
+  };
+  refused(variant("missing-scale", [&](st::tensor_spec& s, std::string&) { return s.name != scale; }),
+          "tensor '" + scale + "' is missing");
+  refused(variant("scale-shape",
+                  [&](st::tensor_spec& s, std::string& bytes) {
+                    if (s.name == scale) s.shape[1] /= 2, bytes.resize(bytes.size() / 2);
+                    return true;
+                  }),
+          "tensor '" + scale + "' is F8_E4M3 [128, 8], expected [128, 16]");
+  // The config says MXFP4 where the tensors are NVFP4 (an e4m3 scale per 16 and a global scale).
+  auto mxfp4_config = config;
+  const auto at = mxfp4_config.find("nvfp4-pack-quantized");
+  REQUIRE(at != std::string::npos);
+  mxfp4_config.replace(at, std::string("nvfp4-pack-quantized").size(), "mxfp4-pack-quantized");
+  refused(variant("says-mxfp4", [](st::tensor_spec&, std::string&) { return true; }, mxfp4_config),
+          "stores model.layers.0.mlp.experts.0.gate_proj as weight_packed U8 [N, K/2], weight_scale U8 [N, K/32]; tensor "
+          "'model.layers.0.mlp.experts.0.gate_proj.weight_scale' is F8_E4M3 [128, 16]");
+  refused(variant("gptq", [](st::tensor_spec&, std::string&) { return true; }, R"({"quantization_config": {"quant_method": "gptq"}})"),
+          "quant_method 'gptq', which this build does not read");
+  CHECK(listing(tmp.path()) == std::vector<std::string>{"bf16", "gptq", "missing-scale", "nvfp4", "says-mxfp4", "scale-shape"});
+}

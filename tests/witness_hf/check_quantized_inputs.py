@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The witness-hf suite, part 2: `qpolicy quantize` on already-quantized model directories.
+
+Run by tests/witness_hf/run.sh in .venv-hf after check_model_dirs.py. Each input is made by
+llm-compressor from a tiny random bf16 model (a Llama and a Qwen3-MoE, as part 1 makes them):
+  1. FP8_DYNAMIC with lm_head and every o_proj ignored, then the o_proj layers quantized online
+     (fp8_per_block): every kept tensor is the input's byte for byte; the o_proj codes and scales are
+     what qpolicy writes for the same layers of the bf16 model; the quantization_config keeps
+     llm-compressor's group (its targets narrowed) beside a float-quantized block group, validates as
+     compressed-tensors' QuantizationConfig, and transformers loads the directory with every kept
+     weight equal to what it loads from llm-compressor's directory and each o_proj within FP8's
+     bound of the original.
+  2. NVFP4A16 experts requantized to fp8_per_block (vLLM 0.33+ requantizes NVFP4 MoE: its
+     dequantize_nvfp4_moe_weights then the online method): the experts are decoded here in torch, as
+     vLLM's CPU path does (e2m1 x (e4m3 scale x (1 / weight_global_scale)) in float32, then bf16), and
+     `qpolicy quantize-tensor --key fp8_per_block_static` of that decode must give the output's codes
+     and scales bit for bit; compressed-tensors' float-quantized decompressor turns them back into
+     weights within FP8's bound of the decode.
+Prints one line per check and exits 1 on the first failure.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(__file__))
+from check_model_dirs import EXE, fail, make_models, tensors_of  # noqa: E402
+
+
+def read_all(directory):
+    index = os.path.join(directory, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+    out = {}
+    for f in files:
+        with safe_open(os.path.join(directory, f), "pt") as h:
+            for k in h.keys():
+                out[k] = h.get_tensor(k)
+    return out
+
+
+def qpolicy(*args):
+    r = subprocess.run([EXE, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"qpolicy {' '.join(args)} exited {r.returncode}: {r.stderr}")
+    return r.stderr
+
+
+def llm_compressor(source, out, recipe):
+    from llmcompressor import oneshot
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16)
+    oneshot(model=model, recipe=recipe)
+    model.save_pretrained(out, save_compressed=True)
+
+
+def same_bytes(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8) if a.dtype.itemsize == 1 else a, b.view(torch.uint8) if b.dtype.itemsize == 1 else b)
+
+
+def check_fp8_dynamic(models, root):
+    from compressed_tensors.quantization import QuantizationConfig
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM
+
+    label = "llm-compressor FP8_DYNAMIC (o_proj ignored) + online fp8_per_block o_proj"
+    source = os.path.join(root, "llmc-fp8-dynamic")
+    llm_compressor(models["llama"], source, QuantizationModifier(targets="Linear", scheme="FP8_DYNAMIC", ignore=["lm_head", "re:.*o_proj$"]))
+    ours = os.path.join(root, "fp8-dynamic-requant")
+    config = '{"targets": {"re:.*o_proj$": "fp8_per_block"}}'
+    # vLLM takes the online config beside a quantized checkpoint with quantization=None (its
+    # quantization argument must otherwise name the checkpoint's method).
+    err = qpolicy("quantize", "-c", config, source, "-o", ours)
+    if "kept (the checkpoint's compressed-tensors): 6" not in err or "quantized online: 2" not in err:
+        fail(f"{label}: expected 6 kept and 2 online layers; qpolicy said: {err}")
+    # The same o_proj layers quantized from the bf16 model: the online path's bits.
+    direct = os.path.join(root, "fp8-block-o-proj-direct")
+    qpolicy("quantize", "-q", "online", "-c", config, "--format", "compressed-tensors", models["llama"], "-o", direct)
+    got, src, want = read_all(ours), read_all(source), read_all(direct)
+    kept = online = 0
+    for name, t in got.items():
+        if ".o_proj." in name:
+            if not same_bytes(t, want[name]):
+                fail(f"{label}: {name} differs from the same layer quantized from the bf16 model")
+            online += 1
+        else:
+            if name not in src or not same_bytes(t, src[name]):
+                fail(f"{label}: kept tensor {name} is not the input's byte for byte")
+            kept += 1
+    missing = sorted(k for k in src if k not in got and ".o_proj." not in k)
+    if missing:
+        fail(f"{label}: input tensors missing from the output: {missing[:5]}")
+    qc = json.load(open(os.path.join(ours, "config.json")))["quantization_config"]
+    theirs = json.load(open(os.path.join(source, "config.json")))["quantization_config"]
+    groups = qc["config_groups"]
+    if list(groups) != ["group_0", "online_group_0"] or qc["format"] != "float-quantized":  # one format: no mix
+        fail(f"{label}: config groups {list(groups)}, format {qc['format']}")
+    kept_group, their_group = dict(groups["group_0"]), dict(theirs["config_groups"]["group_0"])
+    kept_group.pop("targets"), their_group.pop("targets")
+    if kept_group != their_group:
+        fail(f"{label}: the kept group's arguments changed: {kept_group} vs {their_group}")
+    if groups["online_group_0"]["weights"]["strategy"] != "block" or qc["ignore"] != ["lm_head"]:
+        fail(f"{label}: online group {groups['online_group_0']}, ignore {qc['ignore']}")
+    QuantizationConfig.model_validate({k: v for k, v in qc.items() if k not in ("sparsity_config", "transform_config")})
+    print(f"ok: {label}: {kept} kept tensors byte for byte, {online} online tensors equal the bf16 model's conversion; "
+          f"config keeps llm-compressor's group beside the online one and validates")
+    original = AutoModelForCausalLM.from_pretrained(models["llama"], dtype=torch.bfloat16).state_dict()
+    mine, info = AutoModelForCausalLM.from_pretrained(ours, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    if problems:
+        fail(f"{label}: transformers reports {problems}")
+    reference_model = AutoModelForCausalLM.from_pretrained(source)
+    tokens = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(1))
+    # The first forward pass decompresses the weights (compressed-tensors' hook).
+    with torch.no_grad():
+        if not torch.isfinite(mine(tokens).logits).all():
+            fail(f"{label}: the loaded model's logits are not finite")
+        reference_model(tokens)
+    state, reference = mine.state_dict(), reference_model.state_dict()
+    worst = 0.0
+    for name, w in original.items():
+        if ".o_proj." in name:
+            w32, d32 = w.float(), state[name].float()
+            bound = 2**-4 * w32.abs() + 2**-8 * d32.abs() + w32.abs().max() / 448 * 2**-10
+            ratio = ((d32 - w32).abs() / bound).max().item()
+            worst = max(worst, ratio)
+            if ratio > 1:
+                fail(f"{label}: {name} loads outside FP8's bound of the original ({ratio:.3g})")
+        elif not torch.equal(state[name], reference[name]):
+            fail(f"{label}: {name} loads differently from llm-compressor's directory")
+    print(f"ok: {label}: transformers loads it; kept weights as from llm-compressor's directory, o_proj within FP8's bound "
+          f"(worst error/bound {worst:.3f})")
+
+
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def nvfp4_decode(packed, scale, global_scale):
+    """vLLM's dequantize_to_dtype on the CPU, fed as dequantize_nvfp4_moe_weights feeds it."""
+    codes = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1).long()
+    values = E2M1[codes]
+    rows, k = values.shape
+    s = scale.view(torch.float8_e4m3fn).to(torch.float32) * (1.0 / global_scale.float())
+    return (values.reshape(rows, k // 16, 16) * s.unsqueeze(-1)).reshape(rows, k).to(torch.bfloat16)
+
+
+def check_nvfp4_experts(models, root):
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+
+    label = "compressed-tensors NVFP4A16 experts requantized to fp8_per_block"
+    source = os.path.join(root, "llmc-nvfp4-experts")
+    llm_compressor(models["qwen3moe"], source,
+                   QuantizationModifier(targets="re:.*mlp.experts.*", scheme="NVFP4A16", ignore=["lm_head", "re:.*mlp.gate$"]))
+    ours = os.path.join(root, "nvfp4-requant")
+    err = qpolicy("quantize", "-c", '{"moe": "fp8_per_block"}', source, "-o", ours)
+    if "requantized (decoded, then the online method): 2" not in err:
+        fail(f"{label}: expected 2 requantized layers; qpolicy said: {err}")
+    src, got = read_all(source), read_all(ours)
+    modules = sorted(k[: -len(".weight_packed")] for k in src if k.endswith(".weight_packed"))
+    decoded = {}
+    for m in modules:
+        decoded[m] = nvfp4_decode(src[m + ".weight_packed"], src[m + ".weight_scale"], src[m + ".weight_global_scale"])
+        for suffix in (".weight_packed", ".weight_global_scale"):
+            if m + suffix in got:
+                fail(f"{label}: {m + suffix} is still in the output")
+    work = os.path.join(root, "nvfp4-decoded")
+    os.makedirs(work)
+    save_file({m + ".weight": w for m, w in decoded.items()}, os.path.join(work, "decoded.safetensors"))
+    qpolicy("quantize-tensor", "--key", "fp8_per_block_static", os.path.join(work, "decoded.safetensors"), "-o",
+            os.path.join(work, "fp8.safetensors"))
+    with safe_open(os.path.join(work, "fp8.safetensors"), "pt") as h:
+        for m in modules:
+            codes, scale = h.get_tensor(m + ".weight"), h.get_tensor(m + ".weight.scale")
+            if not same_bytes(got[m + ".weight"], codes) or not torch.equal(got[m + ".weight_scale"], scale):
+                fail(f"{label}: {m} differs from fp8_per_block_static of the torch decode")
+    qc = json.load(open(os.path.join(ours, "config.json")))["quantization_config"]
+    (group,) = qc["config_groups"].values()
+    scheme = QuantizationScheme(targets=group["targets"], weights=QuantizationArgs(**group["weights"]), format=group["format"])
+    compressor = BaseCompressor.get_value_from_registry(group["format"])
+    worst = 0.0
+    for m in modules:
+        w = compressor.decompress({"weight": got[m + ".weight"], "weight_scale": got[m + ".weight_scale"]}, scheme)["weight"].float()
+        ref = decoded[m].float()
+        bound = 2**-4 * ref.abs() + 2**-8 * w.abs() + ref.abs().max() / 448 * 2**-10
+        ratio = ((w - ref).abs() / bound).max().item()
+        worst = max(worst, ratio)
+        if ratio > 1:
+            fail(f"{label}: {m} decompresses outside FP8's bound of its NVFP4 decode ({ratio:.3g})")
+    # compressed-tensors' own NVFP4 decompressor divides by the global scale; vLLM multiplies by its
+    # reciprocal (what qpolicy follows): how often the two differ, for the record.
+    nv = BaseCompressor.get_value_from_registry("nvfp4-pack-quantized")
+    their = json.load(open(os.path.join(source, "config.json")))["quantization_config"]["config_groups"]["group_0"]
+    nv_scheme = QuantizationScheme(targets=their["targets"], weights=QuantizationArgs(**their["weights"]), format=their["format"])
+    differ = total = 0
+    for m in modules:
+        local = {k[len(m) + 1:]: v for k, v in src.items() if k.startswith(m + ".weight")}
+        ct = nv.decompress(local, nv_scheme)["weight"].to(torch.bfloat16)
+        differ += (ct != decoded[m]).sum().item()
+        total += ct.numel()
+    print(f"ok: {label}: {len(modules)} expert weights equal fp8_per_block_static of vLLM's NVFP4 decode bit for bit, "
+          f"their NVFP4 tensors gone; compressed-tensors decompresses them within FP8's bound (worst {worst:.3f}); "
+          f"compressed-tensors' division order differs from vLLM's in {differ} of {total} decoded values")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="qpolicy-witness-hf-quantized-") as root:
+        models = make_models(root)
+        check_fp8_dynamic(models, root)
+        check_nvfp4_experts(models, root)
+    print("witness-hf quantized inputs: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
