@@ -29,12 +29,7 @@ using qpolicy::schemes::formula;
 
 namespace {
 
-qpolicy::test::process_result run(std::vector<std::string> args) {
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  args.insert(args.begin(), exe);
-  return qpolicy::test::run_process(args);
-}
+qpolicy::test::process_result run(std::vector<std::string> args) { return qpolicy::test::run_qpolicy(std::move(args)); }
 
 /// A model directory holding the synthetic Qwen3-MoE checkpoint in one file.
 fs::path make_model_dir(const fs::path& root, const std::vector<qpolicy::test::tensor>& ts) {

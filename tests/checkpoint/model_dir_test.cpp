@@ -62,12 +62,7 @@ fs::path make_model_dir(const fs::path& root, const std::string& name, int shard
   return d;
 }
 
-qpolicy::test::process_result run(std::vector<std::string> args) {
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  args.insert(args.begin(), exe);
-  return qpolicy::test::run_process(args);
-}
+qpolicy::test::process_result run(std::vector<std::string> args) { return qpolicy::test::run_qpolicy(std::move(args)); }
 
 /// Every tensor of an output: name -> bytes, through the files present.
 std::map<std::string, std::string> tensors_in(const std::vector<fs::path>& files) {
@@ -82,12 +77,7 @@ std::map<std::string, std::string> tensors_in(const std::vector<fs::path>& files
   return out;
 }
 
-std::vector<std::string> listing(const fs::path& d) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using qpolicy::test::listing;
 
 }  // namespace
 

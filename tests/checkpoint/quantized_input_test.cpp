@@ -29,12 +29,7 @@ using qpolicy::schemes::formula;
 
 namespace {
 
-qpolicy::test::process_result run(std::vector<std::string> args) {
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  args.insert(args.begin(), exe);
-  return qpolicy::test::run_process(args);
-}
+qpolicy::test::process_result run(std::vector<std::string> args) { return qpolicy::test::run_qpolicy(std::move(args)); }
 
 /// Runs a command that must succeed.
 std::string ok(std::vector<std::string> args) {
@@ -98,12 +93,7 @@ std::pair<std::string, std::string> requantized(formula decoder, const std::map<
   return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
 }
 
-std::vector<std::string> listing(const fs::path& d) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using qpolicy::test::listing;
 
 }  // namespace
 

@@ -69,12 +69,7 @@ qpolicy::composed_plan composed(const src::checkpoint_source& checkpoint, const 
   return qpolicy::compose(qpolicy::make_plan(qpolicy::resolve(r).config, model), model, checkpoint);
 }
 
-qpolicy::test::process_result run(std::vector<std::string> args) {
-  const char* exe = std::getenv("QPOLICY_EXE");
-  REQUIRE(exe);
-  args.insert(args.begin(), exe);
-  return qpolicy::test::run_process(args);
-}
+qpolicy::test::process_result run(std::vector<std::string> args) { return qpolicy::test::run_qpolicy(std::move(args)); }
 
 /// A model directory: config.json with `quantization_config` (JSON text) and the tensors `specs` (zeros).
 fs::path quantized_dir(const fs::path& root, std::string_view name, std::string_view qc, const std::vector<st::tensor_spec>& specs,

@@ -1,11 +1,13 @@
 #pragma once
 // Test helpers: a file's bytes, and every file of a directory tree with its bytes (for "the same
 // directory, byte for byte").
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace qpolicy::test {
 
@@ -23,6 +25,14 @@ inline std::map<std::string, std::string> tree(const std::filesystem::path& dir)
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
     if (e.is_regular_file()) out[std::filesystem::relative(e.path(), dir).string()] = slurp(e.path());
   return out;
+}
+
+/// The names in a directory (not recursive), sorted.
+inline std::vector<std::string> listing(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace qpolicy::test

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -87,6 +88,15 @@ inline process_result finish_process(running_process p, double timeout_seconds =
 
 inline process_result run_process(const std::vector<std::string>& args, double timeout_seconds = 0) {
   return finish_process(start_process(args), timeout_seconds);
+}
+
+/// Runs the qpolicy executable the tests are given ($QPOLICY_EXE) with `args`; std::runtime_error when
+/// the variable is not set.
+inline process_result run_qpolicy(std::vector<std::string> args, double timeout_seconds = 0) {
+  const char* exe = std::getenv("QPOLICY_EXE");
+  if (!exe) throw std::runtime_error("QPOLICY_EXE is not set: the tests run the qpolicy executable it names");
+  args.insert(args.begin(), exe);
+  return run_process(args, timeout_seconds);
 }
 
 }  // namespace qpolicy::test

@@ -71,12 +71,16 @@ def make_models(root):
     return paths
 
 
+def weight_files(directory):
+    """A model directory's safetensors files, through the index when there is one."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    return sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+
+
 def tensors_of(directory):
     """Every tensor of a model directory: name -> (dtype, shape), through the index when there is one."""
-    index = os.path.join(directory, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
     out = {}
-    for f in files:
+    for f in weight_files(directory):
         with safe_open(os.path.join(directory, f), "pt") as h:
             for k in h.keys():
                 s = h.get_slice(k)

@@ -29,14 +29,13 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(__file__))
-from check_model_dirs import EXE, fail, make_models, tensors_of  # noqa: E402
+from check_model_dirs import EXE, fail, make_models, weight_files  # noqa: E402
 
 
 def read_all(directory):
-    index = os.path.join(directory, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+    """Every tensor of a model directory: name -> tensor."""
     out = {}
-    for f in files:
+    for f in weight_files(directory):
         with safe_open(os.path.join(directory, f), "pt") as h:
             for k in h.keys():
                 out[k] = h.get_tensor(k)
