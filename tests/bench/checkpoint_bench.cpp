@@ -2,7 +2,9 @@
 // layers, about QPOLICY_CHECKPOINT_BENCH_GB GB, default 2), then times `qpolicy quantize MODEL -o OUT`
 // for each FP8 scheme and `cp -r MODEL COPY && sync` in the same run (both read a warm page cache;
 // qpolicy's output is fsync'd, hence the sync), best of QPOLICY_CHECKPOINT_BENCH_RUNS (default 2).
-// Prints input GB/s, the ratio to the copy, and each conversion's peak RSS (wait4's ru_maxrss).
+// Prints input GB/s, the ratio to the copy, and each conversion's peak RSS (wait4's ru_maxrss). Then
+// already-quantized inputs made from the model (NVFP4 experts; FP8 blocks) converted to what a bf16
+// conversion of the same model gives, against that bf16 conversion timed in the same run.
 //   checkpoint_bench [--big-tensor] [DIR]
 // --big-tensor adds a 1 GiB down_proj (the bounded-memory case); DIR (default a temporary directory)
 // keeps the generated model between runs.
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdint>
@@ -155,6 +158,66 @@ std::uint64_t make_model(const fs::path& dir, double gb, bool big_tensor) {
   return total;
 }
 
+/// The best of `runs` conversions `args` (the output removed first and after); status != 0 on failure.
+run_result best_of(const std::vector<std::string>& args, const fs::path& out, int runs) {
+  run_result best{1e300, 0, 0};
+  for (int i = 0; i < runs; ++i) {
+    fs::remove_all(out);
+    const auto r = run(args);
+    if (r.status != 0) {
+      fmt::print(stderr, "checkpoint_bench: {} exited {}\n", fmt::join(args, " "), r.status);
+      return r;
+    }
+    best.seconds = std::min(best.seconds, r.seconds);
+    best.peak_rss_kb = std::max(best.peak_rss_kb, r.peak_rss_kb);
+  }
+  fs::remove_all(out);
+  return best;
+}
+
+/// Already-quantized inputs: the model converted once into a quantized checkpoint (untimed), then that
+/// checkpoint converted to the same output as a bf16 conversion gives, both timed in this run. Speed is
+/// the bf16 model's bytes per second (the same model either way); the ratio is the bf16 conversion's time
+/// over the pre-quantized one's.
+int prequantized_cases(const char* exe, const fs::path& model, const fs::path& root, std::uint64_t bytes, int runs) {
+  struct prequantized_case {
+    const char* name;
+    const char* make;      // the online config that makes the quantized input
+    const char* convert;   // the config the quantized input is converted with
+    const char* same;      // the config that gives the bf16 model the same output
+  };
+  const prequantized_case cases[] = {
+      // vLLM's path: NVFP4 experts decoded (vLLM's dequantize_nvfp4_moe_weights), then FP8 blocks.
+      {"nvfp4_experts_to_fp8_per_block", R"({"moe": "nvfp4_per_token"})", R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})",
+       R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})"},
+      // DeepSeek-style FP8 blocks: experts kept (copied), linear layers decoded then MXFP8 (an extension).
+      {"fp8_blocks_to_mxfp8_linear", R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})", R"({"linear": "mxfp8"})",
+       R"({"linear": "mxfp8", "moe": "fp8_per_block"})"},
+  };
+  int failed = 0;
+  for (const auto& c : cases) {
+    const auto input = root / (std::string("pre-") + c.name), out = root / "out-pre";
+    fs::remove_all(input);
+    if (run({exe, "quantize", "-q", "online", "-c", c.make, "--threads", "2", model.string(), "-o", input.string()}).status != 0) {
+      fmt::print(stderr, "checkpoint_bench: making the {} input failed\n", c.name);
+      ++failed;
+      continue;
+    }
+    ::sync();
+    const auto pre = best_of({exe, "quantize", "-c", c.convert, "--threads", "2", input.string(), "-o", out.string()}, out, runs);
+    const auto direct = best_of({exe, "quantize", "-q", "online", "-c", c.same, "--threads", "2", model.string(), "-o", out.string()}, out, runs);
+    fs::remove_all(input);
+    if (pre.status != 0 || direct.status != 0) {
+      ++failed;
+      continue;
+    }
+    fmt::print("bench: checkpoint_prequantized_{} {:.2f} GB/s (bf16 model bytes) vs bf16_conversion {:.2f}x\n", c.name, bytes / pre.seconds / 1e9,
+               direct.seconds / pre.seconds);
+    fmt::print("bench: checkpoint_prequantized_{}_peak_rss {} MB\n", c.name, pre.peak_rss_kb / 1024);
+  }
+  return failed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +292,7 @@ int main(int argc, char** argv) {
                cp_best / best.seconds);
     fmt::print("bench: checkpoint_{}{}_peak_rss {} MB\n", scheme, big ? "_big_tensor" : "", best.peak_rss_kb / 1024);
   }
+  if (!big) failed += prequantized_cases(exe, model, root, bytes, runs);
   if (dir_arg.empty()) fs::remove_all(root);
   return failed ? 1 : 0;
 }
