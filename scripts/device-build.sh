@@ -35,10 +35,10 @@ for src in kernels/cpu/reference.cpp kernels/cpu/quantize.cpp kernels/cpu/low_pr
   compile "$src" & pids+=($!)
 done
 for src in kernels/cpu/vectorized.cpp kernels/cpu/e4m3_encoder.cpp kernels/cpu/worker_pool.cpp kernels/cpu/gemm_tiled.cpp kernels/cpu/low_precision.cpp \
-    kernels/cpu/rotation.cpp; do
+    kernels/cpu/rotation.cpp kernels/cpu/dequantize.cpp; do
   compile "$src" -Xcompiler -fno-trapping-math,-ffp-contract=off & pids+=($!)
 done
-programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/low_precision_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp
+programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/low_precision_gpu_test.cpp tests/gpu/dequantize_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp
           tests/gpu/forward_gpu_test.cpp tests/bench/cuda_quant_bench.cpp tests/bench/cuda_gemm_bench.cpp
           tests/bench/cuda_weight_only_bench.cpp)
 for src in "${programs[@]}"; do

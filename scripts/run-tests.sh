@@ -54,7 +54,9 @@ bash scripts/install-deps.sh || { failed=$((failed + 1)); finish; }
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 if [ ! -f build/build.ninja ]; then
   setup_log=$(mktemp)
-  meson setup build >"$setup_log" 2>&1 || { cat "$setup_log"; failed=$((failed + 1)); }
+  # Warnings are errors here: the install suite's subproject consumer builds the library with -Werror,
+  # so a warning caught now is one the full tier would fail on much later.
+  meson setup build -Dwerror=true >"$setup_log" 2>&1 || { cat "$setup_log"; failed=$((failed + 1)); }
   rm -f "$setup_log"
   [ "$failed" -eq 0 ] || finish
 fi

@@ -15,8 +15,6 @@ namespace qpolicy::cpu {
 namespace {
 
 using schemes::code_format;
-using schemes::scale_format;
-using schemes::second_scale;
 
 /// Each code's value, by table: e4m3fn's 256 (fp8::decode) and e2m1's 16 (lp::e2m1_value).
 struct code_tables {
@@ -60,33 +58,18 @@ QPOLICY_CPU_CLONES void decode_run(const std::uint8_t* __restrict codes, std::in
   }
 }
 
-/// Rows [first, last) of a row-wise formula: each run of elements that share a scale decoded at once.
+/// Rows [first, last) of a row-wise formula: each run of elements that share a scale decoded at once,
+/// the run's scale from the decode every decoder shares (dq::run_scale).
 template <code_format C, element T>
 void decode_rows(const schemes::formula_row& f, const stored_tensors& in, void* out, std::int64_t first, std::int64_t last) {
+  const auto l = dq::layout_of(f, in.rows, in.cols, in.swizzled);
   const std::int64_t cols = in.cols;
-  const std::int64_t per_row = schemes::scales_per_row(f, cols);
-  // FP8 rows: the float32 scale of a group on the key's grid (per tensor, token/channel, 1xG, 128x128).
-  const auto grid = schemes::scale_grid(f.group, in.rows, cols);
-  const std::int64_t group_rows = f.group == per_channel ? 1 : f.group.row < 0 ? in.rows : f.group.row;
-  const std::int64_t run = f.scales == scale_format::f32 ? (f.group == per_channel || f.group.col < 0 ? cols : f.group.col) : f.block() ? f.block() : cols;
-  const auto* float_scales = static_cast<const float*>(in.scales);
-  const auto* byte_scales = static_cast<const std::uint8_t*>(in.scales);
   const std::size_t width = T == element::f32 ? 4 : 2;
   const auto& t = tables();
   for (std::int64_t r = first; r < last; ++r)
-    for (std::int64_t k = 0; k < cols; k += run) {
-      const std::int64_t j = k / run;
-      float s;
-      if (f.scales == scale_format::f32) {
-        s = float_scales[(r / group_rows) * grid[1] + j];
-      } else {
-        const std::uint8_t b = byte_scales[lp::block_scale_offset(r, j, per_row, in.swizzled)];
-        s = f.scales == scale_format::e8m0 ? lp::e8m0_value(b) : fp8::decode(b);
-        // NVFP4: e2m1 x (e4m3 scale x second scale), vLLM's dequantize_to_dtype order.
-        if (f.second == second_scale::per_tensor) s = s * in.second[0];
-        else if (f.second == second_scale::per_token) s = s * in.second[r];
-      }
-      decode_run<C, T>(in.codes, r * cols + k, std::min(run, cols - k), s, t, static_cast<std::uint8_t*>(out) + static_cast<std::size_t>(r * cols + k) * width);
+    for (std::int64_t k = 0; k < cols; k += l.run) {
+      const float s = dq::run_scale(l, in.scales, in.second, r, k / l.run);
+      decode_run<C, T>(in.codes, r * cols + k, std::min(l.run, cols - k), s, t, static_cast<std::uint8_t*>(out) + static_cast<std::size_t>(r * cols + k) * width);
     }
 }
 

@@ -92,6 +92,19 @@ __global__ void lut_b_dequantize_kernel(const std::uint8_t* packed, const std::u
   }
 }
 
+/// A row-wise formula's decode (dequantize): one thread per element over the decode the CPU shares
+/// (dq::element_value), rounded once to the output type T.
+template <element T>
+__global__ void dequantize_kernel(dq::decode_layout l, stored_tensors in, void* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < in.rows * in.cols;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = dq::element_value(l, in, i / in.cols, i % in.cols);
+    if constexpr (T == element::f32) static_cast<float*>(out)[i] = v;
+    else if constexpr (T == element::bf16) static_cast<std::uint16_t*>(out)[i] = fp8::to_bf16(v);
+    else static_cast<std::uint16_t*>(out)[i] = lp::to_fp16(v);
+  }
+}
+
 /// The Hadamard rotation alone (§A.3): one thread per element, as float32 values of x's dtype grid.
 __global__ void rotate_kernel(input_view x, std::int64_t size, float* out) {
   const float c = lp::hadamard_magnitude(size);
@@ -202,6 +215,24 @@ void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks,
   lut_b_dequantize_kernel<<<grid_for(rows * cols), threads_per_block, 0, stream_of(o)>>>(packed, codebooks, scales, rows, cols,
                                                                                        out_type == element::f16, out);
   check_launch("lut_b_dequantize_kernel", o);
+}
+
+void dequantize(formula id, const stored_tensors& in, element out_type, void* out, const launch_options& o) {
+  const auto& f = schemes::formula_of(id);
+  if (f.codes == schemes::code_format::lut3_tiles) {
+    if (out_type == element::f32) throw std::invalid_argument("LUT-B decodes to bf16 or fp16 (§B.4), not float32");
+    lut_b_dequantize(in.codes, in.codebooks, static_cast<const std::uint8_t*>(in.scales), in.rows, in.cols, out_type,
+                     static_cast<std::uint16_t*>(out), o);
+    return;
+  }
+  if (in.rows == 0 || in.cols == 0) return;
+  const auto l = dq::layout_of(f, in.rows, in.cols, in.swizzled);
+  const auto grid = grid_for(in.rows * in.cols);
+  const auto stream = stream_of(o);
+  if (out_type == element::f32) dequantize_kernel<element::f32><<<grid, threads_per_block, 0, stream>>>(l, in, out);
+  else if (out_type == element::bf16) dequantize_kernel<element::bf16><<<grid, threads_per_block, 0, stream>>>(l, in, out);
+  else dequantize_kernel<element::f16><<<grid, threads_per_block, 0, stream>>>(l, in, out);
+  check_launch("dequantize_kernel", o);
 }
 
 void hadamard_rotate(const input_view& x, std::int64_t size, float* out, const launch_options& o) {

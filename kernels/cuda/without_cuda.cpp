@@ -71,6 +71,7 @@ void lut_b_dequantize(const std::uint8_t*, const std::uint8_t*, const std::uint8
                       std::uint16_t*, const launch_options& o) {
   refuse_launch("decode LUT-B", o);
 }
+void dequantize(schemes::formula, const stored_tensors&, element, void*, const launch_options& o) { refuse_launch("decode", o); }
 void hadamard_rotate(const input_view&, std::int64_t, float*, const launch_options& o) { refuse_launch("rotate", o); }
 template <class Formula>
 void lp_kernel<Formula>::run(const input_view&, const lp::outputs&, std::uint32_t*, const launch_options& o, std::optional<float>) {

@@ -3,7 +3,6 @@
 
 #include <array>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <cstdio>
 
@@ -13,7 +12,6 @@
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/io/detail/staged_output.hpp"
-#include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/low_precision.hpp"
 
 namespace qpolicy::cli {
@@ -75,7 +73,9 @@ int dequantize(const options& o, schemes::formula id) {
   auto is_part = [&](const std::string& name) {
     for (std::string_view suffix : {".scale", ".codebook", ".rotated"})
       if (name.ends_with(suffix)) return true;
-    return !f.second_suffix.empty() && name.ends_with("." + std::string(f.second_suffix));
+    // ".<second suffix>", compared in two steps: GCC 12 warns about "." + string (a false -Wrestrict).
+    const auto second = f.second_suffix;
+    return !second.empty() && name.size() > second.size() && name.ends_with(second) && name[name.size() - second.size() - 1] == '.';
   };
   std::vector<std::pair<safetensors::tensor_spec, std::vector<std::uint8_t>>> results;
   for (const auto& t : in.tensors()) {
@@ -108,27 +108,11 @@ int dequantize(const options& o, schemes::formula id) {
                                                 : std::string("; it is missing")));
       data.push_back(in.data(*part));
     }
-    // The second part is a float32 scale or LUT-B's codebooks; safetensors promises no alignment.
-    std::vector<float> second;
-    if (parts.size() > 2 && parts[2].type == dtype::f32) {
-      second.resize(data[2].size() / 4);
-      std::memcpy(second.data(), data[2].data(), data[2].size());
-    }
-    std::vector<float> float_scales;
-    const void* scales = data[1].data();
-    if (parts[1].type == dtype::f32) {
-      float_scales.resize(data[1].size() / 4);
-      std::memcpy(float_scales.data(), data[1].data(), data[1].size());
-      scales = float_scales.data();
-    }
     std::vector<std::int64_t> out_shape{rows, cols};
     if (experts > 1 || t.shape.size() == 4) out_shape.insert(out_shape.begin(), experts);
     const std::size_t width = o.dequantize_type == element::f32 ? 4 : 2;
     std::vector<std::uint8_t> out(static_cast<std::size_t>(experts * rows * cols) * width);
-    const cpu::stored_tensors stored{reinterpret_cast<const std::uint8_t*>(data[0].data()), scales, second.empty() ? nullptr : second.data(),
-                                     f.second == schemes::second_scale::codebook ? reinterpret_cast<const std::uint8_t*>(data[2].data()) : nullptr,
-                                     experts * rows, cols, o.quant.swizzled};
-    cpu::dequantize(id, stored, o.dequantize_type, out.data(), {o.quant.threads});
+    dequantize_parts(id, data, experts * rows, cols, o.dequantize_type, out.data(), q);
     const auto out_type = o.dequantize_type == element::f32 ? safetensors::dtype::F32
                           : o.dequantize_type == element::f16 ? safetensors::dtype::F16
                                                               : safetensors::dtype::BF16;

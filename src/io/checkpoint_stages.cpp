@@ -45,10 +45,6 @@ void check_finite(const input_view& x, const std::string& what) {
     throw config_error("", what + " holds " + std::to_string(bad) +
                                " NaN or infinite values; refusing to quantize it (its codes and scale would be meaningless)");
 }
-void check_finite(const tensor_ref& t) {
-  std::vector<std::uint32_t> scratch;
-  check_finite(view_of(t, scratch), "tensor " + text::py_repr(t.info->name));
-}
 
 /// How a member's weight is named in messages: its tensor, or the tensor its decode starts from.
 std::string weight_text(const member& m) {
@@ -131,7 +127,12 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
   auto add = [&](const std::string& tensor, key_id key, int joint_id) -> const member& {
     auto f = *schemes::formula_of_key(key);
     if (rotation) f = *schemes::rotated_weight_formula(f);
-    member m{tensor, f, scale_suffix(format, lp.decided), joint_id, rotation, {}};
+    member m;
+    m.tensor = tensor;
+    m.formula = f;
+    m.scale_suffix = scale_suffix(format, lp.decided);
+    m.joint = joint_id;
+    m.transform_size = rotation;
     std::string input_name = tensor;
     if (requantized) {
       // The checkpoint's stored weight, decoded to the model dtype, is what the online formula quantizes.

@@ -6,12 +6,20 @@
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
+#include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
+#include "qpolicy/kernels/cuda/device_memory.hpp"
+#include "qpolicy/kernels/cuda/low_precision.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy {
 
 namespace {
+
+/// The bytes of a stored part of `shape`: float32 scales take 4 a value, codes and byte scales 1.
+std::size_t stored_bytes(const stored_part& p) {
+  return static_cast<std::size_t>(checked::elements(p.shape).value_or(0)) * (p.type == dtype::f32 ? 4 : 1);
+}
 
 /// " (tensor 'name')" for messages, or nothing.
 std::string tensor_where(const tensor_quant_options& o) {
@@ -107,7 +115,7 @@ void checked_parts_into(const schemes::formula_row& f, const input_view& x, cons
   parts[1].suffix = ".scale";
   parts[1].type = scale_type(f);
   parts[1].shape = scale_part_shape(f, m, k, o);
-  if (allocate) parts[1].bytes.resize(static_cast<std::size_t>(checked::elements(parts[1].shape).value_or(0)) * (parts[1].type == dtype::f32 ? 4 : 1));
+  if (allocate) parts[1].bytes.resize(stored_bytes(parts[1]));
   if (f.second == schemes::second_scale::codebook) {
     parts[2].suffix = ".codebook";
     parts[2].type = dtype::f8e4m3fn;
@@ -208,6 +216,48 @@ std::vector<device_part> quantize_tensor_parts_on_device(schemes::formula id, co
   auto out = device_parts(checked_parts(schemes::formula_of(id), x, o), o);
   run_on_device(id, x, out, o);
   return out;
+}
+
+void dequantize_parts(schemes::formula id, std::span<const std::span<const std::byte>> parts, std::int64_t rows, std::int64_t cols,
+                      element out_type, void* out, const tensor_quant_options& o) {
+  const auto& f = schemes::formula_of(id);
+  const auto layout = stored_layout(id, rows, cols, o);
+  if (parts.size() != layout.size())
+    throw config_error("", std::string(f.name) + " stores " + std::to_string(layout.size()) + " tensors; got " + std::to_string(parts.size()));
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const auto want = stored_bytes(layout[p]);
+    if (parts[p].size() != want)
+      throw config_error("", std::string(f.name) + "'s tensor '" + layout[p].suffix + "' of a " + checked::shape_text(std::vector{rows, cols}) +
+                                 " input holds " + std::to_string(want) + " bytes; got " + std::to_string(parts[p].size()));
+  }
+  const std::size_t out_bytes = static_cast<std::size_t>(rows * cols) * (out_type == element::f32 ? 4 : 2);
+  const bool codebook = f.second == schemes::second_scale::codebook;
+  auto stored_of = [&](const std::vector<const void*>& p) {
+    return stored_tensors{static_cast<const std::uint8_t*>(p[0]), p[1], p.size() > 2 && !codebook ? static_cast<const float*>(p[2]) : nullptr,
+                          codebook ? static_cast<const std::uint8_t*>(p[2]) : nullptr, rows, cols, o.swizzled};
+  };
+  if (o.device == device_kind::cuda) {
+    std::vector<cuda::device_memory> on_device;
+    std::vector<const void*> pointers;
+    for (const auto& p : parts) pointers.push_back(on_device.emplace_back(cuda::to_device(p.data(), p.size())).get());
+    cuda::device_memory decoded(out_bytes);
+    cuda::dequantize(id, stored_of(pointers), out_type, decoded.get(), {.layer = o.name});
+    cuda::to_host(decoded, out, out_bytes);
+    return;
+  }
+  // safetensors promises no alignment: the float32 parts are copied to aligned memory first.
+  std::vector<std::vector<float>> aligned;
+  std::vector<const void*> pointers;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    if (layout[p].type != dtype::f32) {
+      pointers.push_back(parts[p].data());
+      continue;
+    }
+    auto& a = aligned.emplace_back(parts[p].size() / 4);
+    std::memcpy(a.data(), parts[p].data(), parts[p].size());
+    pointers.push_back(a.data());
+  }
+  cpu::dequantize(id, stored_of(pointers), out_type, out, {o.threads});
 }
 
 std::vector<std::int64_t> tensor_scale_shape(key_id key, std::int64_t rows, std::int64_t cols) {

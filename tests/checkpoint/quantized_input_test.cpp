@@ -1,6 +1,6 @@
 // `qpolicy quantize` on an already-quantized model directory: kept layers copied byte for byte (fp8's
 // block scales renamed to compressed-tensors' name), requantized layers decoded from the checkpoint's
-// format (cpu::dequantize, NVFP4's global scale inverted as vLLM inverts it) and quantized with the online
+// format (checked against a decode written from the formats, NVFP4's global scale inverted as vLLM inverts it) and quantized with the online
 // formula, online layers as from a bf16 model; one compressed-tensors quantization_config keeping the
 // checkpoint's groups; the releases' refusals and every bad input refused with nothing written.
 // (tests/witness_hf/check_quantized_inputs.py checks the bits against torch and compressed-tensors.)
@@ -17,10 +17,10 @@
 #include "../support/checkpoint_fixture.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
+#include "../support/reference_decode.hpp"
 #include "../support/temp_dir.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/io/safetensors.hpp"
-#include "qpolicy/kernels/cpu/dequantize.hpp"
 
 namespace st = qpolicy::safetensors;
 namespace fs = std::filesystem;
@@ -80,15 +80,16 @@ std::vector<T> values(const std::string& bytes) {
 std::pair<std::string, std::string> requantized(formula decoder, const std::map<std::string, stored>& in, const std::string& codes,
                                                 const std::string& scales, const float* second, std::int64_t rows, std::int64_t cols,
                                                 formula f) {
+  // The decode written from the formats (tests/support), not the library's decoder.
   const auto& code_bytes = in.at(codes).bytes;
   const auto& scale_bytes = in.at(scales).bytes;
-  std::vector<float> float_scales;
-  if (qpolicy::schemes::formula_of(decoder).scales == qpolicy::schemes::scale_format::f32) float_scales = values<float>(scale_bytes);
-  const qpolicy::cpu::stored_tensors s{reinterpret_cast<const std::uint8_t*>(code_bytes.data()),
-                                       float_scales.empty() ? static_cast<const void*>(scale_bytes.data()) : float_scales.data(), second,
-                                       nullptr, rows, cols, false};
+  const auto& row = qpolicy::schemes::formula_of(decoder);
   std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
-  qpolicy::cpu::dequantize(decoder, s, qpolicy::element::bf16, w.data());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < cols; ++k)
+      w[static_cast<std::size_t>(r * cols + k)] = qpolicy::test::bf16_of(qpolicy::test::reference_element(
+          row, reinterpret_cast<const std::uint8_t*>(code_bytes.data()), reinterpret_cast<const std::uint8_t*>(scale_bytes.data()),
+          reinterpret_cast<const std::uint8_t*>(second), r, k, cols));
   const auto parts = qpolicy::quantize_tensor_parts(f, {w.data(), qpolicy::element::bf16, rows, cols}, {});
   return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
 }

@@ -12,19 +12,12 @@
 #include "../support/random_operands.hpp"
 #include "../support/type_lists.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
+#include "qpolicy/kernels/cuda/device_info.hpp"
 
 namespace st = qpolicy::safetensors;
 namespace qp = qpolicy;
 
 namespace {
-
-std::vector<std::uint8_t> bytes_of(const st::file& f, const std::string& name) {
-  const auto* t = f.find(name);
-  REQUIRE(t);
-  const auto d = f.data(*t);
-  const auto* p = reinterpret_cast<const std::uint8_t*>(d.data());
-  return {p, p + d.size()};
-}
 
 std::vector<float> floats_of(const std::vector<std::uint8_t>& b) {
   std::vector<float> v(b.size() / 4);
@@ -48,9 +41,9 @@ TEMPLATE_LIST_TEST_CASE("quantize-tensor --dequantize decodes every formula's st
   if (swizzled) flags = {"--scale-layout", "swizzled"};
   const auto q = qpolicy::test::run_quantize_tensor({{"w", st::dtype::BF16, {rows, cols}, std::as_bytes(std::span(x))}}, std::string(f.name), flags);
   // The library's decode of the same parts.
-  const auto codes = bytes_of(*q, "w"), scale = bytes_of(*q, "w.scale");
+  const auto codes = qpolicy::test::stored_bytes(*q, "w"), scale = qpolicy::test::stored_bytes(*q, "w.scale");
   const auto float_scales = f.scales == qp::schemes::scale_format::f32 ? floats_of(scale) : std::vector<float>();
-  const auto second = f.second_suffix.empty() ? std::vector<float>() : floats_of(bytes_of(*q, "w." + std::string(f.second_suffix)));
+  const auto second = f.second_suffix.empty() ? std::vector<float>() : floats_of(qpolicy::test::stored_bytes(*q, "w." + std::string(f.second_suffix)));
   const qp::cpu::stored_tensors stored{codes.data(), float_scales.empty() ? static_cast<const void*>(scale.data()) : float_scales.data(),
                                        second.empty() ? nullptr : second.data(), nullptr, rows, cols, swizzled};
   for (const auto& [dtype, element, width] : {std::tuple{"f32", qp::element::f32, 4}, std::tuple{"bf16", qp::element::bf16, 2},
@@ -69,7 +62,7 @@ TEMPLATE_LIST_TEST_CASE("quantize-tensor --dequantize decodes every formula's st
     const auto* w = decoded.find("w");
     REQUIRE(w);
     CHECK(w->shape == std::vector<std::int64_t>{rows, cols});
-    CHECK(bytes_of(decoded, "w") == want);
+    CHECK(qpolicy::test::stored_bytes(decoded, "w") == want);
   }
 }
 
@@ -101,4 +94,30 @@ TEST_CASE("quantize-tensor --dequantize refuses missing and mis-shaped parts, na
       {{"--key", "fp8_per_token", "--dequantize", "--scale-layout", "col", fp8}, "--scale-layout col and col-tma are not decoded"},
   };
   for (const auto& c : cases) qpolicy::test::check_quantize_tensor_refusal(c.args, 2, c.message, out);
+}
+
+TEST_CASE("quantize-tensor --dequantize --device cuda decodes as the CPU does, or says why it cannot", "[cli][dequantize]") {
+  const std::int64_t rows = 32, cols = 128;
+  std::mt19937 rng(9);
+  const auto x = qpolicy::test::random_bf16(static_cast<std::size_t>(rows * cols), 0.1f, rng);
+  const auto q = qpolicy::test::run_quantize_tensor({{"w", st::dtype::BF16, {rows, cols}, std::as_bytes(std::span(x))}}, "nvfp4", {});
+  const auto decode = [&](const std::string& device) {
+    const auto out = std::filesystem::path(q->path()).replace_extension("." + device + ".safetensors").string();
+    const auto r = qpolicy::test::run_process({qpolicy::test::required_env("QPOLICY_EXE"), "quantize-tensor", "--key", "nvfp4", "--dequantize",
+                                               "--device", device, q->path(), "-o", out});
+    return std::tuple{r, out};
+  };
+  const auto [cpu, cpu_out] = decode("cpu");
+  REQUIRE(cpu.status == 0);
+  const auto [cuda, cuda_out] = decode("cuda");
+  INFO(cuda.err);
+  if (qp::cuda::query_devices().count == 0) {
+    // No device (or no CUDA in this build): exit 1 with a sentence about CUDA, nothing written.
+    CHECK(cuda.status == 1);
+    CHECK_THAT(cuda.err, Catch::Contains("CUDA") || Catch::Contains("cuda"));
+    CHECK_FALSE(std::filesystem::exists(cuda_out));
+  } else {
+    REQUIRE(cuda.status == 0);
+    CHECK(qpolicy::test::stored_bytes(st::file(cuda_out), "w") == qpolicy::test::stored_bytes(st::file(cpu_out), "w"));
+  }
 }

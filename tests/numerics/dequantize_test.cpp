@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
+#include "../support/reference_decode.hpp"
 #include "../support/type_lists.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
@@ -19,63 +20,15 @@
 namespace qp = qpolicy;
 using qp::schemes::formula;
 
+using qpolicy::test::bf16_of;
+using qpolicy::test::bits;
+
 namespace {
 
-float e4m3_value(std::uint8_t b) {
-  const int sign = b >> 7, exp = (b >> 3) & 0xF, mant = b & 7;
-  if (exp == 15 && mant == 7) return std::nanf("");
-  const float v = exp == 0 ? std::ldexp(static_cast<float>(mant) / 8.0f, -6) : std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
-  return sign ? -v : v;
-}
-float e2m1_value(std::uint8_t c) {
-  constexpr float table[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  return c & 8 ? -table[c & 7] : table[c & 7];
-}
-float e8m0_value(std::uint8_t b) { return b == 255 ? std::nanf("") : std::ldexp(1.0f, b - 127); }
-
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-/// float32 -> bf16 bits, round to nearest even; NaN quieted.
-std::uint16_t bf16_of(float f) {
-  const std::uint32_t u = bits(f);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
-  return static_cast<std::uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-
-/// The float32 value of element (r, k) from the stored parts, written from the formats, not the library.
-float expected(const qp::schemes::formula_row& f, const std::vector<qp::stored_part>& parts, std::int64_t rows, std::int64_t r,
-               std::int64_t k, std::int64_t cols) {
-  const auto& codes = parts[0].bytes;
-  float c = 0.0f;
-  if (f.codes == qp::schemes::code_format::e4m3) c = e4m3_value(codes[static_cast<std::size_t>(r * cols + k)]);
-  else if (f.codes == qp::schemes::code_format::int8) c = static_cast<float>(static_cast<std::int8_t>(codes[static_cast<std::size_t>(r * cols + k)]));
-  else {
-    const std::uint8_t byte = codes[static_cast<std::size_t>((r * cols + k) / 2)];
-    c = e2m1_value(k % 2 ? byte >> 4 : byte & 0xF);
-  }
-  auto float_at = [](const std::vector<std::uint8_t>& v, std::int64_t i) {
-    float x;
-    std::memcpy(&x, v.data() + i * 4, 4);
-    return x;
-  };
-  if (f.scales == qp::schemes::scale_format::f32) {
-    // The key's grid: per tensor, per row (token or channel), 1xG groups, 128x128 blocks.
-    const auto g = f.group;
-    std::int64_t index = 0;
-    if (g == qp::per_token || g == qp::per_channel) index = r;
-    else if (g.row > 0 && g.col > 0) index = (r / g.row) * ((cols + g.col - 1) / g.col) + k / g.col;
-    (void)rows;
-    return c * float_at(parts[1].bytes, index);
-  }
-  const std::int64_t blocks = cols / f.block();
-  const std::uint8_t b = parts[1].bytes[static_cast<std::size_t>(r * blocks + k / f.block())];
-  const float s = f.scales == qp::schemes::scale_format::e8m0 ? e8m0_value(b) : e4m3_value(b);
-  if (f.second == qp::schemes::second_scale::per_tensor) return c * (s * float_at(parts[2].bytes, 0));
-  if (f.second == qp::schemes::second_scale::per_token) return c * (s * float_at(parts[2].bytes, r));
-  return c * s;
+/// The float32 value of element (r, k) of the stored parts, from the formats (tests/support).
+float expected(const qp::schemes::formula_row& f, const std::vector<qp::stored_part>& parts, std::int64_t, std::int64_t r, std::int64_t k,
+               std::int64_t cols) {
+  return qpolicy::test::reference_element(f, parts[0].bytes.data(), parts[1].bytes.data(), parts.size() > 2 ? parts[2].bytes.data() : nullptr, r, k, cols);
 }
 
 }  // namespace

@@ -60,6 +60,15 @@ std::vector<stored_part> quantize_tensor_parts(schemes::formula f, const input_v
 /// bytes): what a decoder expects beside the codes. The same refusals as quantize_tensor_parts.
 std::vector<stored_part> stored_layout(schemes::formula f, std::int64_t rows, std::int64_t cols, const tensor_quant_options& options);
 
+/// Decodes formula `f`'s stored tensors of an [rows, cols] input back to out ([rows, cols] of out_type:
+/// bf16, fp16 or float32 bits) on the CPU or the GPU (options.device; options.swizzled for the 128x4
+/// block scales): `parts` are host bytes in stored_layout's order (codes, scales, then the second scale
+/// or LUT-B's codebooks), each the size stored_layout gives. Every element is cpu::dequantize's decode.
+/// config_error for a part of the wrong size; cuda::cuda_error for a failed CUDA call or a build
+/// without CUDA.
+void dequantize_parts(schemes::formula f, std::span<const std::span<const std::byte>> parts, std::int64_t rows, std::int64_t cols,
+                      element out_type, void* out, const tensor_quant_options& options);
+
 /// quantize_tensor_parts into `parts`, reusing their buffers' memory (a stream of equal chunks
 /// allocates once).
 void quantize_tensor_parts_into(schemes::formula f, const input_view& x, const tensor_quant_options& options,

@@ -5,23 +5,13 @@
 #include <cstdint>
 
 #include "qpolicy/kernels/cpu/vectorized.hpp"
+#include "qpolicy/numerics/detail/decode_element.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy::cpu {
 
-/// The tensors formula `f` stored for an [rows, cols] input, as quantize_tensor_parts writes them: the
-/// codes, the first-level scales (float32, or bytes row-major or in the 128x4 layout), the second-level
-/// float32 scale(s) (NVFP4's weight_scale_2, one, or its per-token scales, one a row), and LUT-B's
-/// codebooks.
-struct stored_tensors {
-  const std::uint8_t* codes = nullptr;
-  const void* scales = nullptr;
-  const float* second = nullptr;
-  const std::uint8_t* codebooks = nullptr;
-  std::int64_t rows = 0, cols = 0;
-  bool swizzled = false;
-};
+using qpolicy::stored_tensors;
 
 /// Decodes formula `f`'s stored tensors into `out` ([rows, cols] of out_type: bf16, fp16 or float32
 /// bits). Each element is its code's value times its scales in float32, rounded once to out_type:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "qpolicy/numerics/detail/decode_element.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -27,6 +28,11 @@ struct lp_kernel {
 /// device memory.
 void lut_b_dequantize(const std::uint8_t* packed, const std::uint8_t* codebooks, const std::uint8_t* scales, std::int64_t rows,
                       std::int64_t cols, element out_type, std::uint16_t* out, const launch_options& = {});
+
+/// Formula `f`'s stored tensors decoded on the device, element for element as cpu::dequantize (the same
+/// dq::element_value): every pointer of `in` and `out` is device memory; out is [rows, cols] of out_type
+/// (bf16, fp16 or float32 bits; LUT-B decodes to bf16 or fp16 only).
+void dequantize(schemes::formula f, const stored_tensors& in, element out_type, void* out, const launch_options& = {});
 
 /// The Hadamard rotation on the device (§A.3): each `size`-column block of x's rows, rounded once to x's
 /// dtype, into out[rows, cols] (float32 values); x and out are device memory.
