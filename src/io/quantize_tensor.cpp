@@ -6,6 +6,7 @@
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/dispatch/dispatch.hpp"
+#include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
@@ -227,8 +228,11 @@ void dequantize_parts(schemes::formula id, std::span<const std::span<const std::
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const auto want = stored_bytes(layout[p]);
     if (parts[p].size() != want)
-      throw config_error("", std::string(f.name) + "'s tensor '" + layout[p].suffix + "' of a " + checked::shape_text(std::vector{rows, cols}) +
-                                 " input holds " + std::to_string(want) + " bytes; got " + std::to_string(parts[p].size()));
+      throw config_error("", std::string(f.name) + "'s " + (layout[p].suffix.empty() ? std::string("codes") : layout[p].suffix.substr(1)) +
+                                 " for a " + checked::shape_text(std::vector{rows, cols}) + " tensor are " +
+                                 std::string(safetensors::to_string(safetensors::stored_type(layout[p].type))) + " " +
+                                 checked::shape_text(layout[p].shape) + " (" + std::to_string(want) + " bytes); got " +
+                                 std::to_string(parts[p].size()) + " bytes");
   }
   const std::size_t out_bytes = static_cast<std::size_t>(rows * cols) * (out_type == element::f32 ? 4 : 2);
   const bool codebook = f.second == schemes::second_scale::codebook;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -22,7 +23,6 @@
 #include "qpolicy/io/json_front.hpp"
 #include "qpolicy/io/model_dir_plan.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
-#include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
@@ -265,29 +265,19 @@ nb::object dequantize_tensor(const std::string& key, nb::ndarray<nb::ro, nb::c_c
   } catch (const qpolicy::config_error& e) {
     throw nb::value_error(e.diag().text().c_str());
   }
-  auto check = [&](std::size_t p, const nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>& a, const char* name) {
-    const auto want = qpolicy::checked::elements(layout[p].shape).value_or(0) * (layout[p].type == qpolicy::dtype::f32 ? 4 : 1);
-    if (static_cast<std::int64_t>(a.nbytes()) != want)
-      throw nb::value_error((std::string(name) + " of " + std::string(f.name) + " must hold " + qpolicy::checked::shape_text(layout[p].shape) + " " +
-                             dtype_name(layout[p].type) + " for codes of shape " + qpolicy::checked::shape_text(layout[0].shape) + "; got " +
-                             std::to_string(a.nbytes()) + " bytes").c_str());
-  };
-  check(0, codes, "codes");
-  check(1, scale, "scale");
-  if (layout.size() > 2) {
-    if (!second) throw nb::value_error(("dequantize_tensor needs '" + layout[2].suffix.substr(1) + "' for " + std::string(f.name)).c_str());
-    check(2, *second, layout[2].suffix.substr(1).c_str());
-  }
-  const bool codebook = f.second == qpolicy::schemes::second_scale::codebook;
-  const qpolicy::cpu::stored_tensors in{static_cast<const std::uint8_t*>(codes.data()), scale.data(),
-                                        second && !codebook ? static_cast<const float*>(second->data()) : nullptr,
-                                        second && codebook ? static_cast<const std::uint8_t*>(second->data()) : nullptr, rows, cols,
-                                        o.swizzled};
+  if (layout.size() > 2 && !second)
+    throw nb::value_error(("dequantize_tensor needs '" + layout[2].suffix.substr(1) + "' for " + std::string(f.name)).c_str());
+  std::vector<std::span<const std::byte>> parts{{static_cast<const std::byte*>(codes.data()), codes.nbytes()},
+                                                {static_cast<const std::byte*>(scale.data()), scale.nbytes()}};
+  if (layout.size() > 2) parts.emplace_back(static_cast<const std::byte*>(second->data()), second->nbytes());
+  o.threads = threads;
   const std::size_t width = out_type == qpolicy::element::f32 ? 4 : 2;
   std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * cols) * width);
-  {
+  try {
     nb::gil_scoped_release release;
-    qpolicy::cpu::dequantize(*formula, in, out_type, out.data(), {threads});
+    qpolicy::dequantize_parts(*formula, parts, rows, cols, out_type, out.data(), o);
+  } catch (const qpolicy::config_error& e) {
+    throw nb::value_error(e.diag().text().c_str());
   }
   const auto shape = std::vector<std::int64_t>{rows, cols};
   auto* owned = new std::vector<std::uint8_t>(std::move(out));

@@ -31,7 +31,7 @@ const std::string config_text = "{\n  \"architectures\": [\"Qwen3MoeForCausalLM\
 using qpolicy::test::slurp;
 using qpolicy::test::tree;
 
-void spit(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+using qpolicy::test::spit;
 
 /// A model directory: config.json, the synthetic checkpoint in `shards` files with an index (or one
 /// model.safetensors), a tokenizer, a chat template, a subdirectory and PyTorch weights.

@@ -19,6 +19,7 @@
 #include "../support/process.hpp"
 #include "../support/reference_decode.hpp"
 #include "../support/temp_dir.hpp"
+#include "../support/test_inputs.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/io/safetensors.hpp"
 
@@ -227,6 +228,23 @@ TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest 
   const auto whole = tmp.path() / "whole";
   ok({"quantize", "-c", R"({"linear": "mxfp8"})", fp8.string(), "-o", whole.string(), "--max-shard-size", "200KB"});
   CHECK(qpolicy::test::tree(sharded) == qpolicy::test::tree(whole));
+
+  // A run stopped after its shards (a file size limit the copied tokenizer exceeds) resumes to the
+  // directory a run that never failed writes.
+  qpolicy::test::spit(fp8 / "tokenizer.json", std::string(4 << 20, 'x'));
+  const auto stopped = tmp.path() / "stopped", fresh = tmp.path() / "fresh";
+  const auto r = qpolicy::test::run_process({"/bin/sh", "-c",
+                                             "ulimit -f 4096 && exec \"$0\" quantize -c '{\"linear\": \"mxfp8\"}' --max-shard-size 200KB "
+                                             "\"$1\" -o \"$2\"",
+                                             qpolicy::test::required_env("QPOLICY_EXE"), fp8.string(), stopped.string()});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Catch::Contains("--resume finishes it"));
+  const auto resumed = ok({"quantize", "-c", R"({"linear": "mxfp8"})", "--max-shard-size", "200KB", "--resume", fp8.string(), "-o",
+                           stopped.string()});
+  CHECK_THAT(resumed, Catch::Contains("finished"));
+  ok({"quantize", "-c", R"({"linear": "mxfp8"})", "--max-shard-size", "200KB", fp8.string(), "-o", fresh.string()});
+  CHECK(qpolicy::test::tree(stopped) == qpolicy::test::tree(fresh));
 }
 
 TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what its format says, naming the tensor",

@@ -286,8 +286,17 @@ def check_errors():
         except ValueError as e:
             if message not in str(e):
                 fail(f"quantize_tensor {key}: {e}")
-    with tempfile.TemporaryDirectory():
-        pass
+    # dequantize_tensor: a part of the wrong size names it, its stored shape and what came.
+    import ml_dtypes
+
+    parts = dict(qpolicy.quantize_tensor(np.zeros((4, 64), ml_dtypes.bfloat16), "nvfp4"))
+    parts["scale"] = parts["scale"][:, :2]
+    try:
+        qpolicy.dequantize_tensor(parts, "nvfp4")
+        fail("dequantize_tensor took a scale of the wrong size")
+    except ValueError as e:
+        if "nvfp4's scale for a [4, 64] tensor are F8_E4M3 [4, 4] (16 bytes); got 8 bytes" not in str(e):
+            fail(f"dequantize_tensor with a short scale: {e}")
     # The GIL is released while a kernel runs: threads quantize at once and get the same bytes.
     x = (np.random.default_rng(5).standard_normal((512, 1024)) * 0.1).astype(np.float32)
     want = qpolicy.quantize_tensor(x, "fp8_per_block_static")["codes"].tobytes()

@@ -1,5 +1,5 @@
 #pragma once
-// Test helpers: a file's bytes, and every file of a directory tree with its bytes (for "the same
+// Test helpers: a file's bytes read and written, and every file of a directory tree with its bytes (for "the same
 // directory, byte for byte").
 #include <algorithm>
 #include <filesystem>
@@ -18,6 +18,9 @@ inline std::string slurp(const std::filesystem::path& path) {
   s << in.rdbuf();
   return s.str();
 }
+
+/// Writes `bytes` as the whole file.
+inline void spit(const std::filesystem::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 /// Every regular file under `dir`, recursively: path relative to `dir` -> bytes.
 inline std::map<std::string, std::string> tree(const std::filesystem::path& dir) {
