@@ -228,7 +228,8 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
   for (std::size_t i = 0; i < composed.layers.size(); ++i)
     if (auto& l = composed.layers[i]; l.failed()) {
       undecoded[std::string(composed.error_of(l)) + "\x1f" + l.checkpoint.scheme].push_back(c.model.layers[i].name);
-      l.error = -1;  // converted, as the warning says
+      l.extension = l.error;  // converted, as the warning and the plan say
+      l.error = -1;
     }
   for (const auto& [key, layers] : undecoded) {
     const auto cut = key.find('\x1f');

@@ -140,6 +140,8 @@ std::string composed_plan_to_json(const composed_plan& p, const model_desc& mode
       o["error_stage"] = c.stage == error_stage::build ? "build" : "load";
     } else {
       o["composition"] = std::string(to_string(c.kind));
+      // Decoded by qpolicy where the release fails to load the weights: said, with the release's error.
+      if (c.extension >= 0) o["extension"] = bj::object{{"decoded_by", "qpolicy"}, {"vllm_load_error", std::string(p.extension_of(c))}};
     }
   }
   bj::array summary;

@@ -220,6 +220,21 @@ TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest 
   CHECK(kept.at("input_activations").at("group_size") == 128);
   CHECK(qc.at("config_groups").at("online_group_0").at("format") == "mxfp8-quantized");
   CHECK(qc.at("format") == "mixed-precision");
+  // The plan marks the layers qpolicy decoded itself, with the error the release gives at load time.
+  const auto plan = json::parse(qpolicy::test::slurp(out / "qpolicy_plan.json")).as_object();
+  int extensions = 0;
+  for (const auto& l : plan.at("layers").as_array()) {
+    const auto& layer = l.as_object();
+    const bool attention = layer.at("name").as_string().ends_with("_proj") && layer.at("name").as_string().find("self_attn") != std::string::npos;
+    INFO(layer.at("name").as_string());
+    CHECK(layer.contains("extension") == attention);
+    if (!layer.contains("extension")) continue;
+    CHECK(layer.at("composition") == "requantized");
+    CHECK(layer.at("extension").at("decoded_by") == "qpolicy");
+    CHECK_THAT(std::string(layer.at("extension").at("vllm_load_error").as_string()), Catch::Contains("dequantize_weight"));
+    ++extensions;
+  }
+  CHECK(extensions == 4);  // qkv_proj and o_proj of both layers
 
   // Several processes, and a resumed run, write the same directory.
   const auto sharded = tmp.path() / "sharded";

@@ -41,6 +41,9 @@ struct composed_layer {
   source::source_layer checkpoint;
   std::int32_t error = -1;
   error_stage stage = error_stage::build;
+  /// A load-time error that a conversion replaced by decoding the weights itself (an extension beyond
+  /// the release): the error's index, else -1.
+  std::int32_t extension = -1;
   bool failed() const { return error >= 0; }
 };
 
@@ -59,6 +62,10 @@ struct composed_plan {
   const std::string* first_error() const;
   std::string_view error_of(const composed_layer& l) const {
     return l.error >= 0 ? std::string_view(errors[static_cast<std::size_t>(l.error)]) : std::string_view();
+  }
+  /// The load error an extension replaced ("" for none).
+  std::string_view extension_of(const composed_layer& l) const {
+    return l.extension >= 0 ? std::string_view(errors[static_cast<std::size_t>(l.extension)]) : std::string_view();
   }
 };
 
