@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
+#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
@@ -32,6 +33,25 @@ inline std::uint32_t e2m1_flat(float v) {
   return ((u >> 28) & 8u) | (a != a ? 7u : c);
 }
 
+/// The NaN-ignoring amax of 8 * Groups values in eight lanes (a max that ignores NaN gives the same
+/// value in any order, so the loop vectorizes), with flags: whether one value was NaN, and whether all
+/// were finite (a caller that does not read a flag loses its cost when this is inlined).
+template <int Groups>
+inline float lane_amax(const float* __restrict v, int& nan, int& finite) {
+  float lane[8] = {};
+  for (int g = 0; g < Groups; ++g)
+    for (int l = 0; l < 8; ++l) {
+      const float m = fp8::abs_f32(v[g * 8 + l]);
+      lane[l] = m > lane[l] ? m : lane[l];
+      nan |= m != m;
+      finite &= m <= fp8::float_of(0x7F7FFFFFu);
+    }
+  const float a01 = lane[1] > lane[0] ? lane[1] : lane[0], a23 = lane[3] > lane[2] ? lane[3] : lane[2];
+  const float a45 = lane[5] > lane[4] ? lane[5] : lane[4], a67 = lane[7] > lane[6] ? lane[7] : lane[6];
+  const float a03 = a23 > a01 ? a23 : a01, a47 = a67 > a45 ? a67 : a45;
+  return a47 > a03 ? a47 : a03;
+}
+
 /// The MXFP4 blocks of a widened row (§4.2 EVEN, or §4.3 RCEIL): the block functions of
 /// numerics/detail/low_precision_blocks.hpp restated over whole blocks, the same operations per element
 /// (the amax in eight lanes: a max that ignores NaN gives the same value in any order).
@@ -43,17 +63,8 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
   for (std::int64_t j0 = 0; j0 < blocks; j0 += chunk) {
     const std::int64_t n = blocks - j0 < chunk ? blocks - j0 : chunk;
     for (std::int64_t j = 0; j < n; ++j) {
-      const float* v = x + (j0 + j) * 32;
-      float lane[8] = {};
-      for (int g = 0; g < 4; ++g)
-        for (int l = 0; l < 8; ++l) {
-          const float m = fp8::abs_f32(v[g * 8 + l]);
-          lane[l] = m > lane[l] ? m : lane[l];
-        }
-      const float a01 = lane[1] > lane[0] ? lane[1] : lane[0], a23 = lane[3] > lane[2] ? lane[3] : lane[2];
-      const float a45 = lane[5] > lane[4] ? lane[5] : lane[4], a67 = lane[7] > lane[6] ? lane[7] : lane[6];
-      const float a03 = a23 > a01 ? a23 : a01, a47 = a67 > a45 ? a67 : a45;
-      const float a = a47 > a03 ? a47 : a03;
+      int nan = 0, finite = 1;
+      const float a = lane_amax<4>(x + (j0 + j) * 32, nan, finite);
       const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
       // EVEN: 1 / E8(b) = 2^(127 - b) exactly, from its bits (2^-127 for b = 254 is the subnormal 0x00400000).
       const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
@@ -68,6 +79,103 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
       for (int i = 0; i < 16; ++i) q[i] = static_cast<std::uint8_t>((c[2 * i] & 0xFu) | ((c[2 * i + 1] & 0xFu) << 4));
     }
   }
+}
+
+/// The NVFP4 16-blocks of a widened row under encode scale `encode` (§6.2 step 4, §6.3 step 4): the
+/// block function (lp::nvfp4_block) restated over whole blocks, the same operations per element (the
+/// amax in eight lanes ignores NaN, so its order does not matter), so the code loop vectorizes.
+QPOLICY_CPU_CLONES void nvfp4_blocks(const float* __restrict x, std::int64_t blocks, float encode, bool zero_if_scale_zero,
+                                     std::uint8_t* __restrict codes, std::uint8_t* __restrict scales) {
+  constexpr std::int64_t chunk = 64;
+  float multipliers[chunk];
+  const float decode = 1.0f / encode;
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += chunk) {
+    const std::int64_t n = blocks - j0 < chunk ? blocks - j0 : chunk;
+    for (std::int64_t j = 0; j < n; ++j) {
+      int nan = 0, finite = 1;
+      const float a = lane_amax<2>(x + (j0 + j) * 16, nan, finite);
+      const std::uint8_t sf = fp8::sat(encode * (a * fp8::float_of(0x3E2AAAABu)));
+      const float scale = fp8::decode(sf);
+      const bool zero = zero_if_scale_zero ? scale == 0.0f : a == 0.0f;
+      multipliers[j] = zero ? 0.0f : 1.0f / (scale * decode);
+      scales[j0 + j] = sf;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float* v = x + (j0 + j) * 16;
+      std::uint32_t c[16];
+      if (multipliers[j] != multipliers[j]) {
+        // A NaN multiplier (an infinite token scale): every product is NaN, and which one depends on the
+        // operand order, which a vectorized multiply may swap. The block function's x * m keeps x's NaN
+        // where x is one, else m's: said here explicitly.
+        for (int i = 0; i < 16; ++i) c[i] = e2m1_flat(v[i] != v[i] ? v[i] : multipliers[j]);
+      } else {
+        for (int i = 0; i < 16; ++i) c[i] = e2m1_flat(v[i] * multipliers[j]);
+      }
+      std::uint8_t* q = codes + (j0 + j) * 8;
+      for (int i = 0; i < 8; ++i) q[i] = static_cast<std::uint8_t>((c[2 * i] & 0xFu) | ((c[2 * i + 1] & 0xFu) << 4));
+    }
+  }
+}
+
+/// The scales of MXFP8's (torch path, §3.2) 32-blocks of a widened row: the byte, and the divisor
+/// E8(b) of the codes. The amax ignores NaN in eight lanes and a flag says whether there was one: a NaN
+/// block's divisor is a (positive) NaN, whatever the NaN's payload, so its codes are NaN and its byte 0.
+QPOLICY_CPU_CLONES void mxfp8_torch_scales(const float* __restrict x, std::int64_t blocks, std::uint8_t* __restrict scales,
+                                           float* __restrict divisors) {
+  for (std::int64_t j = 0; j < blocks; ++j) {
+    int nan = 0, finite = 1;
+    const float widest = lane_amax<4>(x + j * 32, nan, finite), tiny = fp8::float_of(0x00800000u);
+    const float a = nan ? fp8::float_of(0x7FC00000u) : widest > tiny ? widest : tiny;
+    const std::uint8_t b = lp::e8m0_ceil(a / fp8::max_e4m3);
+    divisors[j] = nan ? a : lp::e8m0_value(b);
+    scales[j] = b;
+  }
+}
+
+/// The scales of MXFP8's FlashInfer-path (§3.3) 32-blocks of a widened row: the byte
+/// UE8M0-RP(amaxN * R448) and the multiplier inv(b) of the codes. Returns how many blocks hold a NaN or
+/// an infinity, listed in `special`: their codes come from the block function.
+QPOLICY_CPU_CLONES std::int64_t mxfp8_flashinfer_scales(const float* __restrict x, std::int64_t blocks, std::uint8_t* __restrict scales,
+                                                        float* __restrict multipliers, std::int64_t* __restrict special) {
+  std::int64_t specials = 0;
+  for (std::int64_t j = 0; j < blocks; ++j) {
+    int nan = 0, finite = 1;
+    const std::uint8_t b = lp::e8m0_round_up(lane_amax<4>(x + j * 32, nan, finite) * fp8::float_of(fp8::inv_448_bits));
+    multipliers[j] = lp::flashinfer_inverse(b);
+    scales[j] = b;
+    if (!finite) special[specials++] = j;
+  }
+  return specials;
+}
+
+/// The MXFP8 (FlashInfer path) blocks of a widened row: the scales, the codes sat(x * inv(b)) through
+/// the F16C encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding
+/// a NaN or an infinity again through the block function. Only where the machine has that encoder.
+void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers,
+                          std::vector<std::int64_t>& special) {
+  multipliers.resize(static_cast<std::size_t>(blocks));
+  special.resize(static_cast<std::size_t>(blocks));
+  const std::int64_t specials = mxfp8_flashinfer_scales(x, blocks, scales, multipliers.data(), special.data());
+  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::clamp_s_sat, true}, codes);
+  for (std::int64_t i = 0; i < specials; ++i) {
+    const std::int64_t j = special[static_cast<std::size_t>(i)];
+    lp::mxfp8_flashinfer_block(x + j * 32, codes + j * 32);
+  }
+}
+
+/// INT8's codes of a widened row under its scale s (§5.2 steps 3-4), the model dtype D a template
+/// argument, so the per-element rounding has no branch on it and the loop vectorizes.
+template <element D>
+QPOLICY_CPU_CLONES void int8_codes(const float* __restrict row, std::int64_t cols, float s, std::int8_t* __restrict q) {
+  for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(D, row[k], s);
+}
+
+/// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)) through
+/// the F16C encoder. Only where the machine has that encoder.
+void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& divisors) {
+  divisors.resize(static_cast<std::size_t>(blocks));
+  mxfp8_torch_scales(x, blocks, scales, divisors.data());
+  detail::f16c_codes_f32(x, blocks * 32, 32, divisors.data(), {detail::e4m3_rule::tcvt, false}, codes);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -154,7 +262,9 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   } else if constexpr (F == formula::int8_per_channel) {
     const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
     auto* q = reinterpret_cast<std::int8_t*>(out.codes) + r * cols;
-    for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(type, row[k], s);
+    if (type == element::bf16) int8_codes<element::bf16>(row, cols, s, q);
+    else if (type == element::f16) int8_codes<element::f16>(row, cols, s, q);
+    else int8_codes<element::f32>(row, cols, s, q);
     out.row_scales[r] = s;
   } else {
     const std::int64_t blocks = cols / f.block();
@@ -162,6 +272,21 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       const float st = lp::nvfp4_token_scale(detail::amax_range(row, cols, false));
       encode = 1.0f / st;  // a zero row gives +inf
       out.row_scales[r] = st;
+    }
+    if constexpr (base == formula::nvfp4_weight || base == formula::nvfp4_per_token) {
+      if (!out.swizzled) {
+        nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, out.block_scales + r * blocks);
+        return;
+      }
+    }
+    if constexpr (base == formula::mxfp8_torch || base == formula::mxfp8_flashinfer) {
+      if (!out.swizzled && detail::has_f16c_encoder()) {
+        thread_local std::vector<float> block_scales;
+        thread_local std::vector<std::int64_t> special;
+        if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, out.block_scales + r * blocks, block_scales);
+        else mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, out.block_scales + r * blocks, block_scales, special);
+        return;
+      }
     }
     for (std::int64_t j = 0; j < blocks; ++j) {
       const float* x = row + j * f.block();
