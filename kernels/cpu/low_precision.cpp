@@ -273,20 +273,22 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       encode = 1.0f / st;  // a zero row gives +inf
       out.row_scales[r] = st;
     }
-    if constexpr (base == formula::nvfp4_weight || base == formula::nvfp4_per_token) {
-      if (!out.swizzled) {
-        nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, out.block_scales + r * blocks);
-        return;
-      }
-    }
-    if constexpr (base == formula::mxfp8_torch || base == formula::mxfp8_flashinfer) {
-      if (!out.swizzled && detail::has_f16c_encoder()) {
-        thread_local std::vector<float> block_scales;
-        thread_local std::vector<std::int64_t> special;
-        if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, out.block_scales + r * blocks, block_scales);
-        else mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, out.block_scales + r * blocks, block_scales, special);
-        return;
-      }
+    constexpr bool nvfp4 = base == formula::nvfp4_weight || base == formula::nvfp4_per_token;
+    constexpr bool mxfp8 = base == formula::mxfp8_torch || base == formula::mxfp8_flashinfer;
+    if (nvfp4 || (mxfp8 && detail::has_f16c_encoder())) {
+      // The row kernels write row-major scale bytes: straight into the output, or through a row's
+      // buffer into the 128x4 layout.
+      thread_local std::vector<std::uint8_t> row_scales;
+      thread_local std::vector<float> block_scales;
+      thread_local std::vector<std::int64_t> special;
+      if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
+      std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
+      if constexpr (nvfp4) nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+      else if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, scales, block_scales);
+      else if constexpr (mxfp8) mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, scales, block_scales, special);
+      if (out.swizzled)
+        for (std::int64_t j = 0; j < blocks; ++j) out.block_scales[lp::block_scale_offset(r, j, blocks, true)] = scales[j];
+      if constexpr (nvfp4 || mxfp8) return;
     }
     for (std::int64_t j = 0; j < blocks; ++j) {
       const float* x = row + j * f.block();
