@@ -262,6 +262,48 @@ TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest 
   CHECK(qpolicy::test::tree(stopped) == qpolicy::test::tree(fresh));
 }
 
+TEST_CASE("quantize on INT8 pack-quantized experts decodes their int32 words and bf16 row scales, then the online formula",
+          "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-int8");
+  const auto bf16 = bf16_dir(tmp.path());
+  const auto int8 = tmp.path() / "int8";
+  ok({"quantize", "-q", "online", "-c", R"({"moe": "int8_per_channel_weight_only"})", bf16.string(), "-o", int8.string()});
+  const auto in = tensors_of(int8);
+  const auto out = tmp.path() / "fp8";
+  const auto err = ok({"quantize", "-c", R"({"moe": "fp8_per_block"})", int8.string(), "-o", out.string()});
+  CHECK_THAT(err, Catch::Contains("requantized (decoded, then the online method): 2"));
+  const auto got = tensors_of(out);
+  int checked = 0;
+  for (const auto& [name, t] : in) {
+    if (!name.ends_with(".weight_packed")) continue;
+    const auto m = name.substr(0, name.size() - 14);
+    INFO(m);
+    // The decode written here: byte k of row r's little-endian int32 words is code + 128, times the
+    // row's bf16 scale in float32, rounded to bf16.
+    REQUIRE(t.type == st::dtype::I32);
+    const auto scales = values<std::uint16_t>(in.at(m + ".weight_scale").bytes);
+    const auto rows = t.shape[0], words = t.shape[1] * 4;
+    const auto shape = values<std::int64_t>(in.at(m + ".weight_shape").bytes);
+    REQUIRE(shape.size() == 2);
+    const auto cols = shape[1];
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < cols; ++k) {
+        const int code = static_cast<std::uint8_t>(t.bytes[static_cast<std::size_t>(r * words + k)]) - 128;
+        w[static_cast<std::size_t>(r * cols + k)] =
+            qpolicy::test::bf16_of(static_cast<float>(code) * qpolicy::fp8::from_bf16(scales[static_cast<std::size_t>(r)]));
+      }
+    const auto parts = qpolicy::quantize_tensor_parts(formula::fp8_per_block_static, {w.data(), qpolicy::element::bf16, rows, cols}, {});
+    REQUIRE(got.count(m + ".weight"));
+    CHECK(got.at(m + ".weight").bytes == std::string(parts[0].bytes.begin(), parts[0].bytes.end()));
+    CHECK(got.at(m + ".weight_scale").bytes == std::string(parts[1].bytes.begin(), parts[1].bytes.end()));
+    CHECK(!got.count(m + ".weight_packed"));
+    CHECK(!got.count(m + ".weight_shape"));
+    ++checked;
+  }
+  CHECK(checked == 2 * 4 * 3);
+}
+
 TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what its format says, naming the tensor",
           "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-bad");
