@@ -222,25 +222,10 @@ QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, boo
 #pragma GCC diagnostic pop
 #endif
 
-/// Whether the AVX-512 (F, BW, VL) row kernels run: the CPU has them and QPOLICY_CPU_ENCODER is not
-/// `portable` (which asks for the cloned loops, so that tests check them on this machine too).
-bool use_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static const bool avx512 = [] {
-    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-    if (choice && std::string_view(choice) == "portable") return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  return avx512;
-#else
-  return false;
-#endif
-}
-
 /// The MXFP4 blocks of a row on the widest kernel this CPU runs.
 void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (use_avx512()) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
+  if (detail::has_avx512_kernels()) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
 #endif
   mxfp4_blocks(x, blocks, rceil, codes, scales);
 }
@@ -413,6 +398,23 @@ const void* lp_kernel_table() {
       [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
   return &table;
 }
+}  // namespace detail
+
+namespace detail {
+
+bool has_avx512_kernels() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const bool avx512 = [] {
+    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+    if (choice && std::string_view(choice) == "portable") return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  return avx512;
+#else
+  return false;
+#endif
+}
+
 }  // namespace detail
 
 }  // namespace qpolicy::cpu

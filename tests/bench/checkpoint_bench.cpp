@@ -285,7 +285,11 @@ int main(int argc, char** argv) {
     run_result best{1e300, 0, 0};
     for (int i = 0; i < runs; ++i) {
       fs::remove_all(out);
-      const auto r = run({exe, "quantize", "-q", scheme, "--threads", "2", model.string(), "-o", out.string()});
+      // vLLM defers a bare -q mxfp8 / -q mxfp4 to the checkpoint's own config: those take theirs explicitly.
+      const bool deferred = scheme == "mxfp8" || scheme == "mxfp4";
+      const auto config = fmt::format(R"({{"linear": "{0}", "moe": "{0}"}})", scheme);
+      const auto r = deferred ? run({exe, "quantize", "-q", "online", "-c", config, "--threads", "2", model.string(), "-o", out.string()})
+                              : run({exe, "quantize", "-q", scheme, "--threads", "2", model.string(), "-o", out.string()});
       if (r.status != 0) {
         fmt::print(stderr, "checkpoint_bench: quantize -q {} exited {}\n", scheme, r.status);
         ++failed;

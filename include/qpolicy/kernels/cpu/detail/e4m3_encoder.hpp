@@ -54,6 +54,11 @@ void visit_formula(e4m3_formula f, Fn&& fn) {
 /// not `portable` (read once; another value that is not `auto` gets a warning on stderr).
 bool has_f16c_encoder();
 
+/// Whether the AVX-512 (F, BW, VL) row kernels run (MXFP4 codes, e2m1 decodes): the CPU has them and
+/// QPOLICY_CPU_ENCODER is not `portable` (which asks for the cloned loops, so that the tests check them
+/// on such a machine too). Defined in kernels/cpu/low_precision.cpp.
+bool has_avx512_kernels();
+
 /// QPOLICY_CPU_ENCODER's value when it is one this library does not read (anything but unset, empty,
 /// `auto` or `portable`), else nullptr: the command line refuses such a value before any work.
 const char* unknown_cpu_encoder_setting();
