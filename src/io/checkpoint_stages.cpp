@@ -338,7 +338,7 @@ const std::vector<std::uint32_t>& tensor_streamer::decoded(const member& m) {
   auto it = decoded_.find(m.stored->codes);
   if (it == decoded_.end()) {
     it = decoded_.emplace(m.stored->codes, std::vector<std::uint32_t>()).first;
-    decode_weight(ck_, *m.stored, c_.input->dtype, it->second, req_.threads);
+    decode_weight(ck_, *m.stored, read_buffers_, c_.input->dtype, it->second, req_.threads);
   }
   return it->second;
 }

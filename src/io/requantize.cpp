@@ -2,9 +2,12 @@
 // decode, and the kept layers' re-expression.
 #include "requantize.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "checkpoint_format.hpp"
+#include "chunk_io.hpp"
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/detail/checked.hpp"
 #include "qpolicy/core/detail/text.hpp"
@@ -27,9 +30,10 @@ const tensor_ref& tensor(const checkpoint& ck, const std::string& name, const st
   return it->second;
 }
 
-/// A tensor's values widened to float32 (F32, BF16 or F16; any byte offset).
+/// A tensor's values widened to float32 (F32, BF16 or F16).
 std::vector<float> floats_of(const tensor_ref& t) {
-  const auto bytes = t.file->data(*t.info);
+  std::vector<std::uint32_t> buffer;
+  const auto bytes = read_tensor(t, buffer);
   const auto n = static_cast<std::size_t>(t.info->elements());
   std::vector<float> out(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -60,6 +64,14 @@ std::optional<formula> float_quantized_formula(const source::config_group& g) {
 }
 
 }  // namespace
+
+std::span<const std::byte> read_tensor(const tensor_ref& t, std::vector<std::uint32_t>& into) {
+  const auto range = t.file->data(*t.info);
+  if (into.size() * 4 < range.size()) into.resize((range.size() + 3) / 4);
+  auto* bytes = reinterpret_cast<std::byte*>(into.data());
+  t.file->read(range, bytes);
+  return {bytes, range.size()};
+}
 
 std::vector<std::string> stored_modules(const model_desc& model, const layer_desc& layer, const std::array<std::string, 3>& projections) {
   std::vector<std::string> out;
@@ -159,10 +171,18 @@ stored_weight stored_weight_of(const checkpoint& ck, const quantized_input& in, 
   return w;
 }
 
-void decode_weight(const checkpoint& ck, const stored_weight& w, element out_type, std::vector<std::uint32_t>& out, unsigned threads) {
+void decode_weight(const checkpoint& ck, const stored_weight& w, read_buffers& buffers, element out_type, std::vector<std::uint32_t>& out,
+                   unsigned threads) {
   const auto& f = schemes::formula_of(w.formula);
   const auto& codes_t = ck.by_name.at(w.codes);
-  const auto code_bytes = codes_t.file->data(*codes_t.info);
+  // Codes of up to a chunk are read as one chunk, taking the read ahead of them made while the tensor
+  // before was worked on; larger ones are read whole into a buffer of their own (the streaming
+  // buffers keep their size).
+  const auto size = codes_t.file->data(*codes_t.info).size();
+  std::vector<std::uint32_t> own;
+  std::optional<chunk_reader> reader;
+  if (size <= static_cast<std::size_t>(chunk_bytes)) reader.emplace(codes_t, std::max<std::size_t>(1, size), buffers);
+  const auto code_bytes = reader ? reader->next() : read_tensor(codes_t, own);
   std::vector<std::uint8_t> codes;
   if (w.int8_words) {
     // pack_to_int32 at 8 bits: code + 128 in byte i of each little-endian int32.
@@ -174,7 +194,8 @@ void decode_weight(const checkpoint& ck, const stored_weight& w, element out_typ
   }
   const auto& scales_t = ck.by_name.at(w.scales);
   std::vector<float> float_scales;
-  const void* scales = scales_t.file->data(*scales_t.info).data();
+  std::vector<std::uint32_t> scale_bytes;
+  const void* scales = read_tensor(scales_t, scale_bytes).data();
   if (f.scales == schemes::scale_format::f32) {
     float_scales = floats_of(scales_t);
     scales = float_scales.data();

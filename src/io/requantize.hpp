@@ -6,13 +6,16 @@
 // format names them otherwise, their config groups kept).
 #include <boost/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "checkpoint_files.hpp"
+#include "chunk_io.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/plan/composed_plan.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -45,9 +48,16 @@ struct stored_weight {
 stored_weight stored_weight_of(const checkpoint& ck, const quantized_input& in, const source::source_layer& decided,
                                const std::string& module, const std::string& layer);
 
+/// A stored tensor's bytes, read with pread into `into` (grown as needed): like every other read, so
+/// the mapped pages are never faulted in (which costs more than the copy and adds the whole input to
+/// the resident set).
+std::span<const std::byte> read_tensor(const tensor_ref& t, std::vector<std::uint32_t>& into);
+
 /// Decodes `w` into `out` as [rows, cols] of `out_type` (cpu::dequantize: code x scales in float32,
-/// rounded once; NVFP4 in vLLM's dequantize_to_dtype order).
-void decode_weight(const checkpoint& ck, const stored_weight& w, element out_type, std::vector<std::uint32_t>& out, unsigned threads);
+/// rounded once; NVFP4 in vLLM's dequantize_to_dtype order). Its codes are read through the stream's
+/// `buffers` (a read ahead of them taken).
+void decode_weight(const checkpoint& ck, const stored_weight& w, read_buffers& buffers, element out_type, std::vector<std::uint32_t>& out,
+                   unsigned threads);
 
 /// The input tensors a requantized module's new weight replaces: its stored weight's tensors and its
 /// static activation scales (the online method quantizes activations its own way).
