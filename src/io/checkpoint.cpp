@@ -187,7 +187,7 @@ conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& re
   if (input) compose_with_checkpoint(ck, c, *input, req, sum);
   if (const auto* e = p.first_error()) throw config_error("", *e);
   sum.warnings.insert(sum.warnings.end(), p.warnings.begin(), p.warnings.end());
-  c.format = sum.format = choose_format(input ? checkpoint_format::compressed_tensors : req.format, c.model, p, sum.warnings);
+  c.format = sum.format = choose_format(input ? c.kept.format : req.format, c.model, p, sum.warnings);
   if (req.device == device_kind::cuda) cuda::require_cuda("quantize on the GPU (--device cuda)");
   c.units = plan_units(ck, c.model, p, c.format, c.input ? &*c.input : nullptr, c.composed ? &*c.composed : nullptr);
   for (const auto& [key, m] : c.units.members)
@@ -240,7 +240,7 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
   composed.summarize();
   sum.composition = composed.summary;
   if (!input.dtype_source.empty()) sum.notes.push_back("decoded weights take the model dtype, " + input.dtype_source);
-  c.kept = keep_layers(ck, input, c.model, composed);
+  c.kept = keep_layers(ck, input, c.model, composed, req.format);
   sum.notes.insert(sum.notes.end(), c.kept.notes.begin(), c.kept.notes.end());
   c.composed = std::move(composed);
   c.input = std::move(input);
@@ -249,6 +249,9 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
 boost::json::object conversion_config(const conversion& c) {
   if (!c.composed) return quantization_config(c.format, c.model, c.decisions);
   const auto& layers = c.composed->layers;
+  if (c.format == checkpoint_format::quark)
+    return quark_quantization_config(c.model, c.decisions, c.kept.groups,
+                                     [&](std::size_t i) { return layers[i].kind == composition::unquantized; });
   return mixed_quantization_config(
       c.model, c.decisions, c.kept.groups, [&](std::size_t i) { return layers[i].kind == composition::unquantized; }, c.input->config);
 }

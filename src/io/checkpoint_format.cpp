@@ -15,17 +15,12 @@
 namespace qpolicy {
 
 std::string_view to_string(checkpoint_format f) {
-  constexpr std::string_view names[] = {"automatic", "vllm-fp8", "compressed-tensors"};
+  constexpr std::string_view names[] = {"automatic", "vllm-fp8", "compressed-tensors", "quark"};
   return names[static_cast<std::size_t>(f)];
 }
 
 namespace checkpoint_io {
 
-namespace {
-
-namespace json = boost::json;
-
-/// The activation key a quantized layer runs with (nullopt: weight-only).
 std::optional<key_id> activation_of(const layer_plan& l, layer_kind kind) {
   switch (l.activation) {
     case activation_kind::method_default: return schemes::default_activation(l.decided, kind);
@@ -34,6 +29,10 @@ std::optional<key_id> activation_of(const layer_plan& l, layer_kind kind) {
   }
   return std::nullopt;
 }
+
+namespace {
+
+namespace json = boost::json;
 
 /// A pattern's text matching `s` literally (Python's re.escape for the characters names can hold).
 std::string regex_escape(std::string_view s) {
@@ -284,6 +283,12 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
         throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) +
                                    " activations, which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method picks "
                                    "the activation quantization itself); --format compressed-tensors can");
+    } else if (requested == checkpoint_format::quark) {
+      if (!quark_expresses(l.decided, activation))
+        throw config_error("", "layer " + layer.name + " is planned as " + method_name + " with " + activation_text(activation) +
+                                   " activations, which the Quark checkpoint that keeps gpt-oss's MXFP4 experts does not hold "
+                                   "(qpolicy writes Quark's FP8 layouts there: fp8_per_tensor, fp8_per_channel and fp8_per_block "
+                                   "with their dynamic activations)");
     } else if (!activation_args(l.decided, activation)) {
       throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) + " activations, which a " +
                                  "checkpoint cannot express" +
@@ -327,7 +332,7 @@ std::vector<stored_tensor> low_precision_tensors(schemes::formula f, safetensors
 }
 
 std::string_view scale_suffix(checkpoint_format f, method m) {
-  return f == checkpoint_format::compressed_tensors ? std::string_view("weight_scale") : schemes::contract_of(m).checkpoint_scale;
+  return f == checkpoint_format::vllm_fp8 ? schemes::contract_of(m).checkpoint_scale : std::string_view("weight_scale");
 }
 
 namespace {

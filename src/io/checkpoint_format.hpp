@@ -27,6 +27,9 @@
 
 namespace qpolicy::checkpoint_io {
 
+/// The activation key a quantized layer runs with (nullopt: weight-only).
+std::optional<key_id> activation_of(const layer_plan& l, layer_kind kind);
+
 /// The format `requested` resolves to for plan `p`: automatic picks vllm-fp8 when every quantized layer
 /// is 128x128 blocks (the one layout transformers' fp8 method loads), compressed-tensors otherwise.
 /// config_error (exit 2) when the requested format cannot express a quantized layer, naming the
@@ -63,6 +66,25 @@ boost::json::object mixed_quantization_config(const model_desc& model, const pla
                                               const std::vector<std::pair<std::string, boost::json::object>>& kept,
                                               const std::function<bool(std::size_t)>& unquantized,
                                               const boost::json::object& checkpoint_config);
+
+/// Whether Quark's FP8 specs express method `m` with `activation` (vLLM's _is_fp8_w8a8): FP8 weights per
+/// tensor, per channel or in 128x128 blocks, with dynamic FP8 activations per tensor, per token or (beside
+/// blocks) in 1x128 groups, or none.
+bool quark_expresses(method m, std::optional<key_id> activation);
+
+/// Quark's spec of gpt-oss's kept experts: MXFP4 weights (fp4, per_group 32, e8m0 scales), bf16
+/// activations, which vLLM's QuarkOCP_MX_MoEMethod runs and GptOssModel._load_weights_quark loads from
+/// the fused `*_blocks`/`*_scales` tensors as stored.
+boost::json::object quark_mxfp4_experts_config();
+
+/// Quark's quantization_config for a conversion that keeps gpt-oss's MXFP4 experts: `kept` (module ->
+/// spec) and every module the online plan quantizes in `layer_quant_config` by name, the modules
+/// `unquantized(i)` leaves in high precision in `exclude`, and a global config without a weight spec
+/// (a module named nowhere fails to load rather than load wrongly). quark_expresses holds for every
+/// online layer (choose_format checks it).
+boost::json::object quark_quantization_config(const model_desc& model, const plan& online,
+                                              const std::vector<std::pair<std::string, boost::json::object>>& kept,
+                                              const std::function<bool(std::size_t)>& unquantized);
 
 /// One input rotation of a checkpoint, as compressed-tensors' transform_config holds it (llm-compressor's
 /// QuIPModifier with rotations ["v"], transform_type "hadamard"): a Hadamard size, the modules it rotates

@@ -131,6 +131,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     m.tensor = tensor;
     m.formula = f;
     m.scale_suffix = scale_suffix(format, lp.decided);
+    m.row_scale_1d = format == checkpoint_format::quark && contract.scales == fp8::weight_scales::per_channel;
     m.joint = joint_id;
     m.transform_size = rotation;
     std::string input_name = tensor;
@@ -282,7 +283,9 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
     // FP8 codes and their float32 scales, as vllm-fp8 and compressed-tensors' float-quantized store them.
     const key_id key = *schemes::formula_of(m.formula).key;
     o.specs.push_back({m.tensor, st::stored_type(key_of(key).data), {m.rows, m.cols}});
-    o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), tensor_scale_shape(key, m.rows, m.cols)});
+    auto scale_shape = tensor_scale_shape(key, m.rows, m.cols);
+    if (m.row_scale_1d) scale_shape.pop_back();  // [N, 1] -> [N]: the same bytes
+    o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), std::move(scale_shape)});
   }
   o.first_spec.push_back(o.specs.size());
   o.metadata = {{"format", "pt"}};

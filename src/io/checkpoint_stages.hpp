@@ -25,6 +25,7 @@ struct member {
   std::string tensor;  // "P.weight"
   schemes::formula formula = schemes::formula::fp8_per_tensor_static;  // what quantizes it
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
+  bool row_scale_1d = false;      // per-channel scales stored [N] (Quark's ChannelQuantScaleParameter), not [N, 1]
   int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
                    // global scale)
   std::int64_t transform_size = 0;  // a rotating formula's Hadamard size (the layer's hadamard_size)

@@ -226,7 +226,8 @@ std::vector<std::string> replaced_tensors(const checkpoint& ck, const stored_wei
   return out;
 }
 
-kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const model_desc& model, const composed_plan& p) {
+kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const model_desc& model, const composed_plan& p,
+                        checkpoint_format requested) {
   kept_layers out;
   const auto& s = in.source;
   std::map<std::string, std::vector<std::string>> targets;  // group name -> kept modules
@@ -258,9 +259,16 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
             }
         target("group_0", names);
         break;
+      case checkpoint_method::gpt_oss_mxfp4:
+        // Only Quark's config holds the fused blocks as stored beside quantized linear layers in vLLM.
+        if (requested != checkpoint_format::compressed_tensors) {
+          out.format = checkpoint_format::quark;
+          out.groups.emplace_back(layer.name, quark_mxfp4_experts_config());
+          break;
+        }
+        [[fallthrough]];
       case checkpoint_method::modelopt_fp4:
       case checkpoint_method::mxfp4:
-      case checkpoint_method::gpt_oss_mxfp4:
         throw config_error("", "layer " + layer.name + " stays in the checkpoint's " + c.checkpoint.scheme +
                                    ", which a compressed-tensors checkpoint cannot hold byte for byte (" +
                                    (s.method == checkpoint_method::modelopt_fp4
@@ -269,6 +277,10 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
                                    "); quantize does not convert this checkpoint yet: `qpolicy plan --model-dir` shows what vLLM does with it");
     }
   }
+  if (out.format == checkpoint_format::quark)
+    out.notes.push_back("kept: gpt-oss's MXFP4 experts stay in their fused *_blocks/*_scales tensors, byte for byte; the "
+                        "quantization_config is Quark's (quant_method quark), the one vLLM's gpt-oss loader reads those tensors with "
+                        "beside quantized linear layers (transformers reads Quark checkpoints only through the amd-quark package)");
   if (renamed_scales)
     out.notes.push_back("kept: the fp8 checkpoint's 128x128 block scales are renamed weight_scale_inv -> weight_scale, the name "
                         "compressed-tensors gives a block scale (the bytes are unchanged)");

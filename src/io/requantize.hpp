@@ -16,6 +16,7 @@
 
 #include "checkpoint_files.hpp"
 #include "chunk_io.hpp"
+#include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
 #include "qpolicy/plan/composed_plan.hpp"
 #include "qpolicy/schemes/formulas.hpp"
@@ -70,11 +71,16 @@ struct kept_layers {
   /// narrowed to the kept modules; one group for another method), by name, in the checkpoint's order.
   std::vector<std::pair<std::string, boost::json::object>> groups;
   std::vector<std::string> notes;  // where tensors are re-expressed, and why
+  /// The output format that holds them: compressed-tensors, or Quark for gpt-oss's fused MXFP4 experts
+  /// (then `groups` maps each kept layer to its Quark spec).
+  checkpoint_format format = checkpoint_format::compressed_tensors;
 };
 
-/// The kept layers of `p` carried into a compressed-tensors checkpoint. config_error naming the layer
-/// for a format compressed-tensors cannot hold byte for byte.
-kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const model_desc& model, const composed_plan& p);
+/// The kept layers of `p` carried into the output: a compressed-tensors checkpoint, or, for gpt-oss's
+/// MXFP4 experts unless `requested` is compressed-tensors, a Quark one. config_error naming the layer
+/// for a format the output cannot hold byte for byte.
+kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const model_desc& model, const composed_plan& p,
+                        checkpoint_format requested);
 
 /// The checkpoint module names of a layer, each expert's projections spelled out (the names its tensors
 /// carry): a fused layer's shards, `L.E.P` for every expert E and projection P of `projections`, else

@@ -95,6 +95,16 @@ std::pair<std::string, std::string> requantized(formula decoder, const std::map<
   return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
 }
 
+/// Runs `args INPUT -o OUT`, which must exit 2 with `message` on stderr and write nothing.
+void refused(std::vector<std::string> args, const fs::path& input, const fs::path& out, const std::string& message) {
+  args.insert(args.end(), {input.string(), "-o", out.string()});
+  const auto r = run(args);
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains(message));
+  CHECK(!fs::exists(out));
+}
+
 using qpolicy::test::listing;
 
 }  // namespace
@@ -170,14 +180,8 @@ TEST_CASE("quantize on NVFP4 experts keeps them, or requantizes them as vLLM dec
   }
 
   SECTION("the releases' refusals, and the quantization argument checked as vLLM checks it; nothing is written") {
-    const auto out = tmp.path() / "refused";
     auto refused = [&](std::vector<std::string> args, const std::string& message) {
-      args.insert(args.end(), {nvfp4.string(), "-o", out.string()});
-      const auto r = run(args);
-      INFO(r.err);
-      CHECK(r.status == 2);
-      CHECK_THAT(r.err, Catch::Contains(message));
-      CHECK(!fs::exists(out));
+      ::refused(std::move(args), nvfp4, tmp.path() / "refused", message);
     };
     refused({"quantize", "-c", R"({"moe": "fp8_per_block"})", "--vllm", "0.32"}, "Requantizing checkpoint-quantized MoE layers is not supported.");
     refused({"quantize", "-c", R"({"moe": "fp8_per_block"})", "--vllm", "0.31"}, "to pre-quantized layer model.layers.0.mlp.experts");
@@ -361,4 +365,120 @@ TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what it
   refused(variant("gptq", [](st::tensor_spec&, std::string&) { return true; }, R"({"quantization_config": {"quant_method": "gptq"}})"),
           "quant_method 'gptq', which this build does not read");
   CHECK(listing(tmp.path()) == std::vector<std::string>{"bf16", "gptq", "missing-scale", "nvfp4", "says-mxfp4", "scale-shape"});
+}
+
+TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoint beside online FP8 attention",
+          "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-gpt-oss");
+  // gpt-oss's layout at H 128, 4 experts of I 32: bf16 attention, router and biases; each expert
+  // projection's MXFP4 codes in fused [E, N, K/32, 16] blocks with [E, N, K/32] E8M0 scales.
+  std::mt19937 rng(7);
+  std::vector<st::tensor_spec> specs;
+  std::vector<std::string> data;
+  auto add = [&](std::string name, st::dtype type, std::vector<std::int64_t> shape) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    std::string bytes;
+    if (type == st::dtype::BF16) {
+      const auto v = qpolicy::test::random_bf16(n, 0.05f, rng);
+      bytes.assign(reinterpret_cast<const char*>(v.data()), n * 2);
+    } else {  // codes: any byte; E8M0 scales near 1
+      const bool scales = name.ends_with("_scales");
+      for (std::size_t i = 0; i < n; ++i) bytes.push_back(static_cast<char>(scales ? 120 + rng() % 10 : rng() % 256));
+    }
+    specs.push_back({std::move(name), type, std::move(shape)});
+    data.push_back(std::move(bytes));
+  };
+  add("model.embed_tokens.weight", st::dtype::BF16, {16, 128});
+  for (int l = 0; l < 2; ++l) {
+    const auto p = "model.layers." + std::to_string(l) + ".";
+    add(p + "self_attn.q_proj.weight", st::dtype::BF16, {128, 128});
+    add(p + "self_attn.k_proj.weight", st::dtype::BF16, {128, 128});
+    add(p + "self_attn.v_proj.weight", st::dtype::BF16, {128, 128});
+    add(p + "self_attn.o_proj.weight", st::dtype::BF16, {128, 128});
+    add(p + "mlp.router.weight", st::dtype::BF16, {4, 128});
+    add(p + "mlp.experts.gate_up_proj_blocks", st::dtype::U8, {4, 64, 4, 16});
+    add(p + "mlp.experts.gate_up_proj_scales", st::dtype::U8, {4, 64, 4});
+    add(p + "mlp.experts.gate_up_proj_bias", st::dtype::BF16, {4, 64});
+    add(p + "mlp.experts.down_proj_blocks", st::dtype::U8, {4, 128, 1, 16});
+    add(p + "mlp.experts.down_proj_scales", st::dtype::U8, {4, 128, 1});
+    add(p + "mlp.experts.down_proj_bias", st::dtype::BF16, {4, 128});
+  }
+  add("lm_head.weight", st::dtype::BF16, {16, 128});
+  const auto oss = tmp.path() / "gpt-oss";
+  fs::create_directories(oss);
+  st::file_writer w((oss / "model.safetensors").string(), specs, {});
+  for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
+  w.finish();
+  std::ofstream(oss / "config.json") << R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4", )"
+                                     << R"("modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "lm_head"]}})";
+  const auto in = tensors_of(oss);
+
+  SECTION("experts byte for byte, attention as quantize-tensor gives it, one Quark quantization_config") {
+    const auto out = tmp.path() / "out";
+    const auto err = ok({"quantize", "-c", R"({"linear": "fp8_per_channel"})", oss.string(), "-o", out.string()});
+    CHECK_THAT(err, Catch::Contains("quant_method quark"));
+    const auto got = tensors_of(out);
+    CHECK(got.size() == in.size() + 8);  // a scale beside each of the 8 attention weights
+    for (const auto& [name, t] : in) {
+      INFO(name);
+      REQUIRE(got.count(name));
+      if (name.find("self_attn") == std::string::npos) {
+        CHECK(got.at(name).bytes == t.bytes);
+        continue;
+      }
+      std::vector<std::uint16_t> x(t.bytes.size() / 2);
+      std::memcpy(x.data(), t.bytes.data(), t.bytes.size());
+      const auto parts = qpolicy::quantize_tensor_parts(formula::fp8_per_channel_static, {x.data(), qpolicy::element::bf16, t.shape[0], t.shape[1]}, {});
+      const auto scale = name.substr(0, name.size() - 7) + ".weight_scale";
+      CHECK(got.at(name).type == st::dtype::F8_E4M3);
+      CHECK(got.at(name).bytes == std::string(parts[0].bytes.begin(), parts[0].bytes.end()));
+      REQUIRE(got.count(scale));
+      CHECK(got.at(scale).shape == std::vector<std::int64_t>{t.shape[0]});  // Quark's [N], not compressed-tensors' [N, 1]
+      CHECK(got.at(scale).bytes == std::string(parts[1].bytes.begin(), parts[1].bytes.end()));
+    }
+    const auto qc = quantization_config(out);
+    CHECK(qc.at("quant_method") == "quark");
+    CHECK(qc.at("exclude") == json::array{"model.layers.0.mlp.router", "model.layers.1.mlp.router", "lm_head"});
+    CHECK(qc.at("global_quant_config").at("weight").is_null());
+    const auto& layers = qc.at("layer_quant_config").as_object();
+    CHECK(layers.size() == 2 + 8);
+    const auto& experts = layers.at("model.layers.1.mlp.experts").as_object();
+    CHECK(experts.at("input_tensors").is_null());
+    CHECK(experts.at("weight").at("dtype") == "fp4");
+    CHECK(experts.at("weight").at("qscheme") == "per_group");
+    CHECK(experts.at("weight").at("group_size") == 32);
+    CHECK(experts.at("weight").at("scale_format") == "e8m0");
+    const auto& k = layers.at("model.layers.0.self_attn.k_proj").as_object();
+    CHECK(k.at("weight").at("qscheme") == "per_channel");
+    CHECK(k.at("input_tensors").at("qscheme") == "per_channel");  // dynamic per-token (vLLM's kFp8DynamicTokenSym)
+    CHECK(k.at("input_tensors").at("is_dynamic") == true);
+  }
+
+  SECTION("per-block and per-tensor layouts, as Quark spells them") {
+    const auto out = tmp.path() / "blocks";
+    ok({"quantize", "-c", R"({"linear": "fp8_per_block"})", oss.string(), "-o", out.string()});
+    auto qc = quantization_config(out);
+    const auto& q = qc.at("layer_quant_config").at("model.layers.0.self_attn.q_proj").as_object();
+    CHECK(q.at("weight").at("qscheme") == "per_block");
+    CHECK(q.at("weight").at("block_size") == json::array{128, 128});
+    CHECK(q.at("input_tensors").at("qscheme") == "per_group");
+    CHECK(q.at("input_tensors").at("group_size") == 128);
+    CHECK(tensors_of(out).at("model.layers.0.self_attn.k_proj.weight_scale").shape == std::vector<std::int64_t>{1, 1});
+    const auto tensor = tmp.path() / "tensor";
+    ok({"quantize", "-c", R"({"linear": "fp8_per_tensor"})", oss.string(), "-o", tensor.string()});
+    qc = quantization_config(tensor);
+    const auto& o = qc.at("layer_quant_config").at("model.layers.1.self_attn.o_proj").as_object();
+    CHECK(o.at("weight").at("qscheme") == "per_tensor");
+    CHECK(o.at("input_tensors").at("qscheme") == "per_tensor");
+  }
+
+  SECTION("what Quark's output cannot hold is refused, and nothing is written") {
+    auto refused = [&](std::vector<std::string> args, const std::string& message) {
+      ::refused(std::move(args), oss, tmp.path() / "refused", message);
+    };
+    refused({"quantize", "-c", R"({"linear": "fp8_per_block"})", "--format", "compressed-tensors"},
+            "which a compressed-tensors checkpoint cannot hold byte for byte");
+    refused({"quantize", "-c", R"({"linear": "mxfp8"})"}, "which the Quark checkpoint that keeps gpt-oss's MXFP4 experts does not hold");
+  }
 }
