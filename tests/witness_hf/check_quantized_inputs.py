@@ -16,6 +16,15 @@ llm-compressor from a tiny random bf16 model (a Llama and a Qwen3-MoE, as part 1
      `qpolicy quantize-tensor --key fp8_per_block_static` of that decode must give the output's codes
      and scales bit for bit; compressed-tensors' float-quantized decompressor turns them back into
      weights within FP8's bound of the decode.
+  3. gpt-oss (transformers' GptOssForCausalLM, tiny) stored in its own HF MXFP4 format, the experts as fused
+     `*_blocks`/`*_scales` beside bf16 attention, then the attention quantized online (fp8_per_channel): the
+     experts, biases, router, embeddings and LM head are the input's byte for byte; each attention weight's codes
+     and [N] scales are what `qpolicy quantize-tensor --key fp8_per_channel_static` gives the bf16 weight and
+     decode within FP8's bound of it; the quantization_config is Quark's (the format vLLM's gpt-oss loader reads
+     fused MXFP4 experts with beside quantized linear layers). transformers' own MXFP4 dequantizer
+     (convert_moe_packed_tensors) and `qpolicy quantize-tensor --key mxfp4 --dequantize` decode the kept blocks
+     to the same bf16 bits, and transformers loads the input directory (dequantized) with finite logits; the
+     output needs amd-quark in transformers, which this environment does not have.
 Prints one line per check and exits 1 on the first failure.
 """
 import json
@@ -208,11 +217,119 @@ def check_nvfp4_experts(models, root):
           f"compressed-tensors' division order differs from vLLM's in {differ} of {total} decoded values")
 
 
+E2M1_GRID = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def mxfp4_blocks(w):
+    """[E, N, K] float weights as gpt-oss's HF MXFP4 tensors: blocks [E, N, K/32, 16] (element 2j in the low
+    nibble) and E8M0 scales [E, N, K/32] (floor(log2(amax)) - 2, the OCP MX rule), codes nearest on the grid."""
+    e, n, k = w.shape
+    x = w.float().reshape(e, n, k // 32, 32)
+    amax = x.abs().amax(-1, keepdim=True)
+    exp = torch.where(amax > 0, torch.floor(torch.log2(amax)) - 2, torch.full_like(amax, -127)).clamp(-127, 127)
+    y = (x / torch.exp2(exp)).clamp(-6, 6)
+    code = (y.abs().unsqueeze(-1) - E2M1_GRID).abs().argmin(-1) | ((y < 0).to(torch.int64) << 3)
+    code = code.to(torch.uint8)
+    blocks = code[..., 0::2] | (code[..., 1::2] << 4)
+    return blocks.contiguous(), (exp.squeeze(-1) + 127).to(torch.uint8)
+
+
+def check_gpt_oss(root):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, GptOssConfig, GptOssForCausalLM, Mxfp4Config
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    label = "gpt-oss HF MXFP4 experts kept + online fp8_per_channel attention"
+    torch.manual_seed(0)
+    config = GptOssConfig(vocab_size=512, hidden_size=128, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=32, num_local_experts=4, num_experts_per_tok=2,
+                          max_position_embeddings=256, sliding_window=64, layer_types=["sliding_attention", "full_attention"])
+    bf16 = os.path.join(root, "gpt-oss-bf16")
+    GptOssForCausalLM(config).to(torch.bfloat16).save_pretrained(bf16)
+    source = os.path.join(root, "gpt-oss-mxfp4")
+    os.makedirs(source)
+    state = read_all(bf16)
+    for name in [k for k in state if k.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        # transformers keeps the experts as [E, K, N]; the HF MXFP4 format stores [E, N, ...] blocks.
+        blocks, scales = mxfp4_blocks(state.pop(name).transpose(1, 2))
+        state[name + "_blocks"], state[name + "_scales"] = blocks, scales
+    save_file(state, os.path.join(source, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(bf16, "config.json")))
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    json.dump(cfg, open(os.path.join(source, "config.json"), "w"), indent=2)
+
+    ours = os.path.join(root, "gpt-oss-quark")
+    err = qpolicy("quantize", "-c", '{"linear": "fp8_per_channel"}', source, "-o", ours)
+    for want in ("kept (the checkpoint's gpt_oss_mxfp4): 2", "quantized online: 4", "format: quark"):
+        if want not in err:
+            fail(f"{label}: expected '{want}'; qpolicy said: {err}")
+    got, src = read_all(ours), read_all(source)
+    attention = [k for k in src if ".self_attn." in k and k.endswith("_proj.weight")]
+    if len(attention) != 8:
+        fail(f"{label}: expected 8 attention weights, found {attention}")
+    for name, t in src.items():
+        if name in attention:
+            continue
+        if name not in got or not same_bytes(t, got[name]):
+            fail(f"{label}: {name} is not the input's byte for byte")
+    worst = 0.0
+    for name in attention:
+        module = name[: -len(".weight")]
+        single = os.path.join(root, "gpt-oss-one.safetensors")
+        save_file({"T": src[name]}, single)
+        qpolicy("quantize-tensor", "--key", "fp8_per_channel_static", single, "-o", single + ".out")
+        want = load_file(single + ".out")
+        codes, scale = got[name], got[module + ".weight_scale"]
+        if scale.shape != (codes.shape[0],) or scale.dtype != torch.float32:
+            fail(f"{label}: {module}.weight_scale is {scale.dtype} {tuple(scale.shape)}; Quark's is float32 [N]")
+        if not same_bytes(codes, want["T"]) or not torch.equal(scale, want["T.scale"].reshape(-1)):
+            fail(f"{label}: {name} differs from quantize-tensor's fp8_per_channel_static of the bf16 weight")
+        w32, d32 = src[name].float(), codes.float() * scale[:, None]
+        bound = 2**-4 * w32.abs() + w32.abs().amax(1, keepdim=True) / 448 * 2**-9
+        worst = max(worst, ((d32 - w32).abs() / bound).max().item())
+    if worst > 1:
+        fail(f"{label}: an attention weight decodes outside FP8's bound (worst error/bound {worst:.3g})")
+    qc = json.load(open(os.path.join(ours, "config.json")))["quantization_config"]
+    layers = qc["layer_quant_config"]
+    experts = layers.get("model.layers.0.mlp.experts", {})
+    if qc["quant_method"] != "quark" or experts.get("input_tensors") is not None or experts["weight"]["dtype"] != "fp4":
+        fail(f"{label}: quantization_config {qc}")
+    if sorted(k for k in layers if "self_attn" in k) != sorted(a[: -len(".weight")] for a in attention):
+        fail(f"{label}: layer_quant_config names {sorted(layers)}")
+    print(f"ok: {label}: every kept tensor byte for byte, 8 attention weights equal quantize-tensor's per-channel FP8 with "
+          f"[N] scales (worst error/bound {worst:.3f}); Quark quantization_config")
+    decoded = 0
+    for name in [k for k in got if k.endswith("_blocks")]:
+        theirs = convert_moe_packed_tensors(got[name], got[name.replace("_blocks", "_scales")]).transpose(1, 2)
+        for e in range(theirs.shape[0]):
+            single = os.path.join(root, "gpt-oss-expert.safetensors")
+            blocks = got[name][e]
+            save_file({"T": blocks.reshape(blocks.shape[0], -1).contiguous(),
+                       "T.scale": got[name.replace("_blocks", "_scales")][e].contiguous()}, single)
+            qpolicy("quantize-tensor", "--key", "mxfp4", "--dequantize", "--dtype", "bf16", single, "-o", single + ".out")
+            mine = load_file(single + ".out")["T"]
+            if not torch.equal(mine, theirs[e].contiguous()):
+                fail(f"{label}: qpolicy's MXFP4 decode of {name}[{e}] differs from transformers' convert_moe_packed_tensors")
+            decoded += 1
+    model, info = AutoModelForCausalLM.from_pretrained(source, quantization_config=Mxfp4Config(dequantize=True), dtype=torch.bfloat16,
+                                                       output_loading_info=True)
+    if any(info.values()):
+        fail(f"{label}: transformers reports {info} loading the MXFP4 input")
+    with torch.no_grad():
+        logits = model(torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(1))).logits
+    if not torch.isfinite(logits).all():
+        fail(f"{label}: transformers' dequantized input gives non-finite logits")
+    print(f"ok: {label}: {decoded} kept expert matrices decode to the same bf16 bits in transformers' MXFP4 dequantizer and "
+          f"qpolicy's; transformers loads the input directory (dequantized); the Quark output needs amd-quark there")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="qpolicy-witness-hf-quantized-") as root:
         models = make_models(root)
         check_fp8_dynamic(models, root)
         check_nvfp4_experts(models, root)
+        check_gpt_oss(root)
     print("witness-hf quantized inputs: all checks passed")
 
 
