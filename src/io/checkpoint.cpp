@@ -249,6 +249,9 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
 boost::json::object conversion_config(const conversion& c) {
   if (!c.composed) return quantization_config(c.format, c.model, c.decisions);
   const auto& layers = c.composed->layers;
+  if (c.format == checkpoint_format::modelopt)
+    return modelopt_mixed_quantization_config(
+        c.model, c.decisions, c.kept.groups, [&](std::size_t i) { return layers[i].kind == composition::unquantized; }, c.input->config);
   if (c.format == checkpoint_format::quark)
     return quark_quantization_config(c.model, c.decisions, c.kept.groups,
                                      [&](std::size_t i) { return layers[i].kind == composition::unquantized; });

@@ -15,7 +15,7 @@
 namespace qpolicy {
 
 std::string_view to_string(checkpoint_format f) {
-  constexpr std::string_view names[] = {"automatic", "vllm-fp8", "compressed-tensors", "quark"};
+  constexpr std::string_view names[] = {"automatic", "vllm-fp8", "compressed-tensors", "quark", "modelopt"};
   return names[static_cast<std::size_t>(f)];
 }
 
@@ -283,6 +283,11 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
         throw config_error("", "layer " + layer.name + " is planned with " + activation_text(activation) +
                                    " activations, which --format vllm-fp8 cannot express (vLLM's fp8 checkpoint method picks "
                                    "the activation quantization itself); --format compressed-tensors can");
+    } else if (requested == checkpoint_format::modelopt) {
+      if (!modelopt_algo(l.decided, layer.kind, activation))
+        throw config_error("", "layer " + layer.name + " is planned as " + method_name + " with " + activation_text(activation) +
+                                   " activations, which the ModelOpt MIXED_PRECISION checkpoint that keeps the NVFP4 layers does not hold "
+                                   "(qpolicy writes linear layers there: " + modelopt_algos_text() + ")");
     } else if (requested == checkpoint_format::quark) {
       if (!quark_expresses(l.decided, activation))
         throw config_error("", "layer " + layer.name + " is planned as " + method_name + " with " + activation_text(activation) +

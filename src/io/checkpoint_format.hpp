@@ -86,6 +86,26 @@ boost::json::object quark_quantization_config(const model_desc& model, const pla
                                               const std::vector<std::pair<std::string, boost::json::object>>& kept,
                                               const std::function<bool(std::size_t)>& unquantized);
 
+/// The ModelOpt algo an online layer of `kind` quantized by `m` with `activation` is written as in a
+/// MIXED_PRECISION checkpoint (linear layers: fp8_per_channel as FP8_PER_CHANNEL_PER_TOKEN, fp8_per_block
+/// as FP8_PB_WO, mxfp8 as MXFP8, each with its default activation), or nullopt.
+std::optional<std::string_view> modelopt_algo(method m, layer_kind kind, std::optional<key_id> activation);
+/// Those pairs in words, for messages.
+std::string modelopt_algos_text();
+
+/// The quantized_layers entry of a kept ModelOpt NVFP4 module: NVFP4 with the checkpoint's group size.
+boost::json::object modelopt_nvfp4_entry(const boost::json::object& checkpoint_config);
+
+/// ModelOpt's MIXED_PRECISION quantization_config for a conversion that keeps ModelOpt NVFP4 layers:
+/// `kept` (module -> entry) and every module the online plan quantizes (its modelopt_algo) in
+/// `quantization.quantized_layers`, the modules `unquantized(i)` leaves in high precision in
+/// `exclude_modules`, the checkpoint's kv-cache algo carried over. config_error when an excluded name is
+/// contained in a quantized module's (vLLM would exclude that one too).
+boost::json::object modelopt_mixed_quantization_config(const model_desc& model, const plan& online,
+                                                       const std::vector<std::pair<std::string, boost::json::object>>& kept,
+                                                       const std::function<bool(std::size_t)>& unquantized,
+                                                       const boost::json::object& checkpoint_config);
+
 /// One input rotation of a checkpoint, as compressed-tensors' transform_config holds it (llm-compressor's
 /// QuIPModifier with rotations ["v"], transform_type "hadamard"): a Hadamard size, the modules it rotates
 /// (a fused layer as its shards) in the order transformers registers them, and whether they are every

@@ -268,6 +268,14 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
         }
         [[fallthrough]];
       case checkpoint_method::modelopt_fp4:
+        // ModelOpt's own MIXED_PRECISION config holds them as stored, each module with its algo.
+        if (s.method == checkpoint_method::modelopt_fp4 && requested != checkpoint_format::compressed_tensors) {
+          out.format = checkpoint_format::modelopt;
+          for (const auto& module : stored_modules(model, layer, s.expert_projections))
+            out.groups.emplace_back(module, modelopt_nvfp4_entry(in.config));
+          break;
+        }
+        [[fallthrough]];
       case checkpoint_method::mxfp4:
         throw config_error("", "layer " + layer.name + " stays in the checkpoint's " + c.checkpoint.scheme +
                                    ", which a compressed-tensors checkpoint cannot hold byte for byte (" +
@@ -277,6 +285,9 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
                                    "); quantize does not convert this checkpoint yet: `qpolicy plan --model-dir` shows what vLLM does with it");
     }
   }
+  if (out.format == checkpoint_format::modelopt)
+    out.notes.push_back("kept: the ModelOpt NVFP4 layers stay as stored, byte for byte; the quantization_config is ModelOpt's "
+                        "MIXED_PRECISION (quantized_layers names each module's algo), which vLLM reads them with beside the online layers");
   if (out.format == checkpoint_format::quark)
     out.notes.push_back("kept: gpt-oss's MXFP4 experts stay in their fused *_blocks/*_scales tensors, byte for byte; the "
                         "quantization_config is Quark's (quant_method quark), the one vLLM's gpt-oss loader reads those tensors with "

@@ -71,13 +71,14 @@ struct kept_layers {
   /// narrowed to the kept modules; one group for another method), by name, in the checkpoint's order.
   std::vector<std::pair<std::string, boost::json::object>> groups;
   std::vector<std::string> notes;  // where tensors are re-expressed, and why
-  /// The output format that holds them: compressed-tensors, or Quark for gpt-oss's fused MXFP4 experts
-  /// (then `groups` maps each kept layer to its Quark spec).
+  /// The output format that holds them: compressed-tensors, Quark for gpt-oss's fused MXFP4 experts (then
+  /// `groups` maps each kept layer to its Quark spec), or ModelOpt's MIXED_PRECISION for ModelOpt NVFP4
+  /// (then `groups` maps each kept module to its quantized_layers entry).
   checkpoint_format format = checkpoint_format::compressed_tensors;
 };
 
-/// The kept layers of `p` carried into the output: a compressed-tensors checkpoint, or, for gpt-oss's
-/// MXFP4 experts unless `requested` is compressed-tensors, a Quark one. config_error naming the layer
+/// The kept layers of `p` carried into the output: a compressed-tensors checkpoint, or, unless `requested`
+/// is compressed-tensors, a Quark one for gpt-oss's MXFP4 experts and a ModelOpt one for ModelOpt NVFP4. config_error naming the layer
 /// for a format the output cannot hold byte for byte.
 kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const model_desc& model, const composed_plan& p,
                         checkpoint_format requested);

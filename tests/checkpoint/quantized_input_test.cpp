@@ -49,6 +49,13 @@ fs::path bf16_dir(const fs::path& root) {
   return d;
 }
 
+/// `name` under `root`: the synthetic bf16 model quantized online with `config` (an already-quantized input).
+fs::path quantized_input(const fs::path& bf16, const fs::path& root, const std::string& name, const std::string& config) {
+  const auto d = root / name;
+  ok({"quantize", "-q", "online", "-c", config, bf16.string(), "-o", d.string()});
+  return d;
+}
+
 /// Every tensor of a directory's model.safetensors: name -> (dtype, shape, bytes).
 struct stored {
   st::dtype type;
@@ -63,6 +70,27 @@ std::map<std::string, stored> tensors_of(const fs::path& dir) {
     out[t.name] = {t.type, t.shape, std::string(reinterpret_cast<const char*>(d.data()), d.size())};
   }
   return out;
+}
+
+/// Writes model directory `d`: `tensors` as `change` leaves them (it edits a spec and its bytes, or
+/// returns false to leave one out) in one model.safetensors, and config.json with `config`.
+template <class Change>
+fs::path write_dir(const fs::path& d, const std::map<std::string, stored>& tensors, Change&& change, const std::string& config) {
+  fs::create_directories(d);
+  std::vector<st::tensor_spec> specs;
+  std::vector<std::string> data;
+  for (const auto& [n, t] : tensors) {
+    st::tensor_spec s{n, t.type, t.shape};
+    std::string bytes = t.bytes;
+    if (!change(s, bytes)) continue;
+    specs.push_back(s);
+    data.push_back(bytes);
+  }
+  st::file_writer w((d / "model.safetensors").string(), specs, {});
+  for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
+  w.finish();
+  std::ofstream(d / "config.json") << config;
+  return d;
 }
 
 json::object quantization_config(const fs::path& dir) {
@@ -95,6 +123,21 @@ std::pair<std::string, std::string> requantized(formula decoder, const std::map<
   return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
 }
 
+/// A quantized input converted with `config` into `out`, and the bf16 model converted with the same config
+/// (compressed-tensors) into `direct`: the conversion's stderr and both outputs' tensors.
+struct beside_bf16 {
+  std::string err;
+  std::map<std::string, stored> got, want;
+};
+beside_bf16 convert_beside_bf16(const fs::path& input, const fs::path& bf16, const fs::path& out, const fs::path& direct, const std::string& config) {
+  beside_bf16 r;
+  r.err = ok({"quantize", "-c", config, input.string(), "-o", out.string()});
+  ok({"quantize", "-q", "online", "-c", config, "--format", "compressed-tensors", bf16.string(), "-o", direct.string()});
+  r.got = tensors_of(out);
+  r.want = tensors_of(direct);
+  return r;
+}
+
 /// Runs `args INPUT -o OUT`, which must exit 2 with `message` on stderr and write nothing.
 void refused(std::vector<std::string> args, const fs::path& input, const fs::path& out, const std::string& message) {
   args.insert(args.end(), {input.string(), "-o", out.string()});
@@ -112,18 +155,13 @@ using qpolicy::test::listing;
 TEST_CASE("quantize on NVFP4 experts keeps them, or requantizes them as vLLM decodes them", "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-nvfp4");
   const auto bf16 = bf16_dir(tmp.path());
-  const auto nvfp4 = tmp.path() / "nvfp4";
-  ok({"quantize", "-q", "online", "-c", R"({"moe": "nvfp4_per_token"})", bf16.string(), "-o", nvfp4.string()});
+  const auto nvfp4 = quantized_input(bf16, tmp.path(), "nvfp4", R"({"moe": "nvfp4_per_token"})");
   const auto in = tensors_of(nvfp4);
 
   SECTION("kept experts stay byte for byte; the attention goes online as from the bf16 model") {
     const auto out = tmp.path() / "mixed";
-    const auto err = ok({"quantize", "-c", R"({"linear": "fp8_per_block"})", nvfp4.string(), "-o", out.string()});
+    const auto [err, got, want] = convert_beside_bf16(nvfp4, bf16, out, tmp.path() / "direct", R"({"linear": "fp8_per_block"})");
     CHECK_THAT(err, Catch::Contains("kept (the checkpoint's compressed-tensors): 2") && Catch::Contains("quantized online: 4"));
-    const auto direct = tmp.path() / "direct";
-    ok({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_block"})", "--format", "compressed-tensors", bf16.string(), "-o",
-        direct.string()});
-    const auto got = tensors_of(out), want = tensors_of(direct);
     std::size_t kept = 0, online = 0;
     for (const auto& [name, t] : got) {
       if (name.find(".experts.") != std::string::npos) {
@@ -193,8 +231,7 @@ TEST_CASE("quantize on NVFP4 experts keeps them, or requantizes them as vLLM dec
 TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest as a named extension", "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-fp8");
   const auto bf16 = bf16_dir(tmp.path());
-  const auto fp8 = tmp.path() / "fp8";
-  ok({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})", bf16.string(), "-o", fp8.string()});
+  const auto fp8 = quantized_input(bf16, tmp.path(), "fp8", R"({"linear": "fp8_per_block", "moe": "fp8_per_block"})");
   const auto in = tensors_of(fp8);
   const auto out = tmp.path() / "mx";
   const auto err = ok({"quantize", "-c", R"({"linear": "mxfp8"})", fp8.string(), "-o", out.string()});
@@ -270,8 +307,7 @@ TEST_CASE("quantize on INT8 pack-quantized experts decodes their int32 words and
           "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-int8");
   const auto bf16 = bf16_dir(tmp.path());
-  const auto int8 = tmp.path() / "int8";
-  ok({"quantize", "-q", "online", "-c", R"({"moe": "int8_per_channel_weight_only"})", bf16.string(), "-o", int8.string()});
+  const auto int8 = quantized_input(bf16, tmp.path(), "int8", R"({"moe": "int8_per_channel_weight_only"})");
   const auto in = tensors_of(int8);
   const auto out = tmp.path() / "fp8";
   const auto err = ok({"quantize", "-c", R"({"moe": "fp8_per_block"})", int8.string(), "-o", out.string()});
@@ -312,28 +348,12 @@ TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what it
           "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-bad");
   const auto bf16 = bf16_dir(tmp.path());
-  const auto nvfp4 = tmp.path() / "nvfp4";
-  ok({"quantize", "-q", "online", "-c", R"({"moe": "nvfp4_per_token"})", bf16.string(), "-o", nvfp4.string()});
+  const auto nvfp4 = quantized_input(bf16, tmp.path(), "nvfp4", R"({"moe": "nvfp4_per_token"})");
   const auto in = tensors_of(nvfp4);
   const auto config = qpolicy::test::slurp(nvfp4 / "config.json");
   // A copy of the checkpoint with its tensors changed by `change` (name -> spec, or erased) and its config by `edit`.
   auto variant = [&](const std::string& name, auto&& change, const std::string& new_config = "") {
-    const auto d = tmp.path() / name;
-    fs::create_directories(d);
-    std::vector<st::tensor_spec> specs;
-    std::vector<std::string> data;
-    for (const auto& [n, t] : in) {
-      st::tensor_spec s{n, t.type, t.shape};
-      std::string bytes = t.bytes;
-      if (!change(s, bytes)) continue;
-      specs.push_back(s);
-      data.push_back(bytes);
-    }
-    st::file_writer w((d / "model.safetensors").string(), specs, {});
-    for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
-    w.finish();
-    std::ofstream(d / "config.json") << (new_config.empty() ? config : new_config);
-    return d;
+    return write_dir(tmp.path() / name, in, change, new_config.empty() ? config : new_config);
   };
   const std::string scale = "model.layers.1.mlp.experts.2.up_proj.weight_scale";
   auto refused = [&](const fs::path& d, const std::string& message) {
@@ -373,8 +393,7 @@ TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoi
   // gpt-oss's layout at H 128, 4 experts of I 32: bf16 attention, router and biases; each expert
   // projection's MXFP4 codes in fused [E, N, K/32, 16] blocks with [E, N, K/32] E8M0 scales.
   std::mt19937 rng(7);
-  std::vector<st::tensor_spec> specs;
-  std::vector<std::string> data;
+  std::map<std::string, stored> tensors;
   auto add = [&](std::string name, st::dtype type, std::vector<std::int64_t> shape) {
     std::size_t n = 1;
     for (auto d : shape) n *= static_cast<std::size_t>(d);
@@ -386,8 +405,7 @@ TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoi
       const bool scales = name.ends_with("_scales");
       for (std::size_t i = 0; i < n; ++i) bytes.push_back(static_cast<char>(scales ? 120 + rng() % 10 : rng() % 256));
     }
-    specs.push_back({std::move(name), type, std::move(shape)});
-    data.push_back(std::move(bytes));
+    tensors[name] = {type, std::move(shape), std::move(bytes)};
   };
   add("model.embed_tokens.weight", st::dtype::BF16, {16, 128});
   for (int l = 0; l < 2; ++l) {
@@ -405,13 +423,9 @@ TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoi
     add(p + "mlp.experts.down_proj_bias", st::dtype::BF16, {4, 128});
   }
   add("lm_head.weight", st::dtype::BF16, {16, 128});
-  const auto oss = tmp.path() / "gpt-oss";
-  fs::create_directories(oss);
-  st::file_writer w((oss / "model.safetensors").string(), specs, {});
-  for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
-  w.finish();
-  std::ofstream(oss / "config.json") << R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4", )"
-                                     << R"("modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "lm_head"]}})";
+  const auto oss = write_dir(tmp.path() / "gpt-oss", tensors, [](st::tensor_spec&, std::string&) { return true; },
+                             R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4", )"
+                             R"("modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "lm_head"]}})");
   const auto in = tensors_of(oss);
 
   SECTION("experts byte for byte, attention as quantize-tensor gives it, one Quark quantization_config") {
@@ -480,5 +494,82 @@ TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoi
     refused({"quantize", "-c", R"({"linear": "fp8_per_block"})", "--format", "compressed-tensors"},
             "which a compressed-tensors checkpoint cannot hold byte for byte");
     refused({"quantize", "-c", R"({"linear": "mxfp8"})"}, "which the Quark checkpoint that keeps gpt-oss's MXFP4 experts does not hold");
+  }
+}
+
+TEST_CASE("quantize on ModelOpt NVFP4 keeps its layers in a MIXED_PRECISION checkpoint beside online layers",
+          "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-modelopt");
+  const auto bf16 = bf16_dir(tmp.path());
+  const auto nvfp4 = quantized_input(bf16, tmp.path(), "nvfp4", R"({"moe": "nvfp4_per_token"})");
+  // The same experts as ModelOpt stores them: M.weight packed, M.weight_scale e4m3, M.weight_scale_2 the decode
+  // multiplier (1 / compressed-tensors' global scale); the attention and routers excluded.
+  const auto modelopt = write_dir(
+      tmp.path() / "modelopt", tensors_of(nvfp4),
+      [](st::tensor_spec& s, std::string& bytes) {
+        if (s.name.ends_with(".weight_packed")) s.name.replace(s.name.size() - 7, 7, "");
+        if (s.name.ends_with(".weight_global_scale")) {
+          s.name.replace(s.name.size() - 12, 12, "scale_2");
+          const float inverse = 1.0f / values<float>(bytes).at(0);
+          std::memcpy(bytes.data(), &inverse, 4);
+        }
+        return true;
+      },
+      R"({"model_type": "qwen3_moe", "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "modelopt", "quantization": )"
+      R"({"quant_algo": "NVFP4", "group_size": 16, "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head", "*self_attn*", "*mlp.gate"]}}})");
+  const auto in = tensors_of(modelopt);
+
+  SECTION("kept modules byte for byte, online ones as from the bf16 model, one MIXED_PRECISION config") {
+    const auto out = tmp.path() / "mixed";
+    const auto [err, got, want] = convert_beside_bf16(modelopt, bf16, out, tmp.path() / "direct", R"({"linear": "fp8_per_block"})");
+    CHECK_THAT(err, Catch::Contains("MIXED_PRECISION") && Catch::Contains("format: modelopt"));
+    for (const auto& [name, t] : got) {
+      INFO(name);
+      if (name.find("self_attn") == std::string::npos) {
+        REQUIRE(in.count(name));
+        CHECK(t.bytes == in.at(name).bytes);
+        continue;
+      }
+      REQUIRE(want.count(name));
+      CHECK(t.bytes == want.at(name).bytes);
+      if (name.ends_with("weight_scale")) {  // ModelOpt's 4-D block grid
+        const auto& grid = want.at(name).shape;
+        CHECK(t.shape == std::vector<std::int64_t>{grid[0], 1, grid[1], 1});
+      }
+    }
+    CHECK(got.size() == in.size() + 8);
+    const auto qc = quantization_config(out);
+    CHECK(qc.at("quant_method") == "modelopt");
+    const auto& q = qc.at("quantization").as_object();
+    CHECK(q.at("quant_algo") == "MIXED_PRECISION");
+    CHECK(q.at("kv_cache_quant_algo") == "FP8");
+    CHECK(q.at("exclude_modules") == json::array{"model.layers.0.mlp.gate", "model.layers.1.mlp.gate", "lm_head"});
+    const auto& layers = q.at("quantized_layers").as_object();
+    CHECK(layers.size() == 2 * 4 * 3 + 2 * 4);
+    CHECK(layers.at("model.layers.1.mlp.experts.3.down_proj") == json::object{{"group_size", 16}, {"quant_algo", "NVFP4"}});
+    CHECK(layers.at("model.layers.0.self_attn.k_proj") == json::object{{"quant_algo", "FP8_PB_WO"}});
+  }
+
+  SECTION("per-channel and MXFP8 layers, as ModelOpt spells them") {
+    const auto out = tmp.path() / "channel";
+    ok({"quantize", "-c", R"({"linear": "fp8_per_channel"})", modelopt.string(), "-o", out.string()});
+    CHECK(tensors_of(out).at("model.layers.0.self_attn.q_proj.weight_scale").shape == std::vector<std::int64_t>{256});
+    CHECK(quantization_config(out).at("quantization").at("quantized_layers").at("model.layers.0.self_attn.o_proj") ==
+          json::object{{"quant_algo", "FP8_PER_CHANNEL_PER_TOKEN"}});
+    const auto mx = tmp.path() / "mxfp8";
+    ok({"quantize", "-c", R"({"linear": "mxfp8"})", modelopt.string(), "-o", mx.string()});
+    CHECK(quantization_config(mx).at("quantization").at("quantized_layers").at("model.layers.1.self_attn.v_proj") ==
+          json::object{{"quant_algo", "MXFP8"}});
+    CHECK(tensors_of(mx).at("model.layers.1.self_attn.v_proj.weight_scale").shape == std::vector<std::int64_t>{128, 8});
+  }
+
+  SECTION("what ModelOpt's output cannot hold is refused, and nothing is written") {
+    auto refused = [&](std::vector<std::string> args, const std::string& message) {
+      ::refused(std::move(args), modelopt, tmp.path() / "refused", message);
+    };
+    refused({"quantize", "-c", R"({"linear": "fp8_per_tensor"})"},
+            "which the ModelOpt MIXED_PRECISION checkpoint that keeps the NVFP4 layers does not hold");
+    refused({"quantize", "-c", R"({"linear": "fp8_per_block"})", "--format", "compressed-tensors"},
+            "which a compressed-tensors checkpoint cannot hold byte for byte");
   }
 }

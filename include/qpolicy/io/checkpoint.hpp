@@ -18,9 +18,10 @@ namespace qpolicy {
 
 /// How the output records its quantization (cli.md `--format`): vLLM's `fp8` checkpoint method
 /// (`weight_scale_inv` blocks, `ignored_layers`), compressed-tensors' `float-quantized` format, or the
-/// one that loads correctly for the plan's schemes in vLLM and transformers. `quark` is never asked
-/// for: it is what a gpt-oss checkpoint's kept MXFP4 experts beside online FP8 layers are written in.
-enum class checkpoint_format : std::uint8_t { automatic, vllm_fp8, compressed_tensors, quark };
+/// one that loads correctly for the plan's schemes in vLLM and transformers. `quark` and `modelopt` are
+/// never asked for: they hold an already-quantized checkpoint's kept layers that compressed-tensors cannot
+/// (gpt-oss's fused MXFP4 experts; ModelOpt NVFP4, as MIXED_PRECISION) beside the online ones.
+enum class checkpoint_format : std::uint8_t { automatic, vllm_fp8, compressed_tensors, quark, modelopt };
 
 std::string_view to_string(checkpoint_format f);
 
