@@ -117,17 +117,22 @@ QPOLICY_CPU_CLONES void nvfp4_blocks(const float* __restrict x, std::int64_t blo
   }
 }
 
-/// The scales of MXFP8's (torch path, §3.2) 32-blocks of a widened row: the byte, and the divisor
-/// E8(b) of the codes. The amax ignores NaN in eight lanes and a flag says whether there was one: a NaN
-/// block's divisor is a (positive) NaN, whatever the NaN's payload, so its codes are NaN and its byte 0.
+/// 1 / E8(b) = 2^(127 - b), exactly, from its bits (2^-127 for b = 254 is the subnormal 0x00400000): x
+/// times it is x / E8(b), the same real number rounded once.
+inline std::uint32_t e8m0_reciprocal_bits(std::uint32_t b) { return b == 254 ? 0x00400000u : (254 - b) << 23; }
+
+/// The scales of MXFP8's (torch path, §3.2) 32-blocks of a widened row: the byte, and the multiplier
+/// 1 / E8(b) of the codes (the codes' x / E8(b) as a product: E8(b) is a power of two). The amax ignores
+/// NaN in eight lanes and a flag says whether there was one: a NaN block's multiplier is a (positive)
+/// NaN, whatever the NaN's payload, so its codes are NaN and its byte 0.
 QPOLICY_CPU_CLONES void mxfp8_torch_scales(const float* __restrict x, std::int64_t blocks, std::uint8_t* __restrict scales,
-                                           float* __restrict divisors) {
+                                           float* __restrict multipliers) {
   for (std::int64_t j = 0; j < blocks; ++j) {
     int nan = 0, finite = 1;
     const float widest = lane_amax<4>(x + j * 32, nan, finite), tiny = fp8::float_of(0x00800000u);
     const float a = nan ? fp8::float_of(0x7FC00000u) : widest > tiny ? widest : tiny;
     const std::uint8_t b = lp::e8m0_ceil(a / fp8::max_e4m3);
-    divisors[j] = nan ? a : lp::e8m0_value(b);
+    multipliers[j] = nan ? a : fp8::float_of(e8m0_reciprocal_bits(b));
     scales[j] = b;
   }
 }
@@ -170,14 +175,6 @@ QPOLICY_CPU_CLONES void int8_codes(const float* __restrict row, std::int64_t col
   for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(D, row[k], s);
 }
 
-/// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)) through
-/// the F16C encoder. Only where the machine has that encoder.
-void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& divisors) {
-  divisors.resize(static_cast<std::size_t>(blocks));
-  mxfp8_torch_scales(x, blocks, scales, divisors.data());
-  detail::f16c_codes_f32(x, blocks * 32, 32, divisors.data(), {detail::e4m3_rule::tcvt, false}, codes);
-}
-
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // GCC 12's intrinsic headers build some results from an "undefined" register, which
 // -Wmaybe-uninitialized reports once inlined here: a false positive.
@@ -213,6 +210,44 @@ QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool
   return b;
 }
 
+/// mxfp8_torch_scales with AVX-512 registers: each block's NaN-ignoring amax and NaN flag from two
+/// registers, then the bytes and multipliers of 16 blocks at a time from the bits of max(amax, tiny) / 448
+/// (e8m0_ceil's cases restated over lanes: that ratio is positive, subnormal or not, or infinite); the
+/// blocks left over by the scalar function.
+QPOLICY_AVX512 void mxfp8_torch_scales_avx512(const float* x, std::int64_t blocks, std::uint8_t* scales, float* multipliers) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), man_bits = _mm512_set1_epi32(0x7FFFFF), one = _mm512_set1_epi32(1);
+  std::int64_t j = 0;
+  for (; j + 16 <= blocks; j += 16) {
+    alignas(64) float amax[16];
+    __mmask16 nan = 0;
+    for (int b = 0; b < 16; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(x + (j + b) * 32), v1 = _mm512_loadu_ps(x + (j + b) * 32 + 16);
+      if (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) nan = static_cast<__mmask16>(nan | (1u << b));
+      const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
+      const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
+      // max(x, y) gives y where either is NaN: a NaN lane gives way, so the maximum ignores NaN.
+      amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps())));
+    }
+    const __m512 a = _mm512_maskz_max_ps(0xFFFF, _mm512_load_ps(amax), _mm512_set1_ps(fp8::float_of(0x00800000u)));
+    const __m512i u = _mm512_castps_si512(_mm512_div_ps(a, _mm512_set1_ps(fp8::max_e4m3)));
+    const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+    // Normal: exponent + (mantissa != 0), at most 254 (infinity included); subnormal: 1 above 2^-127, else 0.
+    __m512i b = _mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one);
+    b = _mm512_min_epi32(b, _mm512_set1_epi32(254));
+    const __mmask16 subnormal = _mm512_cmpeq_epi32_mask(exp, _mm512_setzero_si512());
+    b = _mm512_mask_mov_epi32(b, subnormal, _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
+    b = _mm512_mask_mov_epi32(b, nan, _mm512_setzero_si512());
+    // e8m0_reciprocal_bits: (254 - b) << 23, 2^-127 for b = 254; a NaN block's multiplier is NaN.
+    const __m512i b254 = _mm512_set1_epi32(254);
+    __m512i multiplier = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
+                                               _mm512_set1_epi32(0x00400000));
+    multiplier = _mm512_mask_mov_epi32(multiplier, nan, _mm512_set1_epi32(0x7FC00000));
+    _mm512_storeu_si512(multipliers + j, multiplier);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
+  }
+  if (j < blocks) mxfp8_torch_scales(x + j * 32, blocks - j, scales + j, multipliers + j);
+}
+
 /// mxfp4_blocks with AVX-512 registers.
 QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
   for (std::int64_t j = 0; j < blocks; ++j)
@@ -221,6 +256,18 @@ QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, boo
 
 #pragma GCC diagnostic pop
 #endif
+
+/// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
+/// x times 1 / E8(b), through the F16C encoder. Only where the machine has that encoder.
+void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers) {
+  multipliers.resize(static_cast<std::size_t>(blocks));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (detail::has_avx512_kernels()) mxfp8_torch_scales_avx512(x, blocks, scales, multipliers.data());
+  else
+#endif
+    mxfp8_torch_scales(x, blocks, scales, multipliers.data());
+  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::tcvt, true}, codes);
+}
 
 /// The MXFP4 blocks of a row on the widest kernel this CPU runs.
 void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -64,7 +67,9 @@ void widen(const input_view& x, std::int64_t first, std::int64_t count, float* o
 // an unsigned integer max over sixteen independent lanes (max is exact and order-free, so lanes change
 // no result) with NaNs counted on the side: the loop vectorizes. When NaNs propagate, the rare NaN case
 // rescans for the first one, which is what the scalar fold returns.
-QPOLICY_CPU_CLONES float amax_range(const float* __restrict v, std::int64_t n, bool propagate_nan) {
+namespace {
+
+QPOLICY_CPU_CLONES float amax_range_portable(const float* __restrict v, std::int64_t n, bool propagate_nan) {
   constexpr int lanes = 16;
   std::uint32_t acc[lanes] = {}, nans[lanes] = {};
   std::uint32_t bits[lanes];
@@ -93,6 +98,50 @@ QPOLICY_CPU_CLONES float amax_range(const float* __restrict v, std::int64_t n, b
     for (std::int64_t k = 0; k < n; ++k)
       if (v[k] != v[k]) return abs_f32(v[k]);
   return float_of(a);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// GCC 12's intrinsic headers build some results from an "undefined" register, which the
+// uninitialized-use warnings report once inlined here: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/// amax_range_portable in AVX-512 registers (GCC 12 keeps that loop's lanes scalar): the same unsigned
+/// max over magnitude bits with the NaN lanes masked out and counted, then the same rescan.
+__attribute__((target("avx512f"))) float amax_range_avx512(const float* v, std::int64_t n, bool propagate_nan) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
+  __m512i acc = _mm512_setzero_si512();
+  __mmask16 any = 0;
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_and_si512(_mm512_loadu_si512(v + i), magnitude);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(u, infinity);
+    acc = _mm512_mask_max_epu32(acc, static_cast<__mmask16>(~nan), acc, u);
+    any = static_cast<__mmask16>(any | nan);
+  }
+  std::uint32_t a = _mm512_reduce_max_epu32(acc);
+  bool any_nan = any != 0;
+  for (; i < n; ++i) {
+    const std::uint32_t u = bits_of(v[i]) & 0x7FFFFFFFu;
+    const bool nan = u > 0x7F800000u;
+    a = (!nan && u > a) ? u : a;
+    any_nan |= nan;
+  }
+  if (propagate_nan && any_nan)
+    for (std::int64_t k = 0; k < n; ++k)
+      if (v[k] != v[k]) return abs_f32(v[k]);
+  return float_of(a);
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (has_avx512_kernels()) return amax_range_avx512(v, n, propagate_nan);
+#endif
+  return amax_range_portable(v, n, propagate_nan);
 }
 
 }  // namespace detail

@@ -1,9 +1,11 @@
 // CPU quantization throughput per formula (every row of the registry): input bytes per second of the fast path, against memcpy of
 // the same bytes and against the scalar reference, both measured in this run. Best of several runs.
+// QPOLICY_QUANT_BENCH_ONLY=NAME limits the formulas to one.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -64,6 +66,8 @@ int main() {
   qp::registry::for_each_type(qp::registry::formula_types, [&](auto tag) {
     using formula = decltype(tag);
     const auto& f = qp::schemes::formula_of(formula::id);
+    // QPOLICY_QUANT_BENCH_ONLY=NAME times one formula (for a profiler).
+    if (const char* only = std::getenv("QPOLICY_QUANT_BENCH_ONLY"); only && f.name != std::string_view(only)) return;
     void* scales = f.scales == qp::schemes::scale_format::f32 ? static_cast<void*>(s.data()) : sb.data();
     const qp::quantized_outputs out{q.data(), scales, second.data(), codebooks.data()};
     // LUT-B fits a codebook per tile (Lloyd, 16 iterations from 3 starts): a slice of the matrix, and
