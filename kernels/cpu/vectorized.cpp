@@ -69,6 +69,21 @@ void widen(const input_view& x, std::int64_t first, std::int64_t count, float* o
 // rescans for the first one, which is what the scalar fold returns.
 namespace {
 
+/// The end of an amax: elements [i, n) folded into the lanes' max `a` and NaN flag, then the result
+/// (the first NaN's magnitude where NaNs propagate and one was seen).
+float finish_amax(const float* v, std::int64_t i, std::int64_t n, std::uint32_t a, bool any_nan, bool propagate_nan) {
+  for (; i < n; ++i) {
+    const std::uint32_t u = bits_of(v[i]) & 0x7FFFFFFFu;
+    const bool nan = u > 0x7F800000u;
+    a = (!nan && u > a) ? u : a;
+    any_nan |= nan;
+  }
+  if (propagate_nan && any_nan)
+    for (std::int64_t k = 0; k < n; ++k)
+      if (v[k] != v[k]) return abs_f32(v[k]);
+  return float_of(a);
+}
+
 QPOLICY_CPU_CLONES float amax_range_portable(const float* __restrict v, std::int64_t n, bool propagate_nan) {
   constexpr int lanes = 16;
   std::uint32_t acc[lanes] = {}, nans[lanes] = {};
@@ -88,16 +103,7 @@ QPOLICY_CPU_CLONES float amax_range_portable(const float* __restrict v, std::int
     a = acc[j] > a ? acc[j] : a;
     any_nan |= nans[j];
   }
-  for (; i < n; ++i) {
-    const std::uint32_t u = bits_of(v[i]) & 0x7FFFFFFFu;
-    const bool nan = u > 0x7F800000u;
-    a = (!nan && u > a) ? u : a;
-    any_nan |= nan;
-  }
-  if (propagate_nan && any_nan)
-    for (std::int64_t k = 0; k < n; ++k)
-      if (v[k] != v[k]) return abs_f32(v[k]);
-  return float_of(a);
+  return finish_amax(v, i, n, a, any_nan != 0, propagate_nan);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -119,18 +125,7 @@ __attribute__((target("avx512f"))) float amax_range_avx512(const float* v, std::
     acc = _mm512_mask_max_epu32(acc, static_cast<__mmask16>(~nan), acc, u);
     any = static_cast<__mmask16>(any | nan);
   }
-  std::uint32_t a = _mm512_reduce_max_epu32(acc);
-  bool any_nan = any != 0;
-  for (; i < n; ++i) {
-    const std::uint32_t u = bits_of(v[i]) & 0x7FFFFFFFu;
-    const bool nan = u > 0x7F800000u;
-    a = (!nan && u > a) ? u : a;
-    any_nan |= nan;
-  }
-  if (propagate_nan && any_nan)
-    for (std::int64_t k = 0; k < n; ++k)
-      if (v[k] != v[k]) return abs_f32(v[k]);
-  return float_of(a);
+  return finish_amax(v, i, n, _mm512_reduce_max_epu32(acc), any != 0, propagate_nan);
 }
 #pragma GCC diagnostic pop
 #endif
