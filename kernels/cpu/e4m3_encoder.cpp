@@ -1,5 +1,7 @@
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
+#include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
+
 #include "qpolicy/numerics/numerics.hpp"
 #include <algorithm>
 #include <cstdio>
@@ -100,6 +102,22 @@ bool fold_scale(float s, float& folded) {
   return (Multiply ? folded * 0x1p8f : folded * 0x1p-8f) == s;
 }
 
+/// A segment's vector factor: its scale, with F16C's 2^-8 folded in when `Folded`.
+template <bool Multiply, bool Folded>
+float segment_factor(float s) {
+  float f = s;
+  if constexpr (Folded) fold_scale<Multiply>(s, f);
+  return f;
+}
+
+/// NaN is rare and the rules differ only there: the codes of NaN lanes are set again, by the scalar
+/// formula, after a vector pass saw one.
+template <bool Bf16, bool Multiply, e4m3_rule Rule>
+void redo_nan_codes(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out) {
+  for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
+    scalar_codes<Bf16, Multiply, Rule>(in, c0, std::min(n, c0 + width), s[j], true, out);
+}
+
 /// Encodes in[0, n) in segments of `width` with scales s[]; `Folded` as fold_scale decided for all
 /// of them. Full groups of 16 go through the vector path (prefetching `ahead` at the same offsets),
 /// a segment's tail through the scalar formula, and lanes that met a NaN are set again at the end.
@@ -110,9 +128,7 @@ QPOLICY_F16C void run(const void* in, std::int64_t n, std::int64_t width, const 
   __m256 any_nan = _mm256_setzero_ps();
   for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j) {
     const std::int64_t end = std::min(n, c0 + width);
-    float f = s[j];
-    if constexpr (Folded) fold_scale<Multiply>(s[j], f);
-    const __m256 factor = _mm256_set1_ps(f);
+    const __m256 factor = _mm256_set1_ps(segment_factor<Multiply, Folded>(s[j]));
     std::int64_t i = c0;
     for (; i + 16 <= end; i += 16) {
       _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
@@ -124,11 +140,39 @@ QPOLICY_F16C void run(const void* in, std::int64_t n, std::int64_t width, const 
     }
     scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);
   }
-  // NaN is rare and the rules differ only there: its codes are set again, by the scalar formula.
-  if (_mm256_movemask_ps(any_nan) != 0)
-    for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
-      scalar_codes<Bf16, Multiply, Rule>(in, c0, std::min(n, c0 + width), s[j], true, out);
+  if (_mm256_movemask_ps(any_nan) != 0) redo_nan_codes<Bf16, Multiply, Rule>(in, n, width, s, out);
 }
+
+#ifdef QPOLICY_AVX512_ENCODER
+// GCC 12's intrinsic headers build some results from an "undefined" register, which the
+// uninitialized-use warnings report once inlined here: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+/// run on AVX-512 registers: groups of 16, the same factor, tails and NaN pass.
+template <bool Bf16, bool Multiply, bool Folded, e4m3_rule Rule>
+QPOLICY_AVX512_F16C void run16(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
+  constexpr std::int64_t bytes = Bf16 ? 2 : 4;
+  __mmask16 any_nan = 0;
+  for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j) {
+    const std::int64_t end = std::min(n, c0 + width);
+    const __m512 factor = _mm512_set1_ps(segment_factor<Multiply, Folded>(s[j]));
+    std::int64_t i = c0;
+    for (; i + 16 <= end; i += 16) {
+      _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
+      const __m512 x = load16<Bf16>(in, i);
+      const __m512 y = Multiply ? _mm512_mul_ps(x, factor) : _mm512_div_ps(x, factor);
+      any_nan = static_cast<__mmask16>(any_nan | _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), codes_of16<Folded>(y));
+    }
+    scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);
+  }
+  if (any_nan != 0) redo_nan_codes<Bf16, Multiply, Rule>(in, n, width, s, out);
+}
+
+#pragma GCC diagnostic pop
+#endif
 
 /// Whether every segment's scale folds F16C's 2^-8 exactly (fold_scale).
 template <bool Multiply>
@@ -148,7 +192,15 @@ void dispatch(const void* in, std::int64_t n, std::int64_t width, const float* s
   const char* ahead = next ? static_cast<const char*>(next) : static_cast<const char*>(in) + 1024;
   // The runtime choice of formula becomes a specialization here, once per call (a row or a range).
   visit_formula(f, [&](auto rule, auto multiply) {
-    if (all_fold<multiply()>(n, width, s)) run<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
+    const bool folded = all_fold<multiply()>(n, width, s);
+#ifdef QPOLICY_AVX512_ENCODER
+    if (has_avx512_kernels()) {
+      if (folded) run16<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
+      else run16<Bf16, multiply(), false, rule()>(in, n, width, s, out, ahead);
+      return;
+    }
+#endif
+    if (folded) run<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
     else run<Bf16, multiply(), false, rule()>(in, n, width, s, out, ahead);
   });
 }

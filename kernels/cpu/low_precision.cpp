@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
+#include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
@@ -153,21 +154,6 @@ QPOLICY_CPU_CLONES std::int64_t mxfp8_flashinfer_scales(const float* __restrict 
   return specials;
 }
 
-/// The MXFP8 (FlashInfer path) blocks of a widened row: the scales, the codes sat(x * inv(b)) through
-/// the F16C encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding
-/// a NaN or an infinity again through the block function. Only where the machine has that encoder.
-void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers,
-                          std::vector<std::int64_t>& special) {
-  multipliers.resize(static_cast<std::size_t>(blocks));
-  special.resize(static_cast<std::size_t>(blocks));
-  const std::int64_t specials = mxfp8_flashinfer_scales(x, blocks, scales, multipliers.data(), special.data());
-  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::clamp_s_sat, true}, codes);
-  for (std::int64_t i = 0; i < specials; ++i) {
-    const std::int64_t j = special[static_cast<std::size_t>(i)];
-    lp::mxfp8_flashinfer_block(x + j * 32, codes + j * 32);
-  }
-}
-
 /// INT8's codes of a widened row under its scale s (§5.2 steps 3-4), the model dtype D a template
 /// argument, so the per-element rounding has no branch on it and the loop vectorizes.
 template <element D>
@@ -210,42 +196,43 @@ QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool
   return b;
 }
 
-/// mxfp8_torch_scales with AVX-512 registers: each block's NaN-ignoring amax and NaN flag from two
-/// registers, then the bytes and multipliers of 16 blocks at a time from the bits of max(amax, tiny) / 448
-/// (e8m0_ceil's cases restated over lanes: that ratio is positive, subnormal or not, or infinite); the
-/// blocks left over by the scalar function.
-QPOLICY_AVX512 void mxfp8_torch_scales_avx512(const float* x, std::int64_t blocks, std::uint8_t* scales, float* multipliers) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), man_bits = _mm512_set1_epi32(0x7FFFFF), one = _mm512_set1_epi32(1);
-  std::int64_t j = 0;
-  for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float amax[16];
-    __mmask16 nan = 0;
-    for (int b = 0; b < 16; ++b) {
-      const __m512 v0 = _mm512_loadu_ps(x + (j + b) * 32), v1 = _mm512_loadu_ps(x + (j + b) * 32 + 16);
-      if (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) nan = static_cast<__mmask16>(nan | (1u << b));
-      const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
-      const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
-      // max(x, y) gives y where either is NaN: a NaN lane gives way, so the maximum ignores NaN.
-      amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps())));
-    }
-    const __m512 a = _mm512_maskz_max_ps(0xFFFF, _mm512_load_ps(amax), _mm512_set1_ps(fp8::float_of(0x00800000u)));
-    const __m512i u = _mm512_castps_si512(_mm512_div_ps(a, _mm512_set1_ps(fp8::max_e4m3)));
-    const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-    // Normal: exponent + (mantissa != 0), at most 254 (infinity included); subnormal: 1 above 2^-127, else 0.
-    __m512i b = _mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one);
-    b = _mm512_min_epi32(b, _mm512_set1_epi32(254));
-    const __mmask16 subnormal = _mm512_cmpeq_epi32_mask(exp, _mm512_setzero_si512());
-    b = _mm512_mask_mov_epi32(b, subnormal, _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
-    b = _mm512_mask_mov_epi32(b, nan, _mm512_setzero_si512());
-    // e8m0_reciprocal_bits: (254 - b) << 23, 2^-127 for b = 254; a NaN block's multiplier is NaN.
-    const __m512i b254 = _mm512_set1_epi32(254);
-    __m512i multiplier = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
-                                               _mm512_set1_epi32(0x00400000));
-    multiplier = _mm512_mask_mov_epi32(multiplier, nan, _mm512_set1_epi32(0x7FC00000));
-    _mm512_storeu_si512(multipliers + j, multiplier);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
+/// One MXFP8 block of a widened row in AVX-512 registers (§3.2 torch path, or §3.3 FlashInfer): the
+/// scale byte and multiplier as the scalar row functions compute them, the codes x times it through
+/// codes_of16 (for a finite block every rule of the two paths is saturating round-to-nearest-even there,
+/// as in the F16C runs). A block holding a NaN or an infinity goes through the block function. Writes 32
+/// codes and returns the scale byte. v0 and v1 hold the block's values (widened).
+QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1, bool flashinfer, std::uint8_t* codes) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
+  const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), magnitude), a1 = _mm512_and_si512(_mm512_castps_si512(v1), magnitude);
+  if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) {
+    float x[32];
+    _mm512_storeu_ps(x, v0);
+    _mm512_storeu_ps(x + 16, v1);
+    return flashinfer ? lp::mxfp8_flashinfer_block(x, codes) : lp::mxfp8_torch_block(x, codes);
   }
-  if (j < blocks) mxfp8_torch_scales(x + j * 32, blocks - j, scales + j, multipliers + j);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_castsi512_ps(a0), _mm512_castsi512_ps(a1)));
+  std::uint8_t b;
+  float m;
+  if (flashinfer) {
+    b = lp::e8m0_round_up(amax * fp8::float_of(fp8::inv_448_bits));
+    m = lp::flashinfer_inverse(b);
+  } else {
+    const float tiny = fp8::float_of(0x00800000u);
+    b = lp::e8m0_ceil((amax > tiny ? amax : tiny) / fp8::max_e4m3);
+    m = fp8::float_of(e8m0_reciprocal_bits(b));
+  }
+  const __m512 multiplier = _mm512_set1_ps(m);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), detail::codes_of16<false>(_mm512_mul_ps(v0, multiplier)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, multiplier)));
+  return b;
+}
+
+/// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
+/// registers, one pass.
+template <bool Bf16>
+QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+  for (std::int64_t j = 0; j < blocks; ++j)
+    scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
 /// mxfp4_blocks with AVX-512 registers.
@@ -257,15 +244,26 @@ QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, boo
 #pragma GCC diagnostic pop
 #endif
 
+/// The MXFP8 (FlashInfer path) blocks of a widened row: the scales, the codes sat(x * inv(b)) through
+/// the F16C encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding
+/// a NaN or an infinity again through the block function. Only where the machine has that encoder.
+void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers,
+                          std::vector<std::int64_t>& special) {
+  multipliers.resize(static_cast<std::size_t>(blocks));
+  special.resize(static_cast<std::size_t>(blocks));
+  const std::int64_t specials = mxfp8_flashinfer_scales(x, blocks, scales, multipliers.data(), special.data());
+  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::clamp_s_sat, true}, codes);
+  for (std::int64_t i = 0; i < specials; ++i) {
+    const std::int64_t j = special[static_cast<std::size_t>(i)];
+    lp::mxfp8_flashinfer_block(x + j * 32, codes + j * 32);
+  }
+}
+
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
 /// x times 1 / E8(b), through the F16C encoder. Only where the machine has that encoder.
 void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers) {
   multipliers.resize(static_cast<std::size_t>(blocks));
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (detail::has_avx512_kernels()) mxfp8_torch_scales_avx512(x, blocks, scales, multipliers.data());
-  else
-#endif
-    mxfp8_torch_scales(x, blocks, scales, multipliers.data());
+  mxfp8_torch_scales(x, blocks, scales, multipliers.data());
   detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::tcvt, true}, codes);
 }
 
@@ -316,6 +314,9 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
       std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
       if constexpr (nvfp4) nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+      else if (detail::has_avx512_kernels()) mxfp8_blocks_avx512<false>(row, blocks, base == formula::mxfp8_flashinfer, out.codes + r * cols, scales);
+#endif
       else if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, scales, block_scales);
       else if constexpr (mxfp8) mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, scales, block_scales, special);
       if (out.swizzled)
@@ -363,6 +364,17 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
                                                 out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
           continue;
       }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+      if constexpr (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer) {
+        // bf16 rows straight from the input, in registers, where the CPU has AVX-512 (no widened row).
+        if (x.type == element::bf16 && !out.swizzled && detail::has_avx512_kernels() &&
+            reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0) {
+          mxfp8_blocks_avx512<true>(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols / 32, f.base == formula::mxfp8_flashinfer,
+                                    out.codes + r * x.cols, out.block_scales + r * (x.cols / 32));
+          continue;
+        }
+      }
+#endif
       detail::widen(x, r * x.cols, x.cols, row.data());
       if constexpr (f.transform == schemes::pre_transform::hadamard) {
         if (size == 32 && !out.swizzled) {
