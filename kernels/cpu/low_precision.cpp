@@ -235,10 +235,11 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
     scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
-/// mxfp4_blocks with AVX-512 registers.
-QPOLICY_AVX512 void mxfp4_blocks_avx512(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+/// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input.
+template <bool Bf16>
+QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
   for (std::int64_t j = 0; j < blocks; ++j)
-    scales[j] = mxfp4_block_avx512(_mm512_loadu_ps(x + j * 32), _mm512_loadu_ps(x + j * 32 + 16), rceil, codes + j * 16);
+    scales[j] = mxfp4_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), rceil, codes + j * 16);
 }
 
 #pragma GCC diagnostic pop
@@ -270,7 +271,7 @@ void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, s
 /// The MXFP4 blocks of a row on the widest kernel this CPU runs.
 void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (detail::has_avx512_kernels()) return mxfp4_blocks_avx512(x, blocks, rceil, codes, scales);
+  if (detail::has_avx512_kernels()) return mxfp4_blocks_avx512<false>(x, blocks, rceil, codes, scales);
 #endif
   mxfp4_blocks(x, blocks, rceil, codes, scales);
 }
@@ -365,12 +366,18 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
           continue;
       }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-      if constexpr (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer) {
+      if constexpr (f.transform == schemes::pre_transform::none &&
+                    (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer || f.base == formula::mxfp4_even ||
+                     f.base == formula::mxfp4_rceil)) {
         // bf16 rows straight from the input, in registers, where the CPU has AVX-512 (no widened row).
         if (x.type == element::bf16 && !out.swizzled && detail::has_avx512_kernels() &&
             reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0) {
-          mxfp8_blocks_avx512<true>(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols / 32, f.base == formula::mxfp8_flashinfer,
-                                    out.codes + r * x.cols, out.block_scales + r * (x.cols / 32));
+          const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
+          std::uint8_t* scales = out.block_scales + r * (x.cols / 32);
+          if constexpr (f.base == formula::mxfp4_even || f.base == formula::mxfp4_rceil)
+            mxfp4_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp4_rceil, out.codes + r * x.cols / 2, scales);
+          else
+            mxfp8_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp8_flashinfer, out.codes + r * x.cols, scales);
           continue;
         }
       }
