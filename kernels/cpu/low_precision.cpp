@@ -235,6 +235,56 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
     scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
+/// nvfp4_blocks with AVX-512 registers, 16 blocks at a time: each block's NaN-ignoring amax by a
+/// reduction, then the 16 scales as one register (sf = sat(encode * (amax * R6)) through codes_of16, its
+/// value decoded through float16, the multiplier 1 / (scale * decode) or 0), then each block's e2m1 codes
+/// of x * multiplier (x first: a NaN product keeps x's NaN where x is one, as the block function's does).
+/// A block whose scale product is NaN (a NaN encode scale, or 0 times an infinite one) or whose
+/// multiplier is infinite or NaN goes through nvfp4_blocks (which says whose NaN each product keeps),
+/// as do the blocks left over.
+QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const float* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
+                                             std::uint8_t* scales) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  const float decode = 1.0f / encode;
+  std::int64_t j = 0;
+  for (; j + 16 <= blocks; j += 16) {
+    alignas(64) float amax[16], multipliers[16];
+    for (int b = 0; b < 16; ++b) {
+      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(x + (j + b) * 16), magnitude));
+      amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps()));  // a NaN lane gives 0
+    }
+    const __m512 a = _mm512_load_ps(amax);
+    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(encode), _mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
+    __mmask16 special = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+    const __m128i sf = detail::codes_of16<false>(t);  // t >= 0: codes 0..0x7E
+    // e4m3 code c as float16 bits c << 7 is the value times 2^-8 (exponents line up, subnormals too).
+    const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(sf), 7)), _mm512_set1_ps(0x1p8f));
+    const __mmask16 zero = zero_if_scale_zero ? _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_EQ_OQ)
+                                              : _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __m512 m = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(decode)));
+    // An infinite multiplier (an infinite encode scale makes decode 0) turns 0 into NaN, and a NaN one (0
+    // times an infinite decode) makes every code NaN: whose NaN each product keeps is nvfp4_blocks' to say,
+    // so those blocks go there.
+    const __mmask16 unusual = _mm512_cmp_ps_mask(_mm512_abs_ps(m), _mm512_set1_ps(fp8::float_of(0x7F800000u)), _CMP_NLT_UQ);
+    special = static_cast<__mmask16>(special | (unusual & ~zero));
+    _mm512_store_ps(multipliers, _mm512_mask_mov_ps(m, zero, _mm512_setzero_ps()));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), sf);
+    for (int b = 0; b < 16; ++b) {
+      std::uint8_t* q = codes + (j + b) * 8;
+      if (special >> b & 1u) {
+        nvfp4_blocks(x + (j + b) * 16, 1, encode, zero_if_scale_zero, q, scales + j + b);
+        continue;
+      }
+      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_loadu_ps(x + (j + b) * 16), _mm512_set1_ps(multipliers[b])));
+      // 16 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
+      const __m128i bytes = _mm512_maskz_cvtepi32_epi8(0xFFFF, c);
+      const __m128i pairs = _mm_or_si128(_mm_and_si128(bytes, _mm_set1_epi16(0x000F)), _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi16(0x00F0)));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_maskz_cvtepi16_epi8(0xFF, pairs));
+    }
+  }
+  if (j < blocks) nvfp4_blocks(x + j * 16, blocks - j, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+}
+
 /// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
@@ -314,7 +364,13 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       thread_local std::vector<std::int64_t> special;
       if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
       std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
-      if constexpr (nvfp4) nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+      if constexpr (nvfp4) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+        if (detail::has_avx512_kernels()) nvfp4_blocks_avx512(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+        else
+#endif
+          nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+      }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
       else if (detail::has_avx512_kernels()) mxfp8_blocks_avx512<false>(row, blocks, base == formula::mxfp8_flashinfer, out.codes + r * cols, scales);
 #endif
