@@ -166,6 +166,7 @@ QPOLICY_CPU_CLONES void int8_codes(const float* __restrict row, std::int64_t col
 // -Wmaybe-uninitialized reports once inlined here: a false positive.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define QPOLICY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 /// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the block functions' scale and
@@ -228,10 +229,59 @@ QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1,
 }
 
 /// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
-/// registers, one pass.
+/// registers.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
-  for (std::int64_t j = 0; j < blocks; ++j)
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
+  const __m512i man_bits = _mm512_set1_epi32(0x7FFFFF), one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512(), b254 = _mm512_set1_epi32(254);
+  std::int64_t j = 0;
+  // 16 blocks at a time: their amaxes by reductions, then the 16 scale bytes and multipliers as one
+  // register from the bits (mxfp8_block_avx512's scalar steps over lanes), then each block's codes.
+  for (; j + 16 <= blocks; j += 16) {
+    alignas(64) float amax[16], multipliers[16];
+    __mmask16 special = 0;
+    for (int b = 0; b < 16; ++b) {
+      const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32)), magnitude);
+      const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32 + 16)), magnitude);
+      if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) special = static_cast<__mmask16>(special | (1u << b));
+      amax[b] = fp8::float_of(_mm512_reduce_max_epu32(_mm512_max_epu32(a0, a1)));  // NaN blocks are special
+    }
+    const __m512 a = _mm512_load_ps(amax);
+    __m512i u, exp, man, b;
+    if (flashinfer) {
+      // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
+      u = _mm512_castps_si512(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
+      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
+      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
+      // flashinfer_inverse: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
+      _mm512_store_si512(multipliers, _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(b254, b), 23));
+    } else {
+      // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
+      // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
+      const __m512 clamped = _mm512_max_ps(a, _mm512_set1_ps(fp8::float_of(0x00800000u)));
+      u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
+      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
+      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
+                                _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
+      _mm512_store_si512(multipliers, _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
+                                                            _mm512_set1_epi32(0x00400000)));
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
+    for (int k = 0; k < 16; ++k) {
+      const __m512 v0 = detail::load16<Bf16>(x, (j + k) * 32), v1 = detail::load16<Bf16>(x, (j + k) * 32 + 16);
+      std::uint8_t* q = codes + (j + k) * 32;
+      if (special >> k & 1u) {
+        scales[j + k] = mxfp8_block_avx512(v0, v1, flashinfer, q);  // through the block function
+        continue;
+      }
+      const __m512 m = _mm512_set1_ps(multipliers[k]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), detail::codes_of16<false>(_mm512_mul_ps(v0, m)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, m)));
+    }
+  }
+  for (; j < blocks; ++j)
     scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
@@ -242,7 +292,8 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
 /// A block whose scale product is NaN (a NaN encode scale, or 0 times an infinite one) or whose
 /// multiplier is infinite or NaN goes through nvfp4_blocks (which says whose NaN each product keeps),
 /// as do the blocks left over.
-QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const float* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
+template <bool Bf16>
+QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
                                              std::uint8_t* scales) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
   const float decode = 1.0f / encode;
@@ -250,7 +301,7 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const float* x, std::int64_t blocks
   for (; j + 16 <= blocks; j += 16) {
     alignas(64) float amax[16], multipliers[16];
     for (int b = 0; b < 16; ++b) {
-      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(x + (j + b) * 16), magnitude));
+      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 16)), magnitude));
       amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps()));  // a NaN lane gives 0
     }
     const __m512 a = _mm512_load_ps(amax);
@@ -271,18 +322,81 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const float* x, std::int64_t blocks
     _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), sf);
     for (int b = 0; b < 16; ++b) {
       std::uint8_t* q = codes + (j + b) * 8;
+      const __m512 v = detail::load16<Bf16>(x, (j + b) * 16);
       if (special >> b & 1u) {
-        nvfp4_blocks(x + (j + b) * 16, 1, encode, zero_if_scale_zero, q, scales + j + b);
+        float widened[16];
+        _mm512_storeu_ps(widened, v);
+        nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, q, scales + j + b);
         continue;
       }
-      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_loadu_ps(x + (j + b) * 16), _mm512_set1_ps(multipliers[b])));
+      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(v, _mm512_set1_ps(multipliers[b])));
       // 16 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
       const __m128i bytes = _mm512_maskz_cvtepi32_epi8(0xFFFF, c);
       const __m128i pairs = _mm_or_si128(_mm_and_si128(bytes, _mm_set1_epi16(0x000F)), _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi16(0x00F0)));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_maskz_cvtepi16_epi8(0xFF, pairs));
     }
   }
-  if (j < blocks) nvfp4_blocks(x + j * 16, blocks - j, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+  for (; j < blocks; ++j) {
+    float widened[16];
+    _mm512_storeu_ps(widened, detail::load16<Bf16>(x, j * 16));
+    nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+  }
+}
+
+/// The NaN-ignoring amax of n bf16 words (amax_range's max over magnitude bits, NaN lanes masked out);
+/// `nan` says whether there was a NaN.
+QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int64_t n, bool& nan) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
+  __m512i acc = _mm512_setzero_si512();
+  __mmask16 any = 0;
+  std::int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m512i u = _mm512_and_si512(_mm512_castps_si512(detail::load16<true>(words, k)), magnitude);
+    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(u, infinity);
+    acc = _mm512_mask_max_epu32(acc, static_cast<__mmask16>(~is_nan), acc, u);
+    any = static_cast<__mmask16>(any | is_nan);
+  }
+  std::uint32_t a = _mm512_reduce_max_epu32(acc);
+  nan = any != 0;
+  for (; k < n; ++k) {
+    const std::uint32_t u = fp8::bits_of(fp8::from_bf16(words[k])) & 0x7FFFFFFFu;
+    if (u > 0x7F800000u) nan = true;
+    else a = std::max(a, u);
+  }
+  return fp8::float_of(a);
+}
+
+/// An INT8 row (§5.2) of bf16 words straight from the input in AVX-512 registers, the model dtype bf16:
+/// amax_range's max over magnitude bits (with a NaN, the first NaN's magnitude, as its propagating fold
+/// gives), s = rD(amax / 127), then per element rD(w / s) (to_bf16's round-to-nearest-even on the bits),
+/// NaN to 0, the clamp to +-127 and the round half to even of int8_code. Returns s.
+QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q) {
+  bool nan = false;
+  // With a NaN, amax_range's fold gives the first NaN's magnitude (its payload carries into the scale).
+  float amax = bf16_amax_avx512(words, cols, nan);
+  if (nan)
+    for (std::int64_t i = 0; i < cols; ++i)
+      if (const float w = fp8::from_bf16(words[i]); w != w) {
+        amax = fp8::abs_f32(w);
+        break;
+      }
+  const float s = lp::int8_scale(element::bf16, amax);
+  const __m512 scale = _mm512_set1_ps(s), limit = _mm512_set1_ps(127.0f), magic = _mm512_set1_ps(12582912.0f);
+  std::int64_t k = 0;
+  for (; k + 16 <= cols; k += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_div_ps(detail::load16<true>(words, k), scale));
+    // to_bf16: add 0x7FFF plus the kept lowest bit, drop the low half (a NaN lane is set to 0 below).
+    const __m512i rounded = _mm512_and_si512(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))),
+        _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+    const __m512 t = _mm512_castsi512_ps(rounded);
+    const __mmask16 is_nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
+    const __m512 c = _mm512_max_ps(_mm512_min_ps(t, limit), _mm512_sub_ps(_mm512_setzero_ps(), limit));
+    const __m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtepi32_epi8(_mm512_maskz_cvttps_epi32(static_cast<__mmask16>(~is_nan), r)));
+  }
+  for (; k < cols; ++k) q[k] = lp::int8_code(element::bf16, fp8::from_bf16(words[k]), s);
+  return s;
 }
 
 /// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input.
@@ -366,7 +480,7 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
       if constexpr (nvfp4) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-        if (detail::has_avx512_kernels()) nvfp4_blocks_avx512(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+        if (detail::has_avx512_kernels()) nvfp4_blocks_avx512<false>(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
         else
 #endif
           nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
@@ -422,13 +536,33 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
           continue;
       }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+      const bool bf16_words = x.type == element::bf16 && detail::has_avx512_kernels() && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
+      const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
+      if constexpr (F == formula::int8_per_channel) {
+        if (bf16_words) {
+          out.row_scales[r] = int8_row_bf16_avx512(words, x.cols, reinterpret_cast<std::int8_t*>(out.codes) + r * x.cols);
+          continue;
+        }
+      }
+      if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
+        if (bf16_words && !out.swizzled) {
+          float row_encode = encode;
+          if constexpr (F == formula::nvfp4_per_token) {
+            bool nan = false;  // the token's amax ignores NaN
+            const float st = lp::nvfp4_token_scale(bf16_amax_avx512(words, x.cols, nan));
+            row_encode = 1.0f / st;
+            out.row_scales[r] = st;
+          }
+          nvfp4_blocks_avx512<true>(words, x.cols / 16, row_encode, F == formula::nvfp4_weight, out.codes + r * x.cols / 2,
+                                    out.block_scales + r * (x.cols / 16));
+          continue;
+        }
+      }
       if constexpr (f.transform == schemes::pre_transform::none &&
                     (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer || f.base == formula::mxfp4_even ||
                      f.base == formula::mxfp4_rceil)) {
         // bf16 rows straight from the input, in registers, where the CPU has AVX-512 (no widened row).
-        if (x.type == element::bf16 && !out.swizzled && detail::has_avx512_kernels() &&
-            reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0) {
-          const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
+        if (bf16_words && !out.swizzled) {
           std::uint8_t* scales = out.block_scales + r * (x.cols / 32);
           if constexpr (f.base == formula::mxfp4_even || f.base == formula::mxfp4_rceil)
             mxfp4_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp4_rceil, out.codes + r * x.cols / 2, scales);
