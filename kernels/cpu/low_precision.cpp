@@ -17,11 +17,22 @@
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
+#include "low_precision_rows.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cpu {
 
 using schemes::formula;
+
+using rows::e8m0_reciprocal_bits;
+using rows::nvfp4_blocks;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+using rows::bf16_amax_avx512;
+using rows::int8_row_bf16_avx512;
+using rows::mxfp4_blocks_avx512;
+using rows::mxfp8_blocks_avx512;
+using rows::nvfp4_blocks_avx512;
+#endif
 
 namespace {
 
@@ -82,6 +93,10 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
   }
 }
 
+}  // namespace
+
+namespace rows {
+
 /// The NVFP4 16-blocks of a widened row under encode scale `encode` (§6.2 step 4, §6.3 step 4): the
 /// block function (lp::nvfp4_block) restated over whole blocks, the same operations per element (the
 /// amax in eight lanes ignores NaN, so its order does not matter), so the code loop vectorizes.
@@ -118,9 +133,9 @@ QPOLICY_CPU_CLONES void nvfp4_blocks(const float* __restrict x, std::int64_t blo
   }
 }
 
-/// 1 / E8(b) = 2^(127 - b), exactly, from its bits (2^-127 for b = 254 is the subnormal 0x00400000): x
-/// times it is x / E8(b), the same real number rounded once.
-inline std::uint32_t e8m0_reciprocal_bits(std::uint32_t b) { return b == 254 ? 0x00400000u : (254 - b) << 23; }
+}  // namespace rows
+
+namespace {
 
 /// The scales of MXFP8's (torch path, §3.2) 32-blocks of a widened row: the byte, and the multiplier
 /// 1 / E8(b) of the codes (the codes' x / E8(b) as a product: E8(b) is a power of two). The amax ignores
@@ -161,253 +176,6 @@ QPOLICY_CPU_CLONES void int8_codes(const float* __restrict row, std::int64_t col
   for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(D, row[k], s);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// GCC 12's intrinsic headers build some results from an "undefined" register, which
-// -Wmaybe-uninitialized reports once inlined here: a false positive.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#define QPOLICY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
-/// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the block functions' scale and
-/// multiplier, e2m1_flat's codes (e2m1_codes_avx512), the amax as a NaN-ignoring max. Writes 16 code bytes
-/// and returns the scale byte.
-QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool rceil, std::uint8_t* codes) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), magnitude));
-  const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), magnitude));
-  // NaN lanes give the other operand; the zero-masked forms (all lanes kept) avoid GCC 12's headers'
-  // undefined-source idiom, which -Wmaybe-uninitialized flags after inlining.
-  const __m512 m = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));
-  // No NaN is left, so the order of the maxima does not matter: halve to one lane.
-  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(m), 1)));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
-  const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
-  const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
-  const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
-  __m512i c[2];
-  for (int h = 0; h < 2; ++h) c[h] = detail::e2m1_codes_avx512(_mm512_mul_ps(h ? v1 : v0, multiplier));
-  // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
-  const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
-  const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
-                                        _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00F0)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm256_maskz_cvtepi16_epi8(0xFFFF, pairs));
-  return b;
-}
-
-/// One MXFP8 block of a widened row in AVX-512 registers (§3.2 torch path, or §3.3 FlashInfer): the
-/// scale byte and multiplier as the scalar row functions compute them, the codes x times it through
-/// codes_of16 (for a finite block every rule of the two paths is saturating round-to-nearest-even there,
-/// as in the F16C runs). A block holding a NaN or an infinity goes through the block function. Writes 32
-/// codes and returns the scale byte. v0 and v1 hold the block's values (widened).
-QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1, bool flashinfer, std::uint8_t* codes) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
-  const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), magnitude), a1 = _mm512_and_si512(_mm512_castps_si512(v1), magnitude);
-  if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) {
-    float x[32];
-    _mm512_storeu_ps(x, v0);
-    _mm512_storeu_ps(x + 16, v1);
-    return flashinfer ? lp::mxfp8_flashinfer_block(x, codes) : lp::mxfp8_torch_block(x, codes);
-  }
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_castsi512_ps(a0), _mm512_castsi512_ps(a1)));
-  std::uint8_t b;
-  float m;
-  if (flashinfer) {
-    b = lp::e8m0_round_up(amax * fp8::float_of(fp8::inv_448_bits));
-    m = lp::flashinfer_inverse(b);
-  } else {
-    const float tiny = fp8::float_of(0x00800000u);
-    b = lp::e8m0_ceil((amax > tiny ? amax : tiny) / fp8::max_e4m3);
-    m = fp8::float_of(e8m0_reciprocal_bits(b));
-  }
-  const __m512 multiplier = _mm512_set1_ps(m);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), detail::codes_of16<false>(_mm512_mul_ps(v0, multiplier)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, multiplier)));
-  return b;
-}
-
-/// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
-/// registers.
-template <bool Bf16>
-QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
-  const __m512i man_bits = _mm512_set1_epi32(0x7FFFFF), one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512(), b254 = _mm512_set1_epi32(254);
-  std::int64_t j = 0;
-  // 16 blocks at a time: their amaxes by reductions, then the 16 scale bytes and multipliers as one
-  // register from the bits (mxfp8_block_avx512's scalar steps over lanes), then each block's codes.
-  for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float amax[16], multipliers[16];
-    __mmask16 special = 0;
-    for (int b = 0; b < 16; ++b) {
-      const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32)), magnitude);
-      const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32 + 16)), magnitude);
-      if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) special = static_cast<__mmask16>(special | (1u << b));
-      amax[b] = fp8::float_of(_mm512_reduce_max_epu32(_mm512_max_epu32(a0, a1)));  // NaN blocks are special
-    }
-    const __m512 a = _mm512_load_ps(amax);
-    __m512i u, exp, man, b;
-    if (flashinfer) {
-      // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
-      u = _mm512_castps_si512(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
-      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
-      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
-      // flashinfer_inverse: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
-      _mm512_store_si512(multipliers, _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(b254, b), 23));
-    } else {
-      // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
-      // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
-      const __m512 clamped = _mm512_max_ps(a, _mm512_set1_ps(fp8::float_of(0x00800000u)));
-      u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
-      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
-      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
-                                _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
-      _mm512_store_si512(multipliers, _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
-                                                            _mm512_set1_epi32(0x00400000)));
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
-    for (int k = 0; k < 16; ++k) {
-      const __m512 v0 = detail::load16<Bf16>(x, (j + k) * 32), v1 = detail::load16<Bf16>(x, (j + k) * 32 + 16);
-      std::uint8_t* q = codes + (j + k) * 32;
-      if (special >> k & 1u) {
-        scales[j + k] = mxfp8_block_avx512(v0, v1, flashinfer, q);  // through the block function
-        continue;
-      }
-      const __m512 m = _mm512_set1_ps(multipliers[k]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), detail::codes_of16<false>(_mm512_mul_ps(v0, m)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, m)));
-    }
-  }
-  for (; j < blocks; ++j)
-    scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
-}
-
-/// nvfp4_blocks with AVX-512 registers, 16 blocks at a time: each block's NaN-ignoring amax by a
-/// reduction, then the 16 scales as one register (sf = sat(encode * (amax * R6)) through codes_of16, its
-/// value decoded through float16, the multiplier 1 / (scale * decode) or 0), then each block's e2m1 codes
-/// of x * multiplier (x first: a NaN product keeps x's NaN where x is one, as the block function's does).
-/// A block whose scale product is NaN (a NaN encode scale, or 0 times an infinite one) or whose
-/// multiplier is infinite or NaN goes through nvfp4_blocks (which says whose NaN each product keeps),
-/// as do the blocks left over.
-template <bool Bf16>
-QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
-                                             std::uint8_t* scales) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  const float decode = 1.0f / encode;
-  std::int64_t j = 0;
-  for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float amax[16], multipliers[16];
-    for (int b = 0; b < 16; ++b) {
-      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 16)), magnitude));
-      amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps()));  // a NaN lane gives 0
-    }
-    const __m512 a = _mm512_load_ps(amax);
-    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(encode), _mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
-    __mmask16 special = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
-    const __m128i sf = detail::codes_of16<false>(t);  // t >= 0: codes 0..0x7E
-    // e4m3 code c as float16 bits c << 7 is the value times 2^-8 (exponents line up, subnormals too).
-    const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(sf), 7)), _mm512_set1_ps(0x1p8f));
-    const __mmask16 zero = zero_if_scale_zero ? _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_EQ_OQ)
-                                              : _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
-    const __m512 m = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(decode)));
-    // An infinite multiplier (an infinite encode scale makes decode 0) turns 0 into NaN, and a NaN one (0
-    // times an infinite decode) makes every code NaN: whose NaN each product keeps is nvfp4_blocks' to say,
-    // so those blocks go there.
-    const __mmask16 unusual = _mm512_cmp_ps_mask(_mm512_abs_ps(m), _mm512_set1_ps(fp8::float_of(0x7F800000u)), _CMP_NLT_UQ);
-    special = static_cast<__mmask16>(special | (unusual & ~zero));
-    _mm512_store_ps(multipliers, _mm512_mask_mov_ps(m, zero, _mm512_setzero_ps()));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), sf);
-    for (int b = 0; b < 16; ++b) {
-      std::uint8_t* q = codes + (j + b) * 8;
-      const __m512 v = detail::load16<Bf16>(x, (j + b) * 16);
-      if (special >> b & 1u) {
-        float widened[16];
-        _mm512_storeu_ps(widened, v);
-        nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, q, scales + j + b);
-        continue;
-      }
-      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(v, _mm512_set1_ps(multipliers[b])));
-      // 16 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
-      const __m128i bytes = _mm512_maskz_cvtepi32_epi8(0xFFFF, c);
-      const __m128i pairs = _mm_or_si128(_mm_and_si128(bytes, _mm_set1_epi16(0x000F)), _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi16(0x00F0)));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_maskz_cvtepi16_epi8(0xFF, pairs));
-    }
-  }
-  for (; j < blocks; ++j) {
-    float widened[16];
-    _mm512_storeu_ps(widened, detail::load16<Bf16>(x, j * 16));
-    nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
-  }
-}
-
-/// The NaN-ignoring amax of n bf16 words (amax_range's max over magnitude bits, NaN lanes masked out);
-/// `nan` says whether there was a NaN.
-QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int64_t n, bool& nan) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
-  __m512i acc = _mm512_setzero_si512();
-  __mmask16 any = 0;
-  std::int64_t k = 0;
-  for (; k + 16 <= n; k += 16) {
-    const __m512i u = _mm512_and_si512(_mm512_castps_si512(detail::load16<true>(words, k)), magnitude);
-    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(u, infinity);
-    acc = _mm512_mask_max_epu32(acc, static_cast<__mmask16>(~is_nan), acc, u);
-    any = static_cast<__mmask16>(any | is_nan);
-  }
-  std::uint32_t a = _mm512_reduce_max_epu32(acc);
-  nan = any != 0;
-  for (; k < n; ++k) {
-    const std::uint32_t u = fp8::bits_of(fp8::from_bf16(words[k])) & 0x7FFFFFFFu;
-    if (u > 0x7F800000u) nan = true;
-    else a = std::max(a, u);
-  }
-  return fp8::float_of(a);
-}
-
-/// An INT8 row (§5.2) of bf16 words straight from the input in AVX-512 registers, the model dtype bf16:
-/// amax_range's max over magnitude bits (with a NaN, the first NaN's magnitude, as its propagating fold
-/// gives), s = rD(amax / 127), then per element rD(w / s) (to_bf16's round-to-nearest-even on the bits),
-/// NaN to 0, the clamp to +-127 and the round half to even of int8_code. Returns s.
-QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q) {
-  bool nan = false;
-  // With a NaN, amax_range's fold gives the first NaN's magnitude (its payload carries into the scale).
-  float amax = bf16_amax_avx512(words, cols, nan);
-  if (nan)
-    for (std::int64_t i = 0; i < cols; ++i)
-      if (const float w = fp8::from_bf16(words[i]); w != w) {
-        amax = fp8::abs_f32(w);
-        break;
-      }
-  const float s = lp::int8_scale(element::bf16, amax);
-  const __m512 scale = _mm512_set1_ps(s), limit = _mm512_set1_ps(127.0f), magic = _mm512_set1_ps(12582912.0f);
-  std::int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
-    const __m512i u = _mm512_castps_si512(_mm512_div_ps(detail::load16<true>(words, k), scale));
-    // to_bf16: add 0x7FFF plus the kept lowest bit, drop the low half (a NaN lane is set to 0 below).
-    const __m512i rounded = _mm512_and_si512(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))),
-        _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-    const __m512 t = _mm512_castsi512_ps(rounded);
-    const __mmask16 is_nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
-    const __m512 c = _mm512_max_ps(_mm512_min_ps(t, limit), _mm512_sub_ps(_mm512_setzero_ps(), limit));
-    const __m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtepi32_epi8(_mm512_maskz_cvttps_epi32(static_cast<__mmask16>(~is_nan), r)));
-  }
-  for (; k < cols; ++k) q[k] = lp::int8_code(element::bf16, fp8::from_bf16(words[k]), s);
-  return s;
-}
-
-/// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input.
-template <bool Bf16>
-QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
-  for (std::int64_t j = 0; j < blocks; ++j)
-    scales[j] = mxfp4_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), rceil, codes + j * 16);
-}
-
-#pragma GCC diagnostic pop
-#endif
 
 /// The MXFP8 (FlashInfer path) blocks of a widened row: the scales, the codes sat(x * inv(b)) through
 /// the F16C encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding
