@@ -204,9 +204,10 @@ conversion prepare_conversion(const checkpoint& ck, const checkpoint_request& re
 void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_input input, const checkpoint_request& req,
                              checkpoint_summary& sum) {
   const auto& s = input.source;
-  if (s.has_transform_config)
-    throw config_error("", "the checkpoint's compressed-tensors config has a transform_config (online rotations); quantize does not "
-                           "convert rotated checkpoints yet: `qpolicy plan --model-dir` shows what vLLM does with it");
+  // A transform_config is carried over as it is: it cannot also hold the online plan's rotations.
+  if (s.has_transform_config && !rotation_groups(c.model, c.decisions).empty())
+    throw config_error("", "the online plan rotates layers (a Hadamard size), and the checkpoint's compressed-tensors config has a "
+                           "transform_config of its own; quantize does not merge two transform_configs");
   check_quantization_argument(s, req.quantization);
   if (req.format == checkpoint_format::vllm_fp8)
     throw config_error("", "--format vllm-fp8 cannot express an already-quantized checkpoint's layers beside the online ones (one fp8 "
@@ -224,6 +225,14 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
   // decodes itself: an extension, named.
   for (const auto& l : composed.layers)
     if (l.failed() && l.stage == error_stage::build) throw config_error("", *composed.first_error());
+  // A rotated layer's stored weight is the rotated one: requantized without its transform it would be
+  // wrong, and which modules a transform_config rotates is not read here.
+  if (s.has_transform_config)
+    for (std::size_t i = 0; i < composed.layers.size(); ++i)
+      if (composed.layers[i].kind == composition::requantized)
+        throw config_error("", "layer " + c.model.layers[i].name + " is planned for requantization, but the checkpoint's compressed-tensors "
+                               "config has a transform_config (online rotations, whose rotated weights a requantization would have "
+                               "to undo): quantize converts such a checkpoint only where its layers are kept");
   std::map<std::string, std::vector<std::string>> undecoded;  // vLLM's load error -> the layers
   for (std::size_t i = 0; i < composed.layers.size(); ++i)
     if (auto& l = composed.layers[i]; l.failed()) {

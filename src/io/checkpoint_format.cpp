@@ -440,7 +440,11 @@ json::object mixed_quantization_config(const model_desc& model, const plan& onli
   json::array ignore;
   for (const auto& name : unquantized_modules_if(model, unquantized, true)) ignore.emplace_back(name);
   const auto* kv = checkpoint_config.if_contains("kv_cache_scheme");
-  return ct_config(std::move(config_groups), formats, std::move(ignore), transform_config(model, online), kv ? *kv : json::value(nullptr));
+  // The checkpoint's own rotations stay as it wrote them (the online plan then rotates nothing).
+  auto transforms = transform_config(model, online);
+  if (const auto* t = checkpoint_config.if_contains("transform_config"); t && t->is_object() && !t->get_object().empty())
+    transforms = t->get_object();
+  return ct_config(std::move(config_groups), formats, std::move(ignore), std::move(transforms), kv ? *kv : json::value(nullptr));
 }
 
 }  // namespace checkpoint_io

@@ -61,7 +61,7 @@ boost::json::object quantization_config(checkpoint_format f, const model_desc& m
 /// kept layers' groups (`kept`, in order), then one group per scheme of the layers the online plan
 /// quantizes (named `group_N`, or `online_group_N` where the checkpoint has that name), every group
 /// naming its modules; `ignore` lists the modules `unquantized(i)` leaves in high precision; the
-/// checkpoint's kv_cache_scheme carried over.
+/// checkpoint's kv_cache_scheme carried over, and its transform_config (else the online plan's).
 boost::json::object mixed_quantization_config(const model_desc& model, const plan& online,
                                               const std::vector<std::pair<std::string, boost::json::object>>& kept,
                                               const std::function<bool(std::size_t)>& unquantized,

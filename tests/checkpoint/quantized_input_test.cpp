@@ -573,3 +573,40 @@ TEST_CASE("quantize on ModelOpt NVFP4 keeps its layers in a MIXED_PRECISION chec
             "which a compressed-tensors checkpoint cannot hold byte for byte");
   }
 }
+
+TEST_CASE("quantize on a rotated MXFP4 checkpoint keeps its rotated layers and transform_config beside online ones",
+          "[checkpoint][quantize][requantize]") {
+  const qpolicy::test::temp_dir tmp("quantized-input-rotated");
+  const auto bf16 = bf16_dir(tmp.path());
+  // The attention rotated by Hadamard 32, then MXFP4 (compressed-tensors' transform_config).
+  const auto rotated = quantized_input(bf16, tmp.path(), "rotated", R"({"linear": "mxfp4_hadamard32"})");
+  const auto in = tensors_of(rotated);
+
+  SECTION("kept layers and their transform weights byte for byte; the experts online as from the bf16 model") {
+    const auto [err, got, want] = convert_beside_bf16(rotated, bf16, tmp.path() / "out", tmp.path() / "direct", R"({"moe": "fp8_per_block"})");
+    CHECK_THAT(err, Catch::Contains("quantized online: 2"));
+    std::size_t kept = 0, online = 0;
+    for (const auto& [name, t] : got) {
+      INFO(name);
+      if (name.find(".experts.") != std::string::npos) {
+        REQUIRE(want.count(name));
+        CHECK(t.bytes == want.at(name).bytes);
+        ++online;
+      } else {
+        REQUIRE(in.count(name));
+        CHECK(t.bytes == in.at(name).bytes);
+        kept += name.find("_input.weight") != std::string::npos;
+      }
+    }
+    CHECK(online == 2 * 4 * 3 * 2);  // each expert projection's codes and scales
+    CHECK(kept > 0);                 // the transform weights
+    const auto qc = quantization_config(tmp.path() / "out");
+    CHECK(qc.at("transform_config") == quantization_config(rotated).at("transform_config"));
+    CHECK(qc.at("config_groups").as_object().size() == 2);
+  }
+
+  SECTION("requantizing a rotated layer is refused, and nothing is written") {
+    refused({"quantize", "-c", R"({"linear": "fp8_per_block"})"}, rotated, tmp.path() / "refused",
+            "but the checkpoint's compressed-tensors config has a transform_config");
+  }
+}
