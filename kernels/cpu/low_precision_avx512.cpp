@@ -23,6 +23,25 @@ namespace qpolicy::cpu::rows {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define QPOLICY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
+/// The maxima of 16 registers' lanes, register b's in lane b: a tree of lane shuffles (each level halves
+/// the registers and the lanes per register, so lanes of one register only ever meet lanes of the same
+/// one), then one permute into block order. A NaN lane affects only its own register's result.
+QPOLICY_AVX512 inline __m512 lane_maxima16(const __m512 (&v)[16]) {
+  __m512 m[8], n[4], o[2];
+  // [v_2k lanes max'd in halves | v_2k+1's]: 8 partial maxima each.
+  for (int k = 0; k < 8; ++k)
+    m[k] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44), _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+  // 128-bit lane L of n_j: register 4j + L's 4 partials.
+  for (int j = 0; j < 4; ++j)
+    n[j] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * j], m[2 * j + 1], 0x88), _mm512_shuffle_f32x4(m[2 * j], m[2 * j + 1], 0xDD));
+  // Lane L of o_i: 2 partials each of registers 8i + L and 8i + 4 + L.
+  for (int i = 0; i < 2; ++i)
+    o[i] = _mm512_max_ps(_mm512_shuffle_ps(n[2 * i], n[2 * i + 1], 0x44), _mm512_shuffle_ps(n[2 * i], n[2 * i + 1], 0xEE));
+  // Element 4L + q: register 4q + L.
+  const __m512 t = _mm512_max_ps(_mm512_shuffle_ps(o[0], o[1], 0x88), _mm512_shuffle_ps(o[0], o[1], 0xDD));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t);
+}
+
 /// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the block functions' scale and
 /// multiplier, e2m1_flat's codes (e2m1_codes_avx512), the amax as a NaN-ignoring max. Writes 16 code bytes
 /// and returns the scale byte.
@@ -92,15 +111,16 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
   // 16 blocks at a time: their amaxes by reductions, then the 16 scale bytes and multipliers as one
   // register from the bits (mxfp8_block_avx512's scalar steps over lanes), then each block's codes.
   for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float amax[16], multipliers[16];
+    alignas(64) float multipliers[16];
+    __m512 blocks16[16];
     __mmask16 special = 0;
     for (int b = 0; b < 16; ++b) {
       const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32)), magnitude);
       const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32 + 16)), magnitude);
       if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) special = static_cast<__mmask16>(special | (1u << b));
-      amax[b] = fp8::float_of(_mm512_reduce_max_epu32(_mm512_max_epu32(a0, a1)));  // NaN blocks are special
+      blocks16[b] = _mm512_castsi512_ps(_mm512_max_epu32(a0, a1));  // NaN and infinite blocks are special
     }
-    const __m512 a = _mm512_load_ps(amax);
+    const __m512 a = lane_maxima16(blocks16);
     __m512i u, exp, man, b;
     if (flashinfer) {
       // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
@@ -153,12 +173,13 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
   const float decode = 1.0f / encode;
   std::int64_t j = 0;
   for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float amax[16], multipliers[16];
+    alignas(64) float multipliers[16];
+    __m512 blocks16[16];
     for (int b = 0; b < 16; ++b) {
       const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 16)), magnitude));
-      amax[b] = _mm512_reduce_max_ps(_mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps()));  // a NaN lane gives 0
+      blocks16[b] = _mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps());  // a NaN lane gives 0
     }
-    const __m512 a = _mm512_load_ps(amax);
+    const __m512 a = lane_maxima16(blocks16);
     const __m512 t = _mm512_mul_ps(_mm512_set1_ps(encode), _mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
     __mmask16 special = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
     const __m128i sf = detail::codes_of16<false>(t);  // t >= 0: codes 0..0x7E
