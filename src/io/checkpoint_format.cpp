@@ -340,6 +340,14 @@ std::string_view scale_suffix(checkpoint_format f, method m) {
   return f == checkpoint_format::vllm_fp8 ? schemes::contract_of(m).checkpoint_scale : std::string_view("weight_scale");
 }
 
+scale_spelling scale_spelling_of(checkpoint_format f, method m) {
+  const auto scales = schemes::contract_of(m).scales;
+  if ((f == checkpoint_format::quark || f == checkpoint_format::modelopt) && scales == fp8::weight_scales::per_channel)
+    return scale_spelling::rows_1d;
+  if (f == checkpoint_format::modelopt && scales == fp8::weight_scales::block_128x128) return scale_spelling::blocks_4d;
+  return scale_spelling::grid;
+}
+
 namespace {
 
 /// One config group per (weight layout, activation) pair of the layers `p` quantizes, in the order the

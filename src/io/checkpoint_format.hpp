@@ -41,6 +41,12 @@ checkpoint_format choose_format(checkpoint_format requested, const model_desc& m
 /// The name suffix of a weight's scale tensor, `P.weight_scale` or `P.weight_scale_inv`.
 std::string_view scale_suffix(checkpoint_format f, method m);
 
+/// How format `f` spells the shape of method `m`'s FP8 scale tensor (the bytes are the same): the key's
+/// grid, per-channel [N] (Quark's and ModelOpt's ChannelQuantScaleParameter; compressed-tensors writes
+/// [N, 1]), or ModelOpt's 4-D blocks [N/128, 1, K/128, 1].
+enum class scale_spelling : std::uint8_t { grid, rows_1d, blocks_4d };
+scale_spelling scale_spelling_of(checkpoint_format f, method m);
+
 /// One tensor a low-precision weight `M.weight` is stored as: `M.<suffix>`, its element type and shape.
 struct stored_tensor {
   std::string_view suffix;

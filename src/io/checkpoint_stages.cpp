@@ -131,10 +131,7 @@ void add_layer_members(const checkpoint& ck, const model_desc& model, const laye
     m.tensor = tensor;
     m.formula = f;
     m.scale_suffix = scale_suffix(format, lp.decided);
-    if ((format == checkpoint_format::quark || format == checkpoint_format::modelopt) && contract.scales == fp8::weight_scales::per_channel)
-      m.scale_shape = member::scale_spelling::rows_1d;
-    if (format == checkpoint_format::modelopt && contract.scales == fp8::weight_scales::block_128x128)
-      m.scale_shape = member::scale_spelling::blocks_4d;
+    m.scale_shape = scale_spelling_of(format, lp.decided);
     m.joint = joint_id;
     m.transform_size = rotation;
     std::string input_name = tensor;
@@ -287,8 +284,8 @@ output_layout plan_output(const checkpoint& ck, const quant_units& units, const 
     const key_id key = *schemes::formula_of(m.formula).key;
     o.specs.push_back({m.tensor, st::stored_type(key_of(key).data), {m.rows, m.cols}});
     auto shape = tensor_scale_shape(key, m.rows, m.cols);  // the same bytes in each spelling
-    if (m.scale_shape == member::scale_spelling::rows_1d) shape = {shape[0]};
-    if (m.scale_shape == member::scale_spelling::blocks_4d) shape = {shape[0], 1, shape[1], 1};
+    if (m.scale_shape == scale_spelling::rows_1d) shape = {shape[0]};
+    if (m.scale_shape == scale_spelling::blocks_4d) shape = {shape[0], 1, shape[1], 1};
     o.specs.push_back({scale_name(m), st::stored_type(key_of(key).scale.type), std::move(shape)});
   }
   o.first_spec.push_back(o.specs.size());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint_files.hpp"
+#include "checkpoint_format.hpp"
 #include "chunk_io.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
@@ -25,9 +26,7 @@ struct member {
   std::string tensor;  // "P.weight"
   schemes::formula formula = schemes::formula::fp8_per_tensor_static;  // what quantizes it
   std::string_view scale_suffix;  // the scheme's scale tensor name: weight_scale or weight_scale_inv
-  /// How the scale tensor's shape is spelled: as the key's grid, per-channel [N] (Quark's and ModelOpt's
-  /// ChannelQuantScaleParameter; compressed-tensors writes [N, 1]), or ModelOpt's 4-D blocks [N/128, 1, K/128, 1].
-  enum class scale_spelling : std::uint8_t { grid, rows_1d, blocks_4d } scale_shape = scale_spelling::grid;
+  scale_spelling scale_shape = scale_spelling::grid;  // how the format spells the scale tensor's shape
   int joint = -1;  // members with the same joint id share one per-tensor scale (fused shards, gate/up; NVFP4's
                    // global scale)
   std::int64_t transform_size = 0;  // a rotating formula's Hadamard size (the layer's hadamard_size)
