@@ -99,8 +99,8 @@ std::optional<std::string_view> modelopt_algo(method m, layer_kind kind, std::op
 /// Those pairs in words, for messages.
 std::string modelopt_algos_text();
 
-/// The quantized_layers entry of a kept ModelOpt NVFP4 module: NVFP4 with the checkpoint's group size.
-boost::json::object modelopt_nvfp4_entry(const boost::json::object& checkpoint_config);
+/// The quantized_layers entry of a kept ModelOpt NVFP4 module: NVFP4 in 16-blocks, as its stored tensors are.
+boost::json::object modelopt_nvfp4_entry();
 
 /// ModelOpt's MIXED_PRECISION quantization_config for a conversion that keeps ModelOpt NVFP4 layers:
 /// `kept` (module -> entry) and every module the online plan quantizes (its modelopt_algo) in

@@ -61,11 +61,10 @@ std::string modelopt_algos_text() {
   return out;
 }
 
-json::object modelopt_nvfp4_entry(const json::object& checkpoint_config) {
-  const json::object* from = &checkpoint_config;
-  if (const auto* nested = checkpoint_config.if_contains("quantization"); nested && nested->is_object()) from = &nested->get_object();
-  const auto* group = from->if_contains("group_size");
-  return {{"group_size", group && group->is_int64() ? group->get_int64() : 16}, {"quant_algo", "NVFP4"}};
+json::object modelopt_nvfp4_entry() {
+  // check_stored_tensors has proved the kept tensors NVFP4 16-blocks (weight_scale [N, K/16]), whatever the
+  // checkpoint's group_size said: the entry states what the bytes are.
+  return {{"group_size", 16}, {"quant_algo", "NVFP4"}};
 }
 
 json::object modelopt_mixed_quantization_config(const model_desc& model, const plan& online,

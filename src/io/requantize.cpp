@@ -272,7 +272,7 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
         if (s.method == checkpoint_method::modelopt_fp4 && requested != checkpoint_format::compressed_tensors) {
           out.format = checkpoint_format::modelopt;
           for (const auto& module : stored_modules(model, layer, s.expert_projections))
-            out.groups.emplace_back(module, modelopt_nvfp4_entry(in.config));
+            out.groups.emplace_back(module, modelopt_nvfp4_entry());
           break;
         }
         [[fallthrough]];
