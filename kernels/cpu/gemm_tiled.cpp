@@ -7,6 +7,7 @@
 
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
+#include "decode_gemm.hpp"
 
 namespace qpolicy::cpu {
 
@@ -15,16 +16,6 @@ namespace {
 constexpr std::int64_t panel_cols = 32;   // divides 128: one weight block's scale per panel
 constexpr std::int64_t panel_depth = 128;  // one K chunk of the block-scaled GEMM
 constexpr std::int64_t row_block = 64;
-
-/// The 256 decoded e4m3fn values.
-const std::array<float, 256>& decode_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[static_cast<std::size_t>(c)] = fp8::decode(static_cast<std::uint8_t>(c));
-    return t;
-  }();
-  return table;
-}
 
 // acc[r][j] += a[r][t] * panel[t][j] for t in [0, depth): per output the products are added in K
 // order, as in the reference (the vector lanes run over j, so nothing is reassociated).
@@ -65,7 +56,7 @@ QPOLICY_CPU_CLONES void accumulate_rows(const float* __restrict a, std::int64_t 
 /// Decodes W[n0 + j, k0 + t] into panel[t][j] (columns past n are zero).
 void decode_panel(const std::uint8_t* w, std::int64_t n, std::int64_t k, std::int64_t n0, std::int64_t k0,
                   std::int64_t depth, float* panel) {
-  const auto& table = decode_table();
+  const auto& table = detail::e4m3_values();
   const std::int64_t cols = std::min(panel_cols, n - n0);
   for (std::int64_t j = 0; j < panel_cols; ++j) {
     if (j >= cols) {
@@ -80,7 +71,7 @@ void decode_panel(const std::uint8_t* w, std::int64_t n, std::int64_t k, std::in
 /// A decoded into float32, rows split over threads.
 std::vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_t k, unsigned threads) {
   std::vector<float> out(static_cast<std::size_t>(m * k));
-  const auto& table = decode_table();
+  const auto& table = detail::e4m3_values();
   detail::parallel_ranges(m, threads, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t i = first * k; i < last * k; ++i) out[static_cast<std::size_t>(i)] = table[a[i]];
   });
@@ -118,6 +109,23 @@ void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads
   });
 }
 
+/// A's codes decoded into float32 and bf16 (exact: e4m3 values are normal bf16 numbers), for the
+/// decode-batch GEMM.
+struct decoded_batch {
+  std::vector<float> values;
+  std::vector<std::uint16_t> bf16;
+  decoded_batch(const std::uint8_t* a, std::int64_t m, std::int64_t k) : values(static_cast<std::size_t>(m * k)), bf16(values.size()) {
+    const auto& table = detail::e4m3_values();
+    for (std::size_t i = 0; i < values.size(); ++i) bf16[i] = fp8::to_bf16(values[i] = table[a[i]]);
+  }
+  detail::batch_activations view(std::int64_t m) const { return {values.data(), bf16.data(), m}; }
+};
+
+void add_bias_rows(float* out, std::int64_t m, std::int64_t n, const float* bias) {
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t j = 0; j < n; ++j) out[r * n + j] += bias[j];
+}
+
 struct no_chunks {
   static constexpr bool per_chunk = false;
   void operator()(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const float*, float*) const {}
@@ -128,6 +136,16 @@ struct no_chunks {
 void gemm_scaled(const std::uint8_t* a, const float* a_scale, bool a_per_row, const std::uint8_t* w,
                  const float* w_scale, bool w_per_row, std::int64_t m, std::int64_t n, std::int64_t k, float* out,
                  const float* bias, const gemm_options& options) {
+  if (m <= detail::decode_batch_rows) {
+    const decoded_batch x(a, m, k);
+    detail::decode_gemm(detail::e4m3_weights{w, n, k}, x.view(m), nullptr, out, options.threads);
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float v = out[r * n + j] * a_scale[a_per_row ? r : 0] * w_scale[w_per_row ? j : 0];
+        out[r * n + j] = bias ? v + bias[j] : v;
+      }
+    return;
+  }
   const auto a_f = decode_all(a, m, k, options.threads);
   gemm_items(m, n, k, options.threads, a_f.data(), w, nullptr,
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
@@ -162,6 +180,13 @@ struct block_chunks {
 void gemm_blocked(const std::uint8_t* a, const float* a_scale, const std::uint8_t* w, const float* w_scale,
                   std::int64_t m, std::int64_t n, std::int64_t k, float* out, const float* bias,
                   const gemm_options& options) {
+  if (m <= detail::decode_batch_rows) {
+    const decoded_batch x(a, m, k);
+    const detail::group_scales groups{a_scale, w_scale, k / 128};
+    detail::decode_gemm(detail::e4m3_weights{w, n, k}, x.view(m), &groups, out, options.threads);
+    if (bias) add_bias_rows(out, m, n, bias);
+    return;
+  }
   const auto a_f = decode_all(a, m, k, options.threads);
   gemm_items(m, n, k, options.threads, a_f.data(), w, nullptr,
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
@@ -175,6 +200,10 @@ void gemm_blocked(const std::uint8_t* a, const float* a_scale, const std::uint8_
 
 void gemm_f32(const float* a, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* out,
               const gemm_options& options) {
+  if (m <= detail::decode_batch_rows) {
+    detail::decode_gemm_f32(detail::f32_weights{w, n, k}, {a, nullptr, m}, nullptr, out, options.threads);
+    return;
+  }
   gemm_items(m, n, k, options.threads, a, nullptr, w,
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
                const std::int64_t cols = std::min(panel_cols, n - n0);

@@ -6,6 +6,7 @@
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
+#include "decode_gemm.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -95,19 +96,12 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   return a;
 }
 
-void weight_only_gemm(const float* a, const float* a_scale, const float* w, const float* w_scale, float tensor_scale, std::int64_t rows,
-                      std::int64_t n, std::int64_t k, const float* bias, float* out, const forward_options& o) {
-  if (o.path == kernel_path::vectorized) {
-    gemm_f32(a, w, rows, n, k, out, {o.threads});
-  } else {
-    for (std::int64_t m = 0; m < rows; ++m)
-      for (std::int64_t j = 0; j < n; ++j) {
-        float acc = 0.0f;
-        for (std::int64_t t = 0; t < k; ++t) acc += a[m * k + t] * w[j * k + t];
-        out[m * n + j] = acc;
-      }
-  }
-  // The outer scales after the sum, in a fixed order: token (NVFP4), row (INT8), tensor (NVFP4's scale_2).
+namespace {
+
+/// The outer scales after the sum, in a fixed order: token (NVFP4), row (INT8), tensor (NVFP4's
+/// scale_2); then the bias.
+void apply_outer_scales(float* out, std::int64_t rows, std::int64_t n, const float* a_scale, const float* w_scale, float tensor_scale,
+                        const float* bias) {
   for (std::int64_t m = 0; m < rows; ++m)
     for (std::int64_t j = 0; j < n; ++j) {
       float v = out[m * n + j];
@@ -118,6 +112,42 @@ void weight_only_gemm(const float* a, const float* a_scale, const float* w, cons
       out[m * n + j] = v;
     }
 }
+
+}  // namespace
+
+template <formula F>
+void weight_only_matmul(const treated_activations& a, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
+                        const forward_options& o) {
+  const std::int64_t n = w.rows, k = w.cols;
+  if (o.path == kernel_path::reference) {
+    const auto wd = decode_weights<F>(w, 1);
+    for (std::int64_t m = 0; m < rows; ++m)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (std::int64_t t = 0; t < k; ++t) acc += a.values[static_cast<std::size_t>(m * k + t)] * wd[static_cast<std::size_t>(j * k + t)];
+        out[m * n + j] = acc;
+      }
+  } else if (rows <= decode_batch_rows) {
+    std::vector<std::uint16_t> bf16(a.values.size());
+    const bool exact = has_bf16_dot_kernels() && exact_bf16(a.values.data(), rows * k, bf16.data());
+    decode_gemm(formula_weights<F>{&w}, {a.values.data(), exact ? bf16.data() : nullptr, rows}, nullptr, out, o.threads);
+  } else {
+    const auto wd = decode_weights<F>(w, o.threads);
+    gemm_f32(a.values.data(), wd.data(), rows, n, k, out, {o.threads});
+  }
+  apply_outer_scales(out, rows, n, a.row_scale.empty() ? nullptr : a.row_scale.data(),
+                     F == formula::int8_per_channel ? w.row_scales.data() : nullptr, F == formula::nvfp4_weight ? w.tensor_scale : 1.0f, bias);
+}
+template void weight_only_matmul<formula::mxfp8_torch>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
+                                                       const forward_options&);
+template void weight_only_matmul<formula::mxfp4_even>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
+                                                      const forward_options&);
+template void weight_only_matmul<formula::int8_per_channel>(const treated_activations&, std::int64_t, const lp_matrix&, const float*,
+                                                            float*, const forward_options&);
+template void weight_only_matmul<formula::nvfp4_weight>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
+                                                        const forward_options&);
+template void weight_only_matmul<formula::lut_b>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
+                                                 const forward_options&);
 
 void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
   const auto& f = schemes::formula_of(*schemes::formula_of_key(c.weight_key));

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -12,7 +15,9 @@
 #include <vector>
 
 #include "best_time.hpp"
+#include "linear_bench.hpp"
 #include "qpolicy/kernels/cpu/forward.hpp"
+#include "qpolicy/schemes/registry.hpp"
 #include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 
 namespace qp = qpolicy;
@@ -20,7 +25,49 @@ using qpolicy::bench::best_seconds;
 namespace fp8 = qpolicy::fp8;
 namespace cpu = qpolicy::cpu;
 
+namespace {
+
+/// Every shorthand's linear layer at M = 1, 8 and 256 on Llama-3.1-8B's MLP shapes (gate/up rows
+/// [14336, 4096], down [4096, 14336]).
+void linear_layers(std::string_view only) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int runs = 3;
+  for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{14336, 4096}, {4096, 14336}}) {
+    qp::bench::linear_shape s{n, k, std::vector<float>(static_cast<std::size_t>(n * k)), std::vector<std::uint16_t>(static_cast<std::size_t>(n * k))};
+    for (std::size_t i = 0; i < s.w_f32.size(); ++i) s.w_bf16[i] = fp8::to_bf16(s.w_f32[i] = 0.02f * normal(rng));
+    for (const std::int64_t m : {1, 8, 256}) {
+      std::vector<float> xf(static_cast<std::size_t>(m * k)), out(static_cast<std::size_t>(m * n));
+      std::vector<std::uint16_t> x(xf.size()), outb(out.size());
+      for (std::size_t i = 0; i < x.size(); ++i) xf[i] = fp8::from_bf16(x[i] = fp8::to_bf16(normal(rng)));
+      const double flops = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
+      const double t_f32 = best_seconds(runs, [&] { cpu::gemm_f32(xf.data(), s.w_f32.data(), m, n, k, out.data()); });
+      const auto shape = fmt::format("m{}_{}x{}x{}", m, m, n, k);
+      fmt::print("bench: cpu_linear_f32_{} {:.1f} GFLOPS ({:.1f} GB/s of weights)\n", shape, flops / t_f32 / 1e9,
+                 4e-9 * static_cast<double>(n * k) / t_f32);
+      const auto report = [&](std::string_view name, double t) {
+        fmt::print("bench: cpu_linear_{}_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", name, shape, flops / t / 1e9, t_f32 / t);
+      };
+      const auto each = [&](auto scheme) {
+        using Scheme = decltype(scheme);
+        if (only.empty() || only == Scheme::name) report(Scheme::name, qp::bench::time_layer<Scheme>(s, x, m, outb, runs));
+      };
+      qp::registry::for_each_type(qp::registry::fp8_scheme_types, each);
+      qp::registry::for_each_type(qp::registry::weight_only_scheme_types, each);
+    }
+  }
+}
+
+}  // namespace
+
 int main() {
+  // QPOLICY_GEMM_BENCH_ONLY=SCHEME: only that scheme's linear layers (to profile one).
+  const char* only_env = std::getenv("QPOLICY_GEMM_BENCH_ONLY");
+  const std::string_view only = only_env ? only_env : "";
+  if (!only.empty()) {
+    linear_layers(only);
+    return 0;
+  }
   const std::int64_t m = 256;
   const std::int64_t shapes[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
   std::mt19937 rng(1);
@@ -60,5 +107,6 @@ int main() {
     f32_sum += t_f32;
   }
   fmt::print("bench: cpu_gemm_fp8_block_all_shapes {:.3f} s vs f32_gemm {:.2f}x\n", fp8_sum, f32_sum / fp8_sum);
+  linear_layers(only);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -29,25 +30,55 @@ using qpolicy::test::bf16_tensor;
 using qpolicy::test::random_bf16;
 using qpolicy::test::relative_error;
 
-TEST_CASE("tiled FP8 GEMMs equal the reference GEMMs bit for bit", "[gemm]") {
-  const std::int64_t m = GENERATE(1, 5, 67), n = GENERATE(1, 33, 130, 256), k = GENERATE(128, 256, 200);
+namespace {
+/// Whether out [m, n] is within fp8-numerics §10's tolerance of the exact GEMM of the decoded codes
+/// (sums in any order): |out - exact| <= ulp(exact) + (K + 4) 2^-24 sum |terms| (scales and all).
+bool within_gemm_bound(const std::vector<float>& out, const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& w,
+                       std::int64_t m, std::int64_t n, std::int64_t k, const std::function<double(std::int64_t, std::int64_t, std::int64_t)>& scale) {
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double exact = 0, terms = 0;
+      for (std::int64_t t = 0; t < k; ++t) {
+        const double p = double(fp8::decode(a[static_cast<std::size_t>(i * k + t)])) * fp8::decode(w[static_cast<std::size_t>(j * k + t)]) * scale(i, j, t);
+        exact += p;
+        terms += std::fabs(p);
+      }
+      const double ulp = exact == 0 ? 0x1p-149 : std::ldexp(1.0, std::ilogb(exact) - 23);
+      const double got = out[static_cast<std::size_t>(i * n + j)];
+      if (!(std::fabs(got - exact) <= ulp + double(k + 4) * std::ldexp(terms, -24))) return false;
+    }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("tiled FP8 GEMMs: within §10's bound at decode batches, the reference's bits above", "[gemm]") {
+  const std::int64_t m = GENERATE(1, 5, 16, 17, 67), n = GENERATE(1, 33, 130, 256), k = GENERATE(128, 256, 200);
   INFO("m=" << m << " n=" << n << " k=" << k);
   std::mt19937 rng(static_cast<unsigned>(7 + m * 1000 + n * 10 + k));
   const auto a = random_codes(static_cast<std::size_t>(m * k), rng), w = random_codes(static_cast<std::size_t>(n * k), rng);
   std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+  // Up to 16 rows the GEMM decodes weight rows step by step and sums 16 lanes (decode_gemm.hpp); more
+  // rows take the panels, whose per-output K-order sums are the reference's.
+  const bool decode_batch = m <= 16;
+  const auto check = [&](const std::function<double(std::int64_t, std::int64_t, std::int64_t)>& scale) {
+    if (decode_batch) REQUIRE(within_gemm_bound(got, a, w, m, n, k, scale));
+    else REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  };
   for (bool a_rows : {false, true})
     for (bool w_rows : {false, true}) {
       const auto sa = random_scales(static_cast<std::size_t>(m), rng), sw = random_scales(static_cast<std::size_t>(n), rng);
       cpu::reference::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, want.data());
       cpu::gemm_scaled(a.data(), sa.data(), a_rows, w.data(), sw.data(), w_rows, m, n, k, got.data(), nullptr, {3});
-      REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+      check([&](std::int64_t i, std::int64_t j, std::int64_t) { return double(sa[a_rows ? i : 0]) * sw[w_rows ? j : 0]; });
     }
   if (k % 128 != 0) return;  // block scaling takes whole 128-wide K chunks
   const auto sa = random_scales(static_cast<std::size_t>(m * (k / 128)), rng);
   const auto sw = random_scales(static_cast<std::size_t>(((n + 127) / 128) * (k / 128)), rng);
   cpu::reference::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, want.data());
   cpu::gemm_blocked(a.data(), sa.data(), w.data(), sw.data(), m, n, k, got.data(), nullptr, {2});
-  REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  check([&](std::int64_t i, std::int64_t j, std::int64_t t) {
+    return double(sa[static_cast<std::size_t>(i * (k / 128) + t / 128)]) * sw[static_cast<std::size_t>((j / 128) * (k / 128) + t / 128)];
+  });
 }
 
 TEST_CASE("the float32 GEMM baseline computes A W^T", "[gemm]") {
@@ -103,12 +134,11 @@ constexpr double error_bound() {
   }
 }
 
-/// The outputs of a layer's vectorized and reference paths, against the float32 pass: the scaled FP8
-/// paths give the same bits, the weight-only paths (blocked or plain float32 sums) each stay in the bound.
+/// The outputs of a layer's vectorized and reference paths, against the float32 pass: each stays in the
+/// bound (their sums may differ in order, fp8-numerics §10 and low-precision §9).
 template <class Scheme>
 void check_paths(const std::vector<std::uint16_t>& fast, const std::vector<std::uint16_t>& slow, const std::vector<float>& ref,
                  double bound) {
-  if constexpr (!cpu::is_weight_only<Scheme>) REQUIRE(fast == slow);
   for (const auto* out : {&fast, &slow}) {
     const double err = relative_error(*out, ref);
     INFO((out == &fast ? "vectorized" : "reference") << " path: relative error " << err << " (bound " << bound << ")");

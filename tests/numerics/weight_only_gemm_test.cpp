@@ -215,3 +215,24 @@ TEST_CASE("weight-only layers refuse the sizes vLLM refuses, with its message, a
   cpu::moe_forward_f32(w13.view(), w2.view(), experts, x.view(), {ids.data(), weights.data(), 2}, ref.data());
   CHECK(relative_error(out, ref) < 0.38);
 }
+
+TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound on tiny weight blocks and on activations that are not bf16",
+                        "[forward][weight_only]", qpolicy::test::weight_only_schemes) {
+  using Scheme = TestType;
+  // Rows 0..31 are about 2^-128 (MXFP4's scale byte then falls below 2, MXFP8's below 10: their
+  // values would be bf16 subnormals, which the bf16 dot products read as zero), rows 32..63 are
+  // ordinary. Five rows of x: bf16 values (the bf16 dot-product kernel), then float32 values that are
+  // not bf16 (the float32 kernel).
+  std::mt19937 rng(41);
+  const std::int64_t n = 64, k = 256;
+  auto w = random_bf16(n, k, 0.02f, rng);
+  for (std::int64_t i = 0; i < 32 * k; ++i) w.bits[static_cast<std::size_t>(i)] = fp8::to_bf16(fp8::from_bf16(w.bits[static_cast<std::size_t>(i)]) * 0x1p-122f);
+  const auto x = random_bf16(5, k, 1.0f, rng);
+  constexpr auto treatment = qp::schemes::contract_of(Scheme::id).moe_treatment;
+  INFO(Scheme::name << ", bf16 activations");
+  check_gemm_bound<Scheme>(treatment, x.floats(), x.rows, w);
+  auto xf = x.floats();
+  for (std::size_t i = 0; i < xf.size(); ++i) xf[i] *= 1.0f + 0x1p-20f * static_cast<float>(i % 7 + 1);
+  INFO(Scheme::name << ", float32 activations");
+  check_gemm_bound<Scheme>(treatment, xf, x.rows, w);
+}

@@ -67,22 +67,20 @@ struct treated_activations {
 treated_activations treat_activations(schemes::activation_treatment t, const float* x, std::int64_t rows, std::int64_t k,
                                       unsigned threads, std::int64_t hadamard_size = 0);
 
-/// out[rows, n] = (sum_k a[m,k] w[n,k]) * a_scale[m] * w_scale[n] + bias[n], float32: the plain loops
-/// (reference) or the blocked GEMM over decoded weights (fast); a_scale, w_scale and bias may be null.
-void weight_only_gemm(const float* a, const float* a_scale, const float* w, const float* w_scale, float tensor_scale,
-                      std::int64_t rows, std::int64_t n, std::int64_t k, const float* bias, float* out, const forward_options& o);
+/// out[rows, w.rows] = the weight-only GEMM of treated activations a and weights w (formula F), outer
+/// scales and bias applied: at decode batches the weight rows decoded step by step inside the GEMM,
+/// else in float32 panels.
+template <schemes::formula F>
+void weight_only_matmul(const treated_activations& a, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
+                        const forward_options& o);
 
 /// The weight-only GEMM of a layer: activation treatment, weight decode, sum, outer scales, bias.
 template <class Scheme>
 void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
                const forward_options& o, std::int64_t hadamard_size = 0) {
   if (rows == 0) return;
-  constexpr auto F = weight_formula<Scheme>::id;
   const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1, hadamard_size);
-  const auto wd = decode_weights<F>(w, o.threads);
-  const float* w_scale = F == schemes::formula::int8_per_channel ? w.row_scales.data() : nullptr;
-  weight_only_gemm(a.values.data(), a.row_scale.empty() ? nullptr : a.row_scale.data(), wd.data(), w_scale,
-                   F == schemes::formula::nvfp4_weight ? w.tensor_scale : 1.0f, rows, w.rows, w.cols, bias, out, o);
+  weight_only_matmul<weight_formula<Scheme>::id>(a, rows, w, bias, out, o);
 }
 
 /// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes

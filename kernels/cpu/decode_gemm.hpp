@@ -1,0 +1,92 @@
+#pragma once
+// Internal to kernels/cpu: the decode-batch GEMM, y[m, n] = sum_k x[m, k] w[n, k] for the few rows of a
+// decode step (M <= decode_batch_rows). Weight bytes dominate there, so each weight row is decoded 32
+// elements at a time inside the loop over K and used by every row of x while it is in registers; no
+// decoded matrix or panel is written. The lanes run over K: each output is a 16-lane float32 sum,
+// reduced at the end (fp8-numerics §10 and low-precision §9 leave the summation order free).
+//   - AVX-512 BF16 (decode_gemm_avx512.cpp): vdpbf16ps multiplies operands that are exact in bf16 --
+//     e4m3 and int8 codes, e2m1 codes times their block scale, bf16 activations -- so every product is
+//     exact, as in float32. vdpbf16ps reads and writes subnormals as zero, so it runs only where every
+//     nonzero product is a normal float: activations and weight values zero or at least 2^-60; a weight
+//     block with smaller values takes float32 multiply-adds instead, and activations with smaller
+//     values the float32 kernel. (A sum that cancels to below 2^-126 is still flushed to zero.)
+//   - Elsewhere (decode_gemm.cpp): the same loop in float32, the weights decoded by each formula's
+//     element function, in loops cloned per instruction set.
+#include <array>
+#include <cstdint>
+
+#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+
+namespace qpolicy::cpu::detail {
+
+/// The most rows of x the decode-batch GEMM takes; more rows amortize a decoded panel (gemm_tiled).
+inline constexpr std::int64_t decode_batch_rows = 16;
+
+/// Weights [n, k] in float32 (the baseline GEMM's).
+struct f32_weights {
+  const float* values;
+  std::int64_t n, k;
+};
+/// Weights [n, k] as e4m3 codes (the scaled FP8 GEMMs'; their scales multiply outside).
+struct e4m3_weights {
+  const std::uint8_t* codes;
+  std::int64_t n, k;
+};
+/// Weights quantized by low-precision weight formula F (an lp_matrix), decoded up to their outer scale.
+template <schemes::formula F>
+struct formula_weights {
+  const lp_matrix* matrix;
+};
+
+/// The 128 x 128 weight blocks and 1 x 128 activation groups of the block-scaled FP8 GEMM: chunk kb's
+/// partial sum of row m and column n is multiplied by a_scale[m, kb] * w_scale[n / 128, kb].
+struct group_scales {
+  const float* a_scale;
+  const float* w_scale;
+  std::int64_t chunks;  // K / 128
+};
+
+/// The activations of a decode-batch GEMM: [m, k] float32 values, and their bf16 bits when every value is
+/// exactly a bf16 that is zero or at least 2^-60 in magnitude (exact_bf16; the vdpbf16ps kernel then runs).
+struct batch_activations {
+  const float* values;
+  const std::uint16_t* bf16;  // null: not all exact (or not asked for)
+  std::int64_t m;
+};
+
+/// Fills bf16 with the bf16 bits of x[0, count) and returns true when each value is exactly a bf16 that
+/// is zero or of magnitude at least 2^-60 (or a NaN or an infinity).
+bool exact_bf16(const float* x, std::int64_t count, std::uint16_t* bf16);
+
+/// The 256 decoded e4m3fn values, by code.
+const std::array<float, 256>& e4m3_values();
+
+/// Whether the vdpbf16ps kernels run: the CPU has AVX-512 BF16 and QPOLICY_CPU_ENCODER is not `portable`.
+bool has_bf16_dot_kernels();
+
+/// y[m, n] (row stride ldy) = sum_k x[m, k] w[n, k], times the group scales when given: the vdpbf16ps
+/// kernel (x.bf16 set, has_bf16_dot_kernels()). Defined in decode_gemm_avx512.cpp.
+template <class Weights>
+void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
+/// The same sums in float32 multiply-adds (any CPU, any activations). Defined in decode_gemm.cpp.
+template <class Weights>
+void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
+
+/// Whether decode_gemm_bf16 decodes these weights into bf16 words (LUT-B's tiles it does not: their
+/// rows interleave 3-bit indices across a tile's eight rows).
+template <class Weights>
+inline constexpr bool has_bf16_words = true;
+template <>
+inline constexpr bool has_bf16_words<formula_weights<schemes::formula::lut_b>> = false;
+template <>
+inline constexpr bool has_bf16_words<f32_weights> = false;
+
+/// The fastest of the two for these operands: the vdpbf16ps kernel when it can run, else float32.
+template <class Weights>
+void decode_gemm(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
+  if constexpr (has_bf16_words<Weights>)
+    if (x.bf16 && has_bf16_dot_kernels()) return decode_gemm_bf16(w, x, groups, y, threads);
+  decode_gemm_f32(w, x, groups, y, threads);
+}
+
+}  // namespace qpolicy::cpu::detail
