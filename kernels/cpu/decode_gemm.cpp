@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
@@ -51,6 +52,19 @@ const float* decode_chunk(const formula_weights<F>& w, std::int64_t n, std::int6
   for (std::int64_t t = 0; t < count; ++t) buffer[t] = lp::weight_operand<F>(m.codes.data(), scales, m.cols, n, k0 + t, books);
   return buffer;
 }
+
+/// Fetches the weight bytes 16 KiB ahead of row n's elements [k0, k0 + count) into the cache (the
+/// AVX-512 kernel's distance; formula weights are decoded element by element, slower than memory).
+void prefetch_ahead(const f32_weights& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
+  const char* p = reinterpret_cast<const char*>(w.values + n * w.k + k0) + 16384;
+  for (std::int64_t b = 0; b < count * 4; b += 64) __builtin_prefetch(p + b);
+}
+void prefetch_ahead(const e4m3_weights& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
+  const char* p = reinterpret_cast<const char*>(w.codes + n * w.k + k0) + 16384;
+  for (std::int64_t b = 0; b < count; b += 64) __builtin_prefetch(p + b);
+}
+template <schemes::formula F>
+void prefetch_ahead(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t) {}
 
 std::int64_t rows_of(const f32_weights& w) { return w.n; }
 std::int64_t rows_of(const e4m3_weights& w) { return w.n; }
@@ -105,6 +119,7 @@ void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_s
         std::fill(acc, acc + rows * lanes, 0.0f);
         for (std::int64_t k0 = 0; k0 < k; k0 += chunk) {
           const std::int64_t count = std::min(chunk, k - k0);
+          prefetch_ahead(w, row, k0, count);
           const float* wv = decode_chunk(w, row, k0, count, buffer);
           if (!groups) {
             dot_rows(x.values + m0 * k + k0, k, rows, wv, count, acc);
@@ -128,10 +143,30 @@ void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_s
   });
 }
 
+template <class Weights>
+void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  if constexpr (has_bf16_words<Weights> && !std::is_same_v<Weights, e4m3_weights>) {
+    if (has_bf16_dot_kernels()) return decode_panel_values(w, n0, k0, depth, panel);
+  }
+  float row[panel_depth];
+  for (std::int64_t j = 0; j < panel_cols; ++j) {
+    if (n0 + j >= rows_of(w)) {
+      for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = 0.0f;
+      continue;
+    }
+    const float* values = decode_chunk(w, n0 + j, k0, depth, row);
+    for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = values[t];
+  }
+}
+
+template void decode_panel(const f32_weights&, std::int64_t, std::int64_t, std::int64_t, float*);
+template void decode_panel(const e4m3_weights&, std::int64_t, std::int64_t, std::int64_t, float*);
+
 template void decode_gemm_f32(const f32_weights&, const batch_activations&, const group_scales*, float*, unsigned);
 template void decode_gemm_f32(const e4m3_weights&, const batch_activations&, const group_scales*, float*, unsigned);
-#define QPOLICY_DECODE_GEMM_F32(F) \
-  template void decode_gemm_f32(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned);
+#define QPOLICY_DECODE_GEMM_F32(F)                                                                                         \
+  template void decode_gemm_f32(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned); \
+  template void decode_panel(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
 QPOLICY_DECODE_GEMM_F32(schemes::formula::mxfp8_torch)
 QPOLICY_DECODE_GEMM_F32(schemes::formula::mxfp4_even)
 QPOLICY_DECODE_GEMM_F32(schemes::formula::int8_per_channel)

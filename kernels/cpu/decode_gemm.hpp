@@ -58,6 +58,30 @@ struct batch_activations {
 /// is zero or of magnitude at least 2^-60 (or a NaN or an infinity).
 bool exact_bf16(const float* x, std::int64_t count, std::uint16_t* bf16);
 
+/// The columns and depth of a panel of the blocked GEMM (gemm_tiled.cpp): 32 weight rows by 128 elements.
+inline constexpr std::int64_t panel_cols = 32, panel_depth = 128;
+
+/// Weight rows [n0, n0 + 32) (zero past the matrix's rows), elements [k0, k0 + depth) (depth <= 128),
+/// as float32 in panel[t * 32 + j]: the blocked GEMM's operand. Defined in decode_gemm.cpp.
+template <class Weights>
+void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
+
+/// Weight row n's elements [k0, k0 + count) (count a multiple of 32 unless it ends the row) as
+/// float32, from the bf16 words of decode_gemm_bf16 (has_bf16_dot_kernels()). Defined in
+/// decode_gemm_avx512.cpp.
+template <schemes::formula F>
+void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out);
+
+/// decode_panel from those words, transposed in AVX-512 registers (has_bf16_dot_kernels()).
+template <schemes::formula F>
+void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
+
+/// out[m, n] = sum_k a[m, k] w[n, k] on the blocked GEMM (float32 panels decoded once per 32 columns,
+/// 128 deep, for up to 512 rows), for the weight-only GEMM above the decode batch. Defined in
+/// gemm_tiled.cpp.
+template <class Weights>
+void gemm_panels(const Weights& w, const float* a, std::int64_t m, float* out, unsigned threads);
+
 /// The 256 decoded e4m3fn values, by code.
 const std::array<float, 256>& e4m3_values();
 
@@ -71,6 +95,10 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
 /// The same sums in float32 multiply-adds (any CPU, any activations). Defined in decode_gemm.cpp.
 template <class Weights>
 void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
+
+/// The float32 baseline at decode batches on AVX-512 (fused multiply-adds, the weights prefetched):
+/// y[m, n] = sum_k x[m, k] w[n, k]. Defined in decode_gemm_avx512.cpp; only where has_bf16_dot_kernels().
+void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads);
 
 /// Whether decode_gemm_bf16 decodes these weights into bf16 words (LUT-B's tiles it does not: their
 /// rows interleave 3-bit indices across a tile's eight rows).

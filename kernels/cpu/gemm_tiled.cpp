@@ -1,21 +1,28 @@
 #include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 
 #include <algorithm>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 #include <array>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "decode_gemm.hpp"
+#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
 namespace qpolicy::cpu {
 
 namespace {
 
-constexpr std::int64_t panel_cols = 32;   // divides 128: one weight block's scale per panel
-constexpr std::int64_t panel_depth = 128;  // one K chunk of the block-scaled GEMM
+// 32 columns divide 128: one weight block's scale per panel; 128 deep: one K chunk of the block-scaled GEMM.
+using detail::panel_cols;
+using detail::panel_depth;
 constexpr std::int64_t row_block = 64;
+constexpr std::int64_t row_group = 512;  // rows one decoded panel serves (its accumulators: 64 KiB)
 
 // acc[r][j] += a[r][t] * panel[t][j] for t in [0, depth): per output the products are added in K
 // order, as in the reference (the vector lanes run over j, so nothing is reassociated).
@@ -53,20 +60,51 @@ QPOLICY_CPU_CLONES void accumulate_rows(const float* __restrict a, std::int64_t 
   }
 }
 
-/// Decodes W[n0 + j, k0 + t] into panel[t][j] (columns past n are zero).
-void decode_panel(const std::uint8_t* w, std::int64_t n, std::int64_t k, std::int64_t n0, std::int64_t k0,
-                  std::int64_t depth, float* panel) {
-  const auto& table = detail::e4m3_values();
-  const std::int64_t cols = std::min(panel_cols, n - n0);
-  for (std::int64_t j = 0; j < panel_cols; ++j) {
-    if (j >= cols) {
-      for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = 0.0f;
-      continue;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QPOLICY_GEMM_AVX512 1
+// GCC 12's intrinsic headers build some results from an "undefined" register (see e4m3_avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/// accumulate_rows in AVX-512 registers, the same float32 products and sums in the same order: a
+/// product rounded, then added (no fused multiply-add). With `chunk_scale` (the block-scaled GEMM), the
+/// depth is one 128-wide chunk whose sums start at zero and are then added as (sum * chunk_scale[r]) *
+/// w_scale, as block_chunks adds them. The compiler's vectorized loop stores the 8 accumulators on
+/// every step; these stay in registers.
+template <int R>
+__attribute__((target("avx512f"))) inline void rows_avx512(const float* a, std::int64_t a_stride, const float* panel, std::int64_t depth,
+                                                         float* acc, const float* chunk_scale, float w_scale) {
+  __m512 c[R][2];
+  for (int i = 0; i < R; ++i)
+    for (int h = 0; h < 2; ++h) c[i][h] = chunk_scale ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * panel_cols + 16 * h);
+  for (std::int64_t t = 0; t < depth; ++t) {
+    const __m512 p0 = _mm512_loadu_ps(panel + t * panel_cols), p1 = _mm512_loadu_ps(panel + t * panel_cols + 16);
+    for (int i = 0; i < R; ++i) {
+      const __m512 x = _mm512_set1_ps(a[i * a_stride + t]);
+      c[i][0] = _mm512_add_ps(c[i][0], _mm512_mul_ps(x, p0));
+      c[i][1] = _mm512_add_ps(c[i][1], _mm512_mul_ps(x, p1));
     }
-    const std::uint8_t* row = w + (n0 + j) * k + k0;
-    for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = table[row[t]];
   }
+  for (int i = 0; i < R; ++i)
+    for (int h = 0; h < 2; ++h) {
+      float* target = acc + i * panel_cols + 16 * h;
+      if (chunk_scale)
+        _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target),
+                                               _mm512_mul_ps(_mm512_mul_ps(c[i][h], _mm512_set1_ps(chunk_scale[i])), _mm512_set1_ps(w_scale))));
+      else
+        _mm512_storeu_ps(target, c[i][h]);
+    }
 }
+void accumulate_rows_avx512(const float* a, std::int64_t a_stride, std::int64_t rows, const float* panel, std::int64_t depth, float* acc,
+                            const float* chunk_scale, float w_scale) {
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    rows_avx512<4>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
+  for (; r < rows; ++r)
+    rows_avx512<1>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
+}
+#pragma GCC diagnostic pop
+#endif
 
 /// A decoded into float32, rows split over threads.
 std::vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_t k, unsigned threads) {
@@ -78,33 +116,50 @@ std::vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_
   return out;
 }
 
-/// The work of one (column block, row block) item: fills out[rows, cols of the block].
-template <class Finish, class ChunkDone>
-void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads, const float* a_f,
-                const std::uint8_t* w_codes, const float* w_f32, Finish&& finish, ChunkDone&& chunk_done) {
-  const std::int64_t col_blocks = (n + panel_cols - 1) / panel_cols, row_blocks = (m + row_block - 1) / row_block;
-  detail::parallel_ranges(col_blocks * row_blocks, threads, [&](std::int64_t first, std::int64_t last) {
+/// The work of one (column block, group of up to `row_group` rows) item: each K panel of the block's
+/// weights is decoded once (decode_panel), then multiplied by the group's row blocks; fills out[rows of
+/// the group, cols of the block]. Per output the products are added in K order.
+template <class Weights, class Finish, class ChunkDone>
+void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads, const float* a_f, const Weights& w, Finish&& finish,
+                ChunkDone&& chunk_done) {
+  const std::int64_t col_blocks = (n + panel_cols - 1) / panel_cols, groups = (m + row_group - 1) / row_group;
+  detail::parallel_ranges(col_blocks * groups, threads, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> panel(static_cast<std::size_t>(panel_depth * panel_cols));
-    std::vector<float> acc(static_cast<std::size_t>(row_block * panel_cols)), part(acc.size());
+    std::vector<float> acc(static_cast<std::size_t>(std::min(row_group, m) * panel_cols));
+    std::vector<float> part(std::remove_reference_t<ChunkDone>::per_chunk ? static_cast<std::size_t>(row_block * panel_cols) : 0);
     for (std::int64_t item = first; item < last; ++item) {
-      const std::int64_t n0 = (item / row_blocks) * panel_cols, m0 = (item % row_blocks) * row_block;
-      const std::int64_t rows = std::min(row_block, m - m0);
+      const std::int64_t n0 = (item / groups) * panel_cols, g0 = (item % groups) * row_group;
+      const std::int64_t group_rows = std::min(row_group, m - g0);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (std::int64_t k0 = 0; k0 < k; k0 += panel_depth) {
         const std::int64_t depth = std::min(panel_depth, k - k0);
-        if (w_codes) {
-          decode_panel(w_codes, n, k, n0, k0, depth, panel.data());
-        } else {
-          for (std::int64_t j = 0; j < panel_cols; ++j)
-            for (std::int64_t t = 0; t < depth; ++t)
-              panel[static_cast<std::size_t>(t * panel_cols + j)] = n0 + j < n ? w_f32[(n0 + j) * k + k0 + t] : 0.0f;
+        detail::decode_panel(w, n0, k0, depth, panel.data());
+        for (std::int64_t m0 = g0; m0 < g0 + group_rows; m0 += row_block) {
+          const std::int64_t rows = std::min(row_block, g0 + group_rows - m0);
+          float* acc_rows = acc.data() + (m0 - g0) * panel_cols;
+#ifdef QPOLICY_GEMM_AVX512
+          if (detail::has_avx512_kernels()) {
+            if constexpr (std::remove_reference_t<ChunkDone>::per_chunk) {
+              float chunk_scale[row_block];
+              const float ws = chunk_done.scales(m0, rows, n0, k0 / panel_depth, chunk_scale);
+              accumulate_rows_avx512(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, chunk_scale, ws);
+            } else {
+              accumulate_rows_avx512(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, nullptr, 0.0f);
+            }
+            continue;
+          }
+#endif
+          if constexpr (std::remove_reference_t<ChunkDone>::per_chunk) {
+            std::fill(part.begin(), part.end(), 0.0f);
+            accumulate_rows(a_f + m0 * k + k0, k, rows, panel.data(), depth, part.data());
+            chunk_done(m0, rows, n0, k0 / panel_depth, part.data(), acc_rows);
+          } else {
+            accumulate_rows(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows);
+          }
         }
-        float* target = chunk_done.per_chunk ? part.data() : acc.data();
-        if (chunk_done.per_chunk) std::fill(part.begin(), part.end(), 0.0f);
-        accumulate_rows(a_f + m0 * k + k0, k, rows, panel.data(), depth, target);
-        if (chunk_done.per_chunk) chunk_done(m0, rows, n0, k0 / panel_depth, part.data(), acc.data());
       }
-      finish(m0, rows, n0, acc.data());
+      for (std::int64_t m0 = g0; m0 < g0 + group_rows; m0 += row_block)
+        finish(m0, std::min(row_block, g0 + group_rows - m0), n0, acc.data() + (m0 - g0) * panel_cols);
     }
   });
 }
@@ -128,6 +183,7 @@ void add_bias_rows(float* out, std::int64_t m, std::int64_t n, const float* bias
 
 struct no_chunks {
   static constexpr bool per_chunk = false;
+  float scales(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float*) const { return 0.0f; }
   void operator()(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const float*, float*) const {}
 };
 
@@ -147,7 +203,7 @@ void gemm_scaled(const std::uint8_t* a, const float* a_scale, bool a_per_row, co
     return;
   }
   const auto a_f = decode_all(a, m, k, options.threads);
-  gemm_items(m, n, k, options.threads, a_f.data(), w, nullptr,
+  gemm_items(m, n, k, options.threads, a_f.data(), detail::e4m3_weights{w, n, k},
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
                const std::int64_t cols = std::min(panel_cols, n - n0);
                for (std::int64_t r = 0; r < rows; ++r)
@@ -166,6 +222,11 @@ struct block_chunks {
   const float* a_scale;
   const float* w_scale;
   std::int64_t chunks;
+  /// The activation scales of rows [m0, m0 + rows) for chunk kb, and the weight block's scale.
+  float scales(std::int64_t m0, std::int64_t rows, std::int64_t n0, std::int64_t kb, float* a_rows) const {
+    for (std::int64_t r = 0; r < rows; ++r) a_rows[r] = a_scale[(m0 + r) * chunks + kb];
+    return w_scale[(n0 / 128) * chunks + kb];
+  }
   void operator()(std::int64_t m0, std::int64_t rows, std::int64_t n0, std::int64_t kb, const float* part,
                   float* acc) const {
     const float ws = w_scale[(n0 / 128) * chunks + kb];
@@ -188,7 +249,7 @@ void gemm_blocked(const std::uint8_t* a, const float* a_scale, const std::uint8_
     return;
   }
   const auto a_f = decode_all(a, m, k, options.threads);
-  gemm_items(m, n, k, options.threads, a_f.data(), w, nullptr,
+  gemm_items(m, n, k, options.threads, a_f.data(), detail::e4m3_weights{w, n, k},
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
                const std::int64_t cols = std::min(panel_cols, n - n0);
                for (std::int64_t r = 0; r < rows; ++r)
@@ -198,13 +259,35 @@ void gemm_blocked(const std::uint8_t* a, const float* a_scale, const std::uint8_
              block_chunks{a_scale, w_scale, k / 128});
 }
 
+namespace detail {
+template <class Weights>
+void gemm_panels(const Weights& w, const float* a, std::int64_t m, float* out, unsigned threads) {
+  const std::int64_t n = w.matrix->rows, k = w.matrix->cols;
+  gemm_items(m, n, k, threads, a, w,
+             [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
+               const std::int64_t cols = std::min(panel_cols, n - n0);
+               for (std::int64_t r = 0; r < rows; ++r)
+                 for (std::int64_t j = 0; j < cols; ++j) out[(m0 + r) * n + n0 + j] = acc[r * panel_cols + j];
+             },
+             no_chunks{});
+}
+#define QPOLICY_GEMM_PANELS(F) template void gemm_panels(const formula_weights<F>&, const float*, std::int64_t, float*, unsigned);
+QPOLICY_GEMM_PANELS(schemes::formula::mxfp8_torch)
+QPOLICY_GEMM_PANELS(schemes::formula::mxfp4_even)
+QPOLICY_GEMM_PANELS(schemes::formula::int8_per_channel)
+QPOLICY_GEMM_PANELS(schemes::formula::nvfp4_weight)
+QPOLICY_GEMM_PANELS(schemes::formula::lut_b)
+#undef QPOLICY_GEMM_PANELS
+}  // namespace detail
+
 void gemm_f32(const float* a, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* out,
               const gemm_options& options) {
   if (m <= detail::decode_batch_rows) {
-    detail::decode_gemm_f32(detail::f32_weights{w, n, k}, {a, nullptr, m}, nullptr, out, options.threads);
+    if (detail::has_bf16_dot_kernels()) detail::decode_gemm_f32_avx512(detail::f32_weights{w, n, k}, a, m, out, options.threads);
+    else detail::decode_gemm_f32(detail::f32_weights{w, n, k}, {a, nullptr, m}, nullptr, out, options.threads);
     return;
   }
-  gemm_items(m, n, k, options.threads, a, nullptr, w,
+  gemm_items(m, n, k, options.threads, a, detail::f32_weights{w, n, k},
              [&](std::int64_t m0, std::int64_t rows, std::int64_t n0, const float* acc) {
                const std::int64_t cols = std::min(panel_cols, n - n0);
                for (std::int64_t r = 0; r < rows; ++r)

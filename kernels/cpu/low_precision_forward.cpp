@@ -71,7 +71,11 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     std::vector<std::uint8_t> q(n), b(n / 32);
     lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
     a.values.resize(n);
-    for (std::size_t i = 0; i < n; ++i) a.values[i] = lp::round_to(element::bf16, fp8::decode(q[i]) * lp::e8m0_value(b[i / 32]));
+    const auto& e4m3 = e4m3_values();
+    for (std::size_t i0 = 0; i0 < n; i0 += 32) {
+      const float scale = lp::e8m0_value(b[i0 / 32]);
+      for (std::size_t i = i0; i < i0 + 32; ++i) a.values[i] = lp::round_to(element::bf16, e4m3[q[i]] * scale);
+    }
     return a;
   }
   std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
@@ -79,9 +83,10 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   if (t == activation_treatment::mxfp4_qdq) {
     // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
     lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * lp::e8m0_value(scales[i / 32]);
-      a.values[i] = lp::round_to(element::bf16, v);
+    for (std::size_t i0 = 0; i0 < n; i0 += 32) {
+      const float scale = lp::e8m0_value(scales[i0 / 32]);
+      for (std::size_t i = i0; i < i0 + 32; ++i)
+        a.values[i] = lp::round_to(element::bf16, lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * scale);
     }
     return a;
   }
@@ -89,9 +94,12 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   // token has NaN block scales (0x7F) and zero codes: its operands are 0, as its exact product is.
   a.row_scale.resize(static_cast<std::size_t>(rows));
   lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data(), nullptr, false}, {threads});
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t c = i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2]);
-    a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * fp8::decode(scales[i / 16]);
+  for (std::size_t i0 = 0; i0 < n; i0 += 16) {
+    const float scale = fp8::decode(scales[i0 / 16]);
+    for (std::size_t i = i0; i < i0 + 16; ++i) {
+      const std::uint8_t c = i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2]);
+      a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * scale;
+    }
   }
   return a;
 }
@@ -132,8 +140,7 @@ void weight_only_matmul(const treated_activations& a, std::int64_t rows, const l
     const bool exact = has_bf16_dot_kernels() && exact_bf16(a.values.data(), rows * k, bf16.data());
     decode_gemm(formula_weights<F>{&w}, {a.values.data(), exact ? bf16.data() : nullptr, rows}, nullptr, out, o.threads);
   } else {
-    const auto wd = decode_weights<F>(w, o.threads);
-    gemm_f32(a.values.data(), wd.data(), rows, n, k, out, {o.threads});
+    gemm_panels(formula_weights<F>{&w}, a.values.data(), rows, out, o.threads);
   }
   apply_outer_scales(out, rows, n, a.row_scale.empty() ? nullptr : a.row_scale.data(),
                      F == formula::int8_per_channel ? w.row_scales.data() : nullptr, F == formula::nvfp4_weight ? w.tensor_scale : 1.0f, bias);
