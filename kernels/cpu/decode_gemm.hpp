@@ -100,12 +100,9 @@ void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_s
 /// y[m, n] = sum_k x[m, k] w[n, k]. Defined in decode_gemm_avx512.cpp; only where has_bf16_dot_kernels().
 void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads);
 
-/// Whether decode_gemm_bf16 decodes these weights into bf16 words (LUT-B's tiles it does not: their
-/// rows interleave 3-bit indices across a tile's eight rows).
+/// Whether decode_gemm_bf16 decodes these weights into bf16 words (all but float32 weights).
 template <class Weights>
 inline constexpr bool has_bf16_words = true;
-template <>
-inline constexpr bool has_bf16_words<formula_weights<schemes::formula::lut_b>> = false;
 template <>
 inline constexpr bool has_bf16_words<f32_weights> = false;
 

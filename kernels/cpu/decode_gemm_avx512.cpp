@@ -10,6 +10,7 @@
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/lut_b_tile.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 #define QPOLICY_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
@@ -189,6 +190,54 @@ struct formula_row<formula::nvfp4_weight> {
     return keep_words(_mm512_permutexvar_epi16(index, table), count);
   }
   void values(std::int64_t, std::int64_t, float*) const {}
+};
+
+// LUT-B (new-schemes §B.4): row n's 64 indices of a tile (3 bits each, 24 bytes at row n % 8 of the
+// tile's 192), into the tile's eight e4m3 values times its E8M0 scale; taken for scale bytes 76..246 (as
+// MXFP8's). K is whole tiles, so a step is half a tile row.
+template <>
+struct formula_row<formula::lut_b> {
+  const lp_matrix* m;
+  std::int64_t n;
+  std::int64_t tiles = m->cols / lp::lut_cols;  // per tile row
+  std::int64_t first_tile = (n / lp::lut_rows) * tiles;
+  const std::uint8_t* packed = m->codes.data() + first_tile * lp::lut_packed_bytes + (n % lp::lut_rows) * (lp::lut_cols * 3 / 8);
+  const e4m3_word_table* table = &e4m3_words_table();
+  std::uint8_t scale(std::int64_t k0) const { return m->block_scales[static_cast<std::size_t>(first_tile + k0 / lp::lut_cols)]; }
+  static bool exact_scale(std::uint8_t b) { return b >= 76 && b <= 246; }
+  bool exact(std::int64_t k0) const { return exact_scale(scale(k0)); }
+  bool all_exact() const {
+    const std::uint8_t* b = m->block_scales.data() + first_tile;
+    return std::all_of(b, b + tiles, exact_scale);
+  }
+  const std::uint8_t* code_at(std::int64_t k0) const {
+    return packed + (k0 / lp::lut_cols) * lp::lut_packed_bytes + (k0 % lp::lut_cols) * 3 / 8;
+  }
+  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t) const {
+    const std::int64_t tile = k0 / lp::lut_cols;
+    // The tile's eight values as floats: its codebook's bf16 words, widened, times the scale (exact).
+    const __m256i book = _mm256_maskz_loadu_epi8(0xFF, m->codebook.data() + (first_tile + tile) * lp::lut_entries);
+    const __m512i book_words = e4m3_words<false>(book, *table, _mm512_setzero_si512());
+    const __m512 values = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(book_words)), 16)),
+                                        _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale(k0)) << 23)));
+    // 32 indices from 12 bytes: each dword gets its group's 24-bit word, shifted to its index.
+    const __m512i bytes = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(0x0FFF, code_at(k0)));
+    const __m512i group_bytes_low = _mm512_set_epi32(0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403,
+                                                     0x80050403, 0x80020100, 0x80020100, 0x80020100, 0x80020100, 0x80020100, 0x80020100,
+                                                     0x80020100, 0x80020100);
+    const __m512i group_bytes_high = _mm512_set_epi32(0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09,
+                                                      0x800B0A09, 0x80080706, 0x80080706, 0x80080706, 0x80080706, 0x80080706, 0x80080706,
+                                                      0x80080706, 0x80080706);
+    const __m512i shifts = _mm512_set_epi32(21, 18, 15, 12, 9, 6, 3, 0, 21, 18, 15, 12, 9, 6, 3, 0);
+    const __m512i seven = _mm512_set1_epi32(7);
+    const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_low), shifts), seven);
+    const __m512i high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_high), shifts), seven);
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_permutexvar_ps(high, values), _mm512_permutexvar_ps(low, values));
+  }
+  void values(std::int64_t k0, std::int64_t count, float* out) const {
+    for (std::int64_t t = 0; t < count; ++t)
+      out[t] = lp::weight_operand<formula::lut_b>(m->codes.data(), m->block_scales.data(), m->cols, n, k0 + t, m->codebook.data());
+  }
 };
 
 // INT8: the code itself (the row scale multiplies the sum).
@@ -491,6 +540,7 @@ QPOLICY_DECODE_GEMM_BF16(formula::mxfp8_torch)
 QPOLICY_DECODE_GEMM_BF16(formula::mxfp4_even)
 QPOLICY_DECODE_GEMM_BF16(formula::int8_per_channel)
 QPOLICY_DECODE_GEMM_BF16(formula::nvfp4_weight)
+QPOLICY_DECODE_GEMM_BF16(formula::lut_b)
 #undef QPOLICY_DECODE_GEMM_BF16
 
 #pragma GCC diagnostic pop
@@ -525,6 +575,7 @@ QPOLICY_DECODE_GEMM_BF16(schemes::formula::mxfp8_torch)
 QPOLICY_DECODE_GEMM_BF16(schemes::formula::mxfp4_even)
 QPOLICY_DECODE_GEMM_BF16(schemes::formula::int8_per_channel)
 QPOLICY_DECODE_GEMM_BF16(schemes::formula::nvfp4_weight)
+QPOLICY_DECODE_GEMM_BF16(schemes::formula::lut_b)
 #undef QPOLICY_DECODE_GEMM_BF16
 }  // namespace qpolicy::cpu::detail
 #endif
