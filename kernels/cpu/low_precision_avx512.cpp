@@ -205,10 +205,9 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
         continue;
       }
       const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(v, _mm512_set1_ps(multipliers[b])));
-      // 16 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
-      const __m128i bytes = _mm512_maskz_cvtepi32_epi8(0xFFFF, c);
-      const __m128i pairs = _mm_or_si128(_mm_and_si128(bytes, _mm_set1_epi16(0x000F)), _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi16(0x00F0)));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_maskz_cvtepi16_epi8(0xFF, pairs));
+      // Each pair (2i, 2i + 1) of 4-bit codes into the low byte of its 64-bit lane (the odd code shifted
+      // down from bit 32 to bit 4), then those 8 bytes.
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm512_cvtepi64_epi8(_mm512_or_si512(c, _mm512_srli_epi64(c, 28))));
     }
   }
   for (; j < blocks; ++j) {
