@@ -314,15 +314,8 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
       }
       if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
         if (bf16_words && !out.swizzled) {
-          float row_encode = encode;
-          if constexpr (F == formula::nvfp4_per_token) {
-            bool nan = false;  // the token's amax ignores NaN
-            const float st = lp::nvfp4_token_scale(bf16_amax_avx512(words, x.cols, nan));
-            row_encode = 1.0f / st;
-            out.row_scales[r] = st;
-          }
-          nvfp4_blocks_avx512<true>(words, x.cols / 16, row_encode, F == formula::nvfp4_weight, out.codes + r * x.cols / 2,
-                                    out.block_scales + r * (x.cols / 16));
+          nvfp4_blocks_avx512<true>(words, x.cols / 16, encode, F == formula::nvfp4_weight, out.codes + r * x.cols / 2,
+                                    out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr);
           continue;
         }
       }

@@ -101,119 +101,236 @@ QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1,
   return b;
 }
 
-/// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
-/// registers.
+/// The scales of 16 MXFP8 blocks from `first` on: their amaxes by reductions, then the 16 scale bytes and
+/// multipliers as one register from the bits (mxfp8_block_avx512's scalar steps over lanes). Returns the
+/// blocks holding a NaN or an infinity, which go through the block function.
 template <bool Bf16>
-QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+QPOLICY_AVX512_F16C inline __mmask16 mxfp8_scales16(const void* x, std::int64_t first, bool flashinfer, std::uint8_t* scales, float* multipliers) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000);
   const __m512i man_bits = _mm512_set1_epi32(0x7FFFFF), one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512(), b254 = _mm512_set1_epi32(254);
-  std::int64_t j = 0;
-  // 16 blocks at a time: their amaxes by reductions, then the 16 scale bytes and multipliers as one
-  // register from the bits (mxfp8_block_avx512's scalar steps over lanes), then each block's codes.
-  for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float multipliers[16];
-    __m512 blocks16[16];
-    __mmask16 special = 0;
-    for (int b = 0; b < 16; ++b) {
-      const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32)), magnitude);
-      const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 32 + 16)), magnitude);
-      if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) special = static_cast<__mmask16>(special | (1u << b));
-      blocks16[b] = _mm512_castsi512_ps(_mm512_max_epu32(a0, a1));  // NaN and infinite blocks are special
-    }
-    const __m512 a = lane_maxima16(blocks16);
-    __m512i u, exp, man, b;
-    if (flashinfer) {
-      // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
-      u = _mm512_castps_si512(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
-      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
-      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
-      // flashinfer_inverse: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
-      _mm512_store_si512(multipliers, _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(b254, b), 23));
-    } else {
-      // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
-      // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
-      const __m512 clamped = _mm512_max_ps(a, _mm512_set1_ps(fp8::float_of(0x00800000u)));
-      u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
-      exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-      b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
-      b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
-                                _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
-      _mm512_store_si512(multipliers, _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
-                                                            _mm512_set1_epi32(0x00400000)));
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
-    for (int k = 0; k < 16; ++k) {
-      const __m512 v0 = detail::load16<Bf16>(x, (j + k) * 32), v1 = detail::load16<Bf16>(x, (j + k) * 32 + 16);
-      std::uint8_t* q = codes + (j + k) * 32;
-      if (special >> k & 1u) {
-        scales[j + k] = mxfp8_block_avx512(v0, v1, flashinfer, q);  // through the block function
-        continue;
+  __m512 blocks16[16];
+  __mmask16 special = 0;
+  for (int b = 0; b < 16; ++b) {
+    const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (first + b) * 32)), magnitude);
+    const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (first + b) * 32 + 16)), magnitude);
+    if (_mm512_cmpge_epu32_mask(a0, infinity) | _mm512_cmpge_epu32_mask(a1, infinity)) special = static_cast<__mmask16>(special | (1u << b));
+    blocks16[b] = _mm512_castsi512_ps(_mm512_max_epu32(a0, a1));  // NaN and infinite blocks are special
+  }
+  const __m512 a = lane_maxima16(blocks16);
+  __m512i u, exp, man, b;
+  if (flashinfer) {
+    // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
+    u = _mm512_castps_si512(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
+    exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+    b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
+    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
+    // flashinfer_inverse: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
+    _mm512_store_si512(multipliers, _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(b254, b), 23));
+  } else {
+    // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
+    // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
+    const __m512 clamped = _mm512_max_ps(a, _mm512_set1_ps(fp8::float_of(0x00800000u)));
+    u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
+    exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+    b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
+    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
+                              _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
+    _mm512_store_si512(multipliers, _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
+                                                          _mm512_set1_epi32(0x00400000)));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
+  return special;
+}
+
+/// Prefetches `bytes` from p on, a line at a time: the same blocks of the next row of a matrix (its rows
+/// follow each other), for the pass that reads them first. A prefetch past the input's end is dropped,
+/// never a fault.
+QPOLICY_AVX512 inline void prefetch_next_row(const void* p, int bytes) {
+  for (int line = 0; line < bytes; line += 64) _mm_prefetch(static_cast<const char*>(p) + line, _MM_HINT_T0);
+}
+
+/// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
+/// registers, in passes over up to 512 blocks of the row at a time: every 16 blocks' scales and
+/// multipliers (mxfp8_scales16), then the codes. Separate passes keep each 16 blocks' long chain
+/// (reductions, scale bits, division) out of the code loop's way.
+template <bool Bf16>
+QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+  constexpr std::int64_t pass_groups = 32;
+  alignas(64) float multipliers[pass_groups * 16];
+  __mmask16 special[pass_groups];
+  const std::int64_t groups = blocks / 16;
+  for (std::int64_t g0 = 0; g0 < groups; g0 += pass_groups) {
+    const std::int64_t n = std::min(pass_groups, groups - g0);
+    for (std::int64_t g = 0; g < n; ++g)
+      special[g] = mxfp8_scales16<Bf16>(x, (g0 + g) * 16, flashinfer, scales + (g0 + g) * 16, multipliers + g * 16);
+    for (std::int64_t g = 0; g < n; ++g) {
+      const std::int64_t j = (g0 + g) * 16;
+      if constexpr (Bf16) prefetch_next_row(static_cast<const std::uint16_t*>(x) + (blocks + j) * 32, 16 * 64);
+      for (int k = 0; k < 16; ++k) {
+        const __m512 v0 = detail::load16<Bf16>(x, (j + k) * 32), v1 = detail::load16<Bf16>(x, (j + k) * 32 + 16);
+        std::uint8_t* q = codes + (j + k) * 32;
+        if (special[g] >> k & 1u) {
+          scales[j + k] = mxfp8_block_avx512(v0, v1, flashinfer, q);  // through the block function
+          continue;
+        }
+        const __m512 m = _mm512_set1_ps(multipliers[g * 16 + k]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q), detail::codes_of16<false>(_mm512_mul_ps(v0, m)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, m)));
       }
-      const __m512 m = _mm512_set1_ps(multipliers[k]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), detail::codes_of16<false>(_mm512_mul_ps(v0, m)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), detail::codes_of16<false>(_mm512_mul_ps(v1, m)));
     }
   }
-  for (; j < blocks; ++j)
+  for (std::int64_t j = groups * 16; j < blocks; ++j)
     scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
-/// nvfp4_blocks with AVX-512 registers, 16 blocks at a time: each block's NaN-ignoring amax by a
-/// reduction, then the 16 scales as one register (sf = sat(encode * (amax * R6)) through codes_of16, its
-/// value decoded through float16, the multiplier 1 / (scale * decode) or 0), then each block's e2m1 codes
-/// of x * multiplier (x first: a NaN product keeps x's NaN where x is one, as the block function's does).
-/// A block whose scale product is NaN (a NaN encode scale, or 0 times an infinite one) or whose
-/// multiplier is infinite or NaN goes through nvfp4_blocks (which says whose NaN each product keeps),
-/// as do the blocks left over.
+/// The NaN-ignoring maxima of 16 NVFP4 blocks of bf16 words (256 words from x), block b's in lane b as a
+/// float: magnitudes compared as 16-bit integers (a bf16's order; a NaN word counts as 0), two blocks
+/// per register, reduced by a tree of lane shuffles and one permute into block order.
+QPOLICY_AVX512 inline __m512 bf16_block_maxima16(const std::uint16_t* x) {
+  const __m512i magnitude = _mm512_set1_epi16(0x7FFF), infinity = _mm512_set1_epi16(0x7F80);
+  __m512i w[8], p[4], q[2];
+  for (int k = 0; k < 8; ++k) {
+    const __m512i u = _mm512_and_si512(_mm512_loadu_si512(x + k * 32), magnitude);  // blocks 2k, 2k + 1
+    w[k] = _mm512_maskz_mov_epi16(_mm512_cmple_epu16_mask(u, infinity), u);
+  }
+  // 128-bit lane L of p_k: block 4k + L's 8 partial maxima.
+  for (int k = 0; k < 4; ++k)
+    p[k] = _mm512_max_epu16(_mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], 0x88), _mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], 0xDD));
+  // Lane L of q_k: 4 partials of block 8k + L, then 4 of block 8k + 4 + L.
+  for (int k = 0; k < 2; ++k) q[k] = _mm512_max_epu16(_mm512_unpacklo_epi64(p[2 * k], p[2 * k + 1]), _mm512_unpackhi_epi64(p[2 * k], p[2 * k + 1]));
+  // Dword c of lane L: 2 partials of block 4c + L; then its low word the maximum.
+  const __m512 q0 = _mm512_castsi512_ps(q[0]), q1 = _mm512_castsi512_ps(q[1]);
+  __m512i m = _mm512_max_epu16(_mm512_castps_si512(_mm512_shuffle_ps(q0, q1, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(q0, q1, 0xDD)));
+  m = _mm512_max_epu16(m, _mm512_srli_epi32(m, 16));
+  m = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(m, 16));  // the low word is a bf16: the top half of its float
+}
+
+/// The NaN-ignoring maxima of 16 NVFP4 blocks from `first` on, block b's in lane b.
 template <bool Bf16>
-QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
-                                             std::uint8_t* scales) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  const float decode = 1.0f / encode;
-  std::int64_t j = 0;
-  for (; j + 16 <= blocks; j += 16) {
-    alignas(64) float multipliers[16];
+QPOLICY_AVX512_F16C inline __m512 nvfp4_maxima16(const void* x, std::int64_t first) {
+  if constexpr (Bf16) {
+    return bf16_block_maxima16(static_cast<const std::uint16_t*>(x) + first * 16);
+  } else {
+    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
     __m512 blocks16[16];
     for (int b = 0; b < 16; ++b) {
-      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (j + b) * 16)), magnitude));
+      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<false>(x, (first + b) * 16)), magnitude));
       blocks16[b] = _mm512_maskz_max_ps(0xFFFF, a, _mm512_setzero_ps());  // a NaN lane gives 0
     }
-    const __m512 a = lane_maxima16(blocks16);
-    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(encode), _mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
-    __mmask16 special = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
-    const __m128i sf = detail::codes_of16<false>(t);  // t >= 0: codes 0..0x7E
-    // e4m3 code c as float16 bits c << 7 is the value times 2^-8 (exponents line up, subnormals too).
-    const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(sf), 7)), _mm512_set1_ps(0x1p8f));
-    const __mmask16 zero = zero_if_scale_zero ? _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_EQ_OQ)
-                                              : _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
-    const __m512 m = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(decode)));
-    // An infinite multiplier (an infinite encode scale makes decode 0) turns 0 into NaN, and a NaN one (0
-    // times an infinite decode) makes every code NaN: whose NaN each product keeps is nvfp4_blocks' to say,
-    // so those blocks go there.
-    const __mmask16 unusual = _mm512_cmp_ps_mask(_mm512_abs_ps(m), _mm512_set1_ps(fp8::float_of(0x7F800000u)), _CMP_NLT_UQ);
-    special = static_cast<__mmask16>(special | (unusual & ~zero));
-    _mm512_store_ps(multipliers, _mm512_mask_mov_ps(m, zero, _mm512_setzero_ps()));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + j), sf);
+    return lane_maxima16(blocks16);
+  }
+}
+
+/// The scales of 16 NVFP4 blocks from their maxima `a` (sf = sat(encode * (amax * R6)) through
+/// codes_of16, its value decoded through float16, the multiplier 1 / (scale * decode) or 0): writes the
+/// 16 scale bytes and multipliers. Returns the blocks that must go through nvfp4_blocks: a NaN scale
+/// product (a NaN encode scale, or 0 times an infinite one), or an infinite or NaN multiplier (an
+/// infinite encode scale makes decode 0), where whose NaN each product keeps is nvfp4_blocks' to say.
+QPOLICY_AVX512_F16C inline __mmask16 nvfp4_scales16(__m512 a, float encode, float decode, bool zero_if_scale_zero, std::uint8_t* scales,
+                                                    float* multipliers) {
+  const __m512 t = _mm512_mul_ps(_mm512_set1_ps(encode), _mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
+  const __mmask16 special = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+  const __m128i sf = detail::codes_of16<false>(t);  // t >= 0: codes 0..0x7E
+  // e4m3 code c as float16 bits c << 7 is the value times 2^-8 (exponents line up, subnormals too).
+  const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(sf), 7)), _mm512_set1_ps(0x1p8f));
+  const __mmask16 zero = zero_if_scale_zero ? _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_EQ_OQ)
+                                            : _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ);
+  const __m512 m = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(decode)));
+  const __mmask16 unusual = _mm512_cmp_ps_mask(_mm512_abs_ps(m), _mm512_set1_ps(fp8::float_of(0x7F800000u)), _CMP_NLT_UQ);
+  _mm512_store_ps(multipliers, _mm512_mask_mov_ps(m, zero, _mm512_setzero_ps()));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), sf);
+  return static_cast<__mmask16>(special | (unusual & ~zero));
+}
+
+/// The e2m1 codes of 16 NVFP4 blocks from `first` on, x times each block's multiplier (x first: a NaN
+/// product keeps x's NaN where x is one, as the block function's does). bf16 words go two blocks per
+/// register, split into even and odd elements (a word shifted up, or masked), so a code byte is the even
+/// element's code or'd with the odd one's shifted by 4, and one truncation stores both blocks.
+template <bool Bf16>
+QPOLICY_AVX512_F16C inline void nvfp4_codes16(const void* x, std::int64_t first, const float* multipliers, std::uint8_t* codes) {
+  if constexpr (Bf16) {
+    const auto* words = static_cast<const std::uint16_t*>(x) + first * 16;
+    for (int b = 0; b < 16; b += 2) {
+      const __m512i w = _mm512_loadu_si512(words + b * 16);
+      const __m512 m = _mm512_mask_mov_ps(_mm512_set1_ps(multipliers[b]), 0xFF00, _mm512_set1_ps(multipliers[b + 1]));
+      const __m512i even = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), m));
+      const __m512i odd = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), m));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (first + b) * 8), _mm512_cvtepi32_epi8(_mm512_or_si512(even, _mm512_slli_epi32(odd, 4))));
+    }
+  } else {
     for (int b = 0; b < 16; ++b) {
-      std::uint8_t* q = codes + (j + b) * 8;
-      const __m512 v = detail::load16<Bf16>(x, (j + b) * 16);
-      if (special >> b & 1u) {
-        float widened[16];
-        _mm512_storeu_ps(widened, v);
-        nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, q, scales + j + b);
-        continue;
-      }
-      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(v, _mm512_set1_ps(multipliers[b])));
+      const __m512i c = detail::e2m1_codes_avx512(_mm512_mul_ps(detail::load16<false>(x, (first + b) * 16), _mm512_set1_ps(multipliers[b])));
       // Each pair (2i, 2i + 1) of 4-bit codes into the low byte of its 64-bit lane (the odd code shifted
       // down from bit 32 to bit 4), then those 8 bytes.
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm512_cvtepi64_epi8(_mm512_or_si512(c, _mm512_srli_epi64(c, 28))));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + (first + b) * 8), _mm512_cvtepi64_epi8(_mm512_or_si512(c, _mm512_srli_epi64(c, 28))));
     }
   }
-  for (; j < blocks; ++j) {
-    float widened[16];
-    _mm512_storeu_ps(widened, detail::load16<Bf16>(x, j * 16));
-    nvfp4_blocks(widened, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+}
+
+/// nvfp4_blocks with AVX-512 registers, in passes over up to 1024 blocks of the row at a time (the row
+/// stays in L1/L2): every 16 blocks' maxima; their scales and multipliers; then the codes. Separate passes
+/// keep each 16 blocks' long chain (reductions, scale encode, division) out of the code loop's way. For
+/// NVFP4 per token (`token_scale` given), the token's scale st comes first from the row's NaN-ignoring
+/// amax, read off the maxima when the row is one pass long, and the encode scale is 1 / st. Blocks
+/// nvfp4_scales16 marks, and those left over, go through nvfp4_blocks.
+template <bool Bf16>
+QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
+                                             std::uint8_t* scales, float* token_scale) {
+  constexpr std::int64_t pass_groups = 64;
+  alignas(64) float multipliers[pass_groups * 16];
+  __mmask16 special[pass_groups];
+  const std::int64_t groups = blocks / 16, whole = groups * 16;
+  if (token_scale) {
+    float amax = 0.0f;
+    if (groups <= pass_groups) {
+      __m512 a = _mm512_setzero_ps();
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const __m512 maxima = nvfp4_maxima16<Bf16>(x, g * 16);
+        _mm512_store_ps(multipliers + g * 16, maxima);
+        a = _mm512_max_ps(a, maxima);
+      }
+      amax = _mm512_reduce_max_ps(a);
+      for (std::int64_t j = whole; j < blocks; ++j) {
+        alignas(64) float v[16];
+        _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
+        for (const float e : v)
+          if (const float m = fp8::abs_f32(e); m > amax) amax = m;  // NaN compares false
+      }
+    } else if constexpr (Bf16) {
+      bool nan = false;  // a row longer than one pass: its amax first
+      amax = bf16_amax_avx512(static_cast<const std::uint16_t*>(x), blocks * 16, nan);
+    } else {
+      for (std::int64_t i = 0; i < blocks * 16; ++i)
+        if (const float m = fp8::abs_f32(static_cast<const float*>(x)[i]); m > amax) amax = m;  // NaN compares false
+    }
+    *token_scale = lp::nvfp4_token_scale(amax);
+    encode = 1.0f / *token_scale;  // a zero row gives +inf
+  }
+  const float decode = 1.0f / encode;
+  for (std::int64_t g0 = 0; g0 < groups; g0 += pass_groups) {
+    const std::int64_t n = std::min(pass_groups, groups - g0);
+    const bool have_maxima = token_scale && groups <= pass_groups;
+    for (std::int64_t g = 0; g < n; ++g) {
+      const __m512 a = have_maxima ? _mm512_load_ps(multipliers + g * 16) : nvfp4_maxima16<Bf16>(x, (g0 + g) * 16);
+      special[g] = nvfp4_scales16(a, encode, decode, zero_if_scale_zero, scales + (g0 + g) * 16, multipliers + g * 16);
+    }
+    for (std::int64_t g = 0; g < n; ++g) {
+      const std::int64_t first = (g0 + g) * 16;
+      if constexpr (Bf16) prefetch_next_row(static_cast<const std::uint16_t*>(x) + (blocks + first) * 16, 8 * 64);
+      nvfp4_codes16<Bf16>(x, first, multipliers + g * 16, codes);
+      for (unsigned s = special[g]; s != 0; s &= s - 1) {
+        const std::int64_t j = first + __builtin_ctz(s);
+        alignas(64) float v[16];
+        _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
+        nvfp4_blocks(v, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+      }
+    }
+  }
+  for (std::int64_t j = whole; j < blocks; ++j) {
+    alignas(64) float v[16];
+    _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
+    nvfp4_blocks(v, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
   }
 }
 
@@ -284,8 +401,8 @@ template void mxfp4_blocks_avx512<false>(const void*, std::int64_t, bool, std::u
 template void mxfp4_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
 template void mxfp8_blocks_avx512<false>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
 template void mxfp8_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
-template void nvfp4_blocks_avx512<false>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*);
-template void nvfp4_blocks_avx512<true>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*);
+template void nvfp4_blocks_avx512<false>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*);
+template void nvfp4_blocks_avx512<true>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*);
 
 #pragma GCC diagnostic pop
 

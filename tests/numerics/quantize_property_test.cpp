@@ -169,12 +169,16 @@ TEMPLATE_LIST_TEST_CASE("every formula's CPU fast path equals its reference bit 
   for (int round = 0; round < 24; ++round) {
     // Rows: up to 300 (the low-precision rows mostly up to 40); K: whole groups or blocks where the row
     // needs them, else any width, one column now and then.
-    const std::int64_t drawn = 1 + static_cast<std::int64_t>(rng() % (lp && round % 5 ? 40 : 300));
+    // Once a very wide low-precision row, a few rows of it: the row kernels work in passes of up to 1024
+    // blocks (NVFP4 per token reads its amax off the first pass's maxima when the row fits in one).
+    const bool very_wide = lp && round == 11;
+    const std::int64_t drawn = very_wide ? 1 + static_cast<std::int64_t>(rng() % 3) : 1 + static_cast<std::int64_t>(rng() % (lp && round % 5 ? 40 : 300));
     const std::int64_t rows = (drawn + f.tile_rows - 1) / f.tile_rows * f.tile_rows;  // whole tiles (LUT-B: 8 rows)
     const std::int64_t unit = f.k_multiple;
     // Now and then wide low-precision rows: the row kernels work 16 blocks at a time, then the rest.
     const std::int64_t units = lp && round % 6 == 1 ? 40 : lp ? 9 : 6;
-    const std::int64_t cols = unit > 1   ? unit * (1 + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(units)))
+    const std::int64_t cols = very_wide  ? unit * (1100 + static_cast<std::int64_t>(rng() % 1000))
+                              : unit > 1 ? unit * (1 + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(units)))
                               : round % 7 == 0 ? 1
                                                : 1 + static_cast<std::int64_t>(rng() % (lp ? 200 : 700));
     const auto s = lp ? block_sample(rng, type, rows, cols) : fp8_sample(rng, type, rows, cols);
