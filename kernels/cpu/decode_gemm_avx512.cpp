@@ -92,6 +92,23 @@ QPOLICY_AVX512_BF16 inline __m512 e2m1_float_table() {
   return _mm512_set_ps(-6.0f, -4.0f, -3.0f, -2.0f, -1.5f, -1.0f, -0.5f, -0.0f, 6.0f, 4.0f, 3.0f, 2.0f, 1.5f, 1.0f, 0.5f, 0.0f);
 }
 
+/// For each e4m3 scale byte, its value times the sixteen e2m1 values as bf16 words (exact: 2 significant
+/// bits times 4), so that an NVFP4 step's two blocks take two loads for their 32-word table.
+struct nvfp4_word_table {
+  alignas(64) std::uint16_t words[256][16];
+  QPOLICY_AVX512_BF16 nvfp4_word_table() {
+    const auto& e4m3 = e4m3_values();
+    for (int s = 0; s < 256; ++s)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(words[s]),
+                         (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(e2m1_float_table(), _mm512_set1_ps(e4m3[static_cast<std::size_t>(s)]))));
+  }
+};
+
+QPOLICY_AVX512_BF16 const nvfp4_word_table& nvfp4_words_table() {
+  static const nvfp4_word_table table;
+  return table;
+}
+
 /// A weight row's decoder: `words(k0, count)` gives elements [k0, k0 + count) (count <= 32, a whole
 /// block unless it is the row's end) as bf16 words, zero past count; `exact(k0)` says whether they are
 /// the formula's values exactly, each zero or of magnitude at least 2^-60 (so that a product with an
@@ -173,17 +190,17 @@ struct formula_row<formula::nvfp4_weight> {
   std::int64_t n;
   const std::uint8_t* codes = m->codes.data() + n * m->cols / 2;
   const std::uint8_t* row_scales = m->block_scales.data() + n * (m->cols / 16);
-  const float* e4m3 = e4m3_values().data();
+  const nvfp4_word_table* words_of_scale = &nvfp4_words_table();
   const std::uint8_t* code_at(std::int64_t k0) const { return codes + static_cast<std::uint64_t>(k0) / 2; }
   static bool exact(std::int64_t) { return true; }
   static bool all_exact() { return true; }
   QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
     // The two blocks' sixteen values as one 32-word table (the second block's indices offset by 16).
     const std::uint8_t* scales = row_scales + static_cast<std::uint64_t>(k0) / 16;
-    const __m512 values = e2m1_float_table();
-    const __m512 first = _mm512_mul_ps(values, _mm512_set1_ps(e4m3[scales[0]]));
-    const __m512 second = count > 16 ? _mm512_mul_ps(values, _mm512_set1_ps(e4m3[scales[1]])) : _mm512_setzero_ps();
-    const __m512i table = (__m512i)_mm512_cvtne2ps_pbh(second, first);
+    const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(words_of_scale->words[scales[0]]));
+    const __m512i table = count > 16 ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
+                                                          _mm256_load_si256(reinterpret_cast<const __m256i*>(words_of_scale->words[scales[1]])), 1)
+                                     : _mm512_zextsi256_si512(first);
     const __m128i packed = load_bytes16(codes + static_cast<std::uint64_t>(k0) / 2, (count + 1) / 2);
     const __m512i index = _mm512_or_si512(e2m1_indices(packed), _mm512_set_epi64(0x0010001000100010, 0x0010001000100010, 0x0010001000100010,
                                                                                  0x0010001000100010, 0, 0, 0, 0));

@@ -27,7 +27,6 @@ using schemes::formula;
 using rows::e8m0_reciprocal_bits;
 using rows::nvfp4_blocks;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-using rows::bf16_amax_avx512;
 using rows::int8_row_bf16_avx512;
 using rows::mxfp4_blocks_avx512;
 using rows::mxfp8_blocks_avx512;
@@ -295,7 +294,11 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
   const detail::hadamard_table rotation(f.transform == schemes::pre_transform::hadamard ? size : 0);
   detail::parallel_ranges(x.rows, o.threads, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> row(static_cast<std::size_t>(x.cols)), rotated(rotation.size ? row.size() : 0);
-    for (std::int64_t r = first; r < last; ++r) {
+    // NVFP4 weights come after the tensor's amax pass, which read this range (the same split) front to
+    // back: back to front, their rows are still in the cache for most of the range.
+    constexpr bool backward = F == formula::nvfp4_weight;
+    for (std::int64_t i = first; i < last; ++i) {
+      const std::int64_t r = backward ? first + last - 1 - i : i;
       if constexpr (f.transform == schemes::pre_transform::hadamard && f.base == formula::mxfp4_even) {
         // bf16 rows of size 32 straight from the input, in registers where the CPU has AVX-512.
         if (size == 32 && !out.swizzled && x.type == element::bf16 &&
@@ -314,8 +317,10 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
       }
       if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
         if (bf16_words && !out.swizzled) {
+          const std::int64_t next = backward ? r - 1 : r + 1;  // the row after this one, for its prefetch
           nvfp4_blocks_avx512<true>(words, x.cols / 16, encode, F == formula::nvfp4_weight, out.codes + r * x.cols / 2,
-                                    out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr);
+                                    out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr,
+                                    next >= first && next < last ? words + (next - r) * x.cols : nullptr);
           continue;
         }
       }

@@ -273,10 +273,11 @@ QPOLICY_AVX512_F16C inline void nvfp4_codes16(const void* x, std::int64_t first,
 /// keep each 16 blocks' long chain (reductions, scale encode, division) out of the code loop's way. For
 /// NVFP4 per token (`token_scale` given), the token's scale st comes first from the row's NaN-ignoring
 /// amax, read off the maxima when the row is one pass long, and the encode scale is 1 / st. Blocks
-/// nvfp4_scales16 marks, and those left over, go through nvfp4_blocks.
+/// nvfp4_scales16 marks, and those left over, go through nvfp4_blocks. While the codes are written, the
+/// same blocks of `next_row` are fetched: the stream would otherwise stall at the next row's first pass.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
-                                             std::uint8_t* scales, float* token_scale) {
+                                             std::uint8_t* scales, float* token_scale, const void* next_row) {
   constexpr std::int64_t pass_groups = 64;
   alignas(64) float multipliers[pass_groups * 16];
   __mmask16 special[pass_groups];
@@ -317,7 +318,7 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
     }
     for (std::int64_t g = 0; g < n; ++g) {
       const std::int64_t first = (g0 + g) * 16;
-      if constexpr (Bf16) prefetch_next_row(static_cast<const std::uint16_t*>(x) + (blocks + first) * 16, 8 * 64);
+      if (next_row) prefetch_next_row(static_cast<const std::uint16_t*>(next_row) + first * 16, 8 * 64);  // its first pass's blocks
       nvfp4_codes16<Bf16>(x, first, multipliers + g * 16, codes);
       for (unsigned s = special[g]; s != 0; s &= s - 1) {
         const std::int64_t j = first + __builtin_ctz(s);
@@ -401,8 +402,8 @@ template void mxfp4_blocks_avx512<false>(const void*, std::int64_t, bool, std::u
 template void mxfp4_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
 template void mxfp8_blocks_avx512<false>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
 template void mxfp8_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
-template void nvfp4_blocks_avx512<false>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*);
-template void nvfp4_blocks_avx512<true>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*);
+template void nvfp4_blocks_avx512<false>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*, const void*);
+template void nvfp4_blocks_avx512<true>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*, const void*);
 
 #pragma GCC diagnostic pop
 

@@ -28,10 +28,11 @@ QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks,
 template <bool Bf16>
 QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales);
 /// NVFP4 16-blocks, as nvfp4_blocks. With `token_scale` (NVFP4 per token), encode is not read: the
-/// row's token scale st is written there and the blocks' encode scale is 1 / st.
+/// row's token scale st is written there and the blocks' encode scale is 1 / st. `next_row`: the row
+/// quantized next (bf16 words), fetched a little at a time meanwhile.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
-                         std::uint8_t* scales, float* token_scale = nullptr);
+                         std::uint8_t* scales, float* token_scale = nullptr, const void* next_row = nullptr);
 /// The NaN-ignoring amax of n bf16 words; `nan` says whether there was a NaN.
 QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int64_t n, bool& nan);
 /// An INT8 row (§5.2) of bf16 words, the model dtype bf16: its codes, and its scale returned.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <utility>
 
 namespace qpolicy::bench {
 
@@ -15,6 +16,17 @@ inline double best_seconds(int runs, const std::function<void()>& fn) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+/// The shortest of `runs` runs of each of `fn` and `baseline`, run in turns, in seconds: on a machine
+/// whose speed drifts, the ratio of the two then compares runs made under the same conditions.
+inline std::pair<double, double> best_seconds_alternating(int runs, const std::function<void()>& fn, const std::function<void()>& baseline) {
+  double best = 1e300, best_baseline = 1e300;
+  for (int i = 0; i < runs; ++i) {
+    best_baseline = std::min(best_baseline, best_seconds(1, baseline));
+    best = std::min(best, best_seconds(1, fn));
+  }
+  return {best, best_baseline};
 }
 
 }  // namespace qpolicy::bench
