@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -304,11 +305,11 @@ struct tile_sums {
   __m512 acc[MT][NT], part[MT][NT], fallback[MT][NT];
 };
 
-/// One step of `tile`: elements [k0, k0 + count) of the NT weight rows against rows [m0, m0 + MT) of x.
+/// One step of `tile`: elements [k0, k0 + count) of the NT weight rows against the MT activation rows'
+/// words of this step, `xs` (row i's 32 at xs + 32 i, zero past count: packed_activations).
 template <bool Checked, int MT, int NT, class Row>
-QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const Row (&rows)[NT], const std::uint16_t* x, std::int64_t k,
-                                                                         std::int64_t m0, std::int64_t k0, std::int64_t count, bool grouped,
-                                                                         tile_sums<MT, NT>& s) {
+QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const Row (&rows)[NT], const std::uint16_t* xs, std::int64_t k0,
+                                                                         std::int64_t count, bool grouped, tile_sums<MT, NT>& s) {
   __m512i w[NT];
   bool exact[NT];
   for (int r = 0; r < NT; ++r) {
@@ -319,7 +320,7 @@ QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const R
     w[r] = exact[r] ? rows[r].words(k0, count) : _mm512_setzero_si512();
   }
   for (int i = 0; i < MT; ++i) {
-    const __m512bh xv = (__m512bh)load_words32(x + (m0 + i) * k + k0, count);
+    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xs + i * step);
     for (int r = 0; r < NT; ++r) {
       __m512& target = grouped ? s.part[i][r] : s.acc[i][r];
       target = _mm512_dpbf16_ps(target, xv, (__m512bh)w[r]);
@@ -329,26 +330,27 @@ QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const R
     if (exact[r]) continue;
     float rare[step];
     rows[r].values(k0, count, rare);
-    for (int i = 0; i < MT; ++i) s.fallback[i][r] = fma_step(s.fallback[i][r], x + (m0 + i) * k + k0, rare, count);
+    for (int i = 0; i < MT; ++i) s.fallback[i][r] = fma_step(s.fallback[i][r], xs + i * step, rare, count);
   }
 }
 
-/// Rows [m0, m0 + MT) of x times weight rows [n0, n0 + NT): y[m, n] = the sum of the sixteen lanes.
-/// With group scales (the block-scaled FP8 GEMM), each 128-wide chunk's lanes are scaled before they
-/// are added.
+/// Rows [m0, m0 + MT) of x (packed: their block of packed_activations) times weight rows [n0, n0 + NT):
+/// y[m, n] = the sum of the sixteen lanes. With group scales (the block-scaled FP8 GEMM), each 128-wide
+/// chunk's lanes are scaled before they are added.
 template <bool Checked, int MT, int NT, class Row>
-QPOLICY_AVX512_BF16 void tile_sums_of(const Row (&rows)[NT], const std::uint16_t* x, std::int64_t k, std::int64_t n0, std::int64_t m0,
+QPOLICY_AVX512_BF16 void tile_sums_of(const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0, std::int64_t m0,
                                       const group_scales* groups, float* y, std::int64_t ldy) {
   tile_sums<MT, NT> s;
   for (int i = 0; i < MT; ++i)
     for (int r = 0; r < NT; ++r) s.acc[i][r] = s.part[i][r] = s.fallback[i][r] = _mm512_setzero_ps();
   if (!groups) {
     std::int64_t k0 = 0;
-    for (; k0 + step <= k; k0 += step) tile_step<Checked, MT, NT>(rows, x, k, m0, k0, step, false, s);
-    if (k0 < k) tile_step<Checked, MT, NT>(rows, x, k, m0, k0, k - k0, false, s);
+    const std::uint16_t* xs = packed;
+    for (; k0 + step <= k; k0 += step, xs += MT * step) tile_step<Checked, MT, NT>(rows, xs, k0, step, false, s);
+    if (k0 < k) tile_step<Checked, MT, NT>(rows, xs, k0, k - k0, false, s);
   } else {
     for (std::int64_t k0 = 0; k0 < k; k0 += 128) {  // K is whole 128-wide chunks
-      for (std::int64_t t = 0; t < 128; t += step) tile_step<Checked, MT, NT>(rows, x, k, m0, k0 + t, step, true, s);
+      for (std::int64_t t = 0; t < 128; t += step) tile_step<Checked, MT, NT>(rows, packed + (k0 + t) * MT, k0 + t, step, true, s);
       for (int r = 0; r < NT; ++r) {
         const float ws = groups->w_scale[((n0 + r) / 128) * groups->chunks + k0 / 128];
         for (int i = 0; i < MT; ++i) {
@@ -364,32 +366,49 @@ QPOLICY_AVX512_BF16 void tile_sums_of(const Row (&rows)[NT], const std::uint16_t
                                            : _mm512_reduce_add_ps(s.acc[i][r]);
 }
 
-/// Rows [m0, m0 + MT) of x times weight rows [n0, n0 + NT): y[m, n] = the sum of the sixteen lanes.
-/// With group scales (the block-scaled FP8 GEMM), each 128-wide chunk's lanes are scaled before they
-/// are added. Rows with a block that is not exact in bf16 take the loop that checks every step.
+/// Rows [m0, m0 + MT) of x (their block of packed_activations) times weight rows [n0, n0 + NT): y[m, n]
+/// = the sum of the sixteen lanes. With group scales (the block-scaled FP8 GEMM), each 128-wide chunk's
+/// lanes are scaled before they are added. Rows with a block that is not exact in bf16 take the loop
+/// that checks every step.
 template <int MT, int NT, class Row>
-QPOLICY_AVX512_BF16 void tile(const Row (&rows)[NT], const std::uint16_t* x, std::int64_t k, std::int64_t n0, std::int64_t m0,
+QPOLICY_AVX512_BF16 void tile(const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0, std::int64_t m0,
                               const group_scales* groups, float* y, std::int64_t ldy) {
   bool exact = true;
   for (int r = 0; r < NT; ++r) exact = exact && rows[r].all_exact();
-  if (exact) tile_sums_of<false, MT, NT>(rows, x, k, n0, m0, groups, y, ldy);
-  else tile_sums_of<true, MT, NT>(rows, x, k, n0, m0, groups, y, ldy);
+  if (exact) tile_sums_of<false, MT, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+  else tile_sums_of<true, MT, NT>(rows, packed, k, n0, m0, groups, y, ldy);
 }
 
 /// Rows [m0, m0 + mt) of x, mt <= 8, times NT weight rows: `tile` with its row count as a constant.
 template <int NT, class Row>
-QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const std::uint16_t* x, std::int64_t k, std::int64_t n0,
+QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0,
                                    std::int64_t m0, const group_scales* groups, float* y, std::int64_t ldy) {
   switch (mt) {
-    case 1: return tile<1, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 2: return tile<2, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 3: return tile<3, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 4: return tile<4, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 5: return tile<5, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 6: return tile<6, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    case 7: return tile<7, NT>(rows, x, k, n0, m0, groups, y, ldy);
-    default: return tile<8, NT>(rows, x, k, n0, m0, groups, y, ldy);
+    case 1: return tile<1, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 2: return tile<2, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 3: return tile<3, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 4: return tile<4, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 5: return tile<5, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 6: return tile<6, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    case 7: return tile<7, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+    default: return tile<8, NT>(rows, packed, k, n0, m0, groups, y, ldy);
   }
+}
+
+/// x's rows in blocks of 8 (a tile's rows), each block step by step: for each 32-element step, the
+/// block's rows' 32 words side by side, zero past k. A tile then reads one stream through one pointer;
+/// eight row pointers did not fit in the registers beside a row decoder's (GCC spilled them).
+std::vector<std::uint16_t> packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k) {
+  const std::int64_t steps = (k + step - 1) / step;
+  std::vector<std::uint16_t> packed(static_cast<std::size_t>(m * steps * step));
+  for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
+    const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
+    std::uint16_t* block = packed.data() + m0 * steps * step;
+    for (std::int64_t t = 0; t < steps; ++t)
+      for (std::int64_t i = 0; i < mt; ++i)
+        std::copy_n(x + (m0 + i) * k + t * step, std::min(step, k - t * step), block + (t * mt + i) * step);
+  }
+  return packed;
 }
 
 /// Rows [m0, m0 + MT) of float32 x times NT float32 weight rows, in fused multiply-adds: the float32
@@ -460,17 +479,20 @@ void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
+  const auto packed = packed_activations(x.bf16, m, k);
+  const std::int64_t steps = (k + step - 1) / step;
   // Two weight rows share each load of x (an even pair never straddles a 128-row weight block).
   parallel_ranges((n + 1) / 2, threads, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t p = first; p < last; ++p)
       for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
         const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
+        const std::uint16_t* block = packed.data() + m0 * steps * step;
         if (2 * p + 1 >= n) {
           const decltype(row_of(w, 0)) one[1] = {row_of(w, 2 * p)};
-          tile_rows<1>(mt, one, x.bf16, k, 2 * p, m0, groups, y, n);
+          tile_rows<1>(mt, one, block, k, 2 * p, m0, groups, y, n);
         } else {
           const decltype(row_of(w, 0)) two[2] = {row_of(w, 2 * p), row_of(w, 2 * p + 1)};
-          tile_rows<2>(mt, two, x.bf16, k, 2 * p, m0, groups, y, n);
+          tile_rows<2>(mt, two, block, k, 2 * p, m0, groups, y, n);
         }
       }
   });
