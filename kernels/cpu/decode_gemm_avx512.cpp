@@ -2,6 +2,7 @@
 // into bf16 words in registers, vdpbf16ps against every row of x. The decoded words are exactly the
 // formula's element values (weight_operand), so each product is exact; the sums are float32.
 #include "decode_gemm.hpp"
+#include "decode_rows_avx512.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -10,11 +11,6 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-#include "qpolicy/numerics/detail/lut_b_tile.hpp"
-#include "qpolicy/numerics/numerics.hpp"
-
-#define QPOLICY_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 namespace qpolicy::cpu::detail {
 
@@ -26,265 +22,9 @@ namespace qpolicy::cpu::detail {
 namespace {
 
 using schemes::formula;
+using namespace decode_rows;
 
-constexpr std::int64_t step = 32;            // elements of a weight row per vdpbf16ps
 constexpr std::int64_t prefetch_bytes = 16384;  // how far ahead of a row's codes to fetch
-
-/// Bits of the first `count` (<= 32) lanes.
-inline __mmask32 lanes32(std::int64_t count) { return count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1; }
-
-/// The first `count` of 32 bytes, or 16, or words, zero past count (plain loads for whole steps).
-QPOLICY_AVX512_BF16 inline __m256i load_bytes32(const std::uint8_t* p, std::int64_t count) {
-  return count == 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi8(lanes32(count), p);
-}
-QPOLICY_AVX512_BF16 inline __m128i load_bytes16(const std::uint8_t* p, std::int64_t count) {
-  return count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(static_cast<__mmask16>(lanes32(count)), p);
-}
-QPOLICY_AVX512_BF16 inline __m512i load_words32(const std::uint16_t* p, std::int64_t count) {
-  return count == 32 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(lanes32(count), p);
-}
-QPOLICY_AVX512_BF16 inline __m512i keep_words(__m512i v, std::int64_t count) { return count == 32 ? v : _mm512_maskz_mov_epi16(lanes32(count), v); }
-
-/// The bf16 words of the 128 e4m3 magnitudes (code & 0x7F), in four registers of 32: exact (e4m3 has
-/// 3 mantissa bits, bf16 7), 0x7F NaN.
-struct e4m3_word_table {
-  __m512i quarter[4];
-  QPOLICY_AVX512_BF16 e4m3_word_table() {
-    alignas(64) std::uint16_t words[128];
-    for (int c = 0; c < 128; ++c) words[c] = fp8::to_bf16(fp8::decode(static_cast<std::uint8_t>(c)));
-    for (int q = 0; q < 4; ++q) quarter[q] = _mm512_load_si512(words + 32 * q);
-  }
-};
-
-QPOLICY_AVX512_BF16 const e4m3_word_table& e4m3_words_table() {
-  static const e4m3_word_table table;
-  return table;
-}
-
-/// 32 e4m3 codes as bf16 words, by table; `rebias` is added to the exponent of every finite nonzero
-/// value (an E8M0 scale folded in; callers keep the results normal and finite).
-template <bool Rebias>
-QPOLICY_AVX512_BF16 inline __m512i e4m3_words(__m256i codes, const e4m3_word_table& table, __m512i rebias) {
-  const __m512i w = _mm512_cvtepu8_epi16(codes);
-  const __m512i low = _mm512_permutex2var_epi16(table.quarter[0], w, table.quarter[1]);   // magnitudes 0..63
-  const __m512i high = _mm512_permutex2var_epi16(table.quarter[2], w, table.quarter[3]);  // 64..127
-  __m512i v = _mm512_mask_mov_epi16(low, _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), high);
-  if constexpr (Rebias) {
-    const __m512i magnitude = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
-    const __mmask32 finite_nonzero = _mm512_test_epi16_mask(magnitude, magnitude) & _mm512_cmpneq_epi16_mask(magnitude, _mm512_set1_epi16(0x7F));
-    v = _mm512_mask_add_epi16(v, finite_nonzero, v, rebias);
-  }
-  return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(w, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);  // v | (w << 8 & sign)
-}
-
-/// 32 e2m1 codes (16 bytes, the even element in the low nibble) as word indices in element order.
-QPOLICY_AVX512_BF16 inline __m512i e2m1_indices(__m128i packed) {
-  const __m512i d = _mm512_cvtepu8_epi32(packed);
-  return _mm512_ternarylogic_epi32(d, _mm512_slli_epi32(d, 12), _mm512_set1_epi32(0x000F000F), 0xA8);  // (d | d << 12) & mask
-}
-
-/// The sixteen e2m1 values as bf16 words (codes 0..15), and as floats.
-QPOLICY_AVX512_BF16 inline __m512i e2m1_word_table() {
-  return _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, static_cast<short>(0xC0C0), static_cast<short>(0xC080),
-                          static_cast<short>(0xC040), static_cast<short>(0xC000), static_cast<short>(0xBFC0), static_cast<short>(0xBF80),
-                          static_cast<short>(0xBF00), static_cast<short>(0x8000), 0x40C0, 0x4080, 0x4040, 0x4000, 0x3FC0, 0x3F80, 0x3F00, 0);
-}
-QPOLICY_AVX512_BF16 inline __m512 e2m1_float_table() {
-  return _mm512_set_ps(-6.0f, -4.0f, -3.0f, -2.0f, -1.5f, -1.0f, -0.5f, -0.0f, 6.0f, 4.0f, 3.0f, 2.0f, 1.5f, 1.0f, 0.5f, 0.0f);
-}
-
-/// For each e4m3 scale byte, its value times the sixteen e2m1 values as bf16 words (exact: 2 significant
-/// bits times 4), so that an NVFP4 step's two blocks take two loads for their 32-word table.
-struct nvfp4_word_table {
-  alignas(64) std::uint16_t words[256][16];
-  QPOLICY_AVX512_BF16 nvfp4_word_table() {
-    const auto& e4m3 = e4m3_values();
-    for (int s = 0; s < 256; ++s)
-      _mm256_store_si256(reinterpret_cast<__m256i*>(words[s]),
-                         (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(e2m1_float_table(), _mm512_set1_ps(e4m3[static_cast<std::size_t>(s)]))));
-  }
-};
-
-QPOLICY_AVX512_BF16 const nvfp4_word_table& nvfp4_words_table() {
-  static const nvfp4_word_table table;
-  return table;
-}
-
-/// A weight row's decoder: `words(k0, count)` gives elements [k0, k0 + count) (count <= 32, a whole
-/// block unless it is the row's end) as bf16 words, zero past count; `exact(k0)` says whether they are
-/// the formula's values exactly, each zero or of magnitude at least 2^-60 (so that a product with an
-/// activation of at least 2^-60 is a normal float, which vdpbf16ps does not flush); else
-/// `values(k0, count, out)` gives them in float32 (weight_operand). e4m3 codes are at least 2^-9,
-/// NVFP4's values 2^-10, INT8's 1.
-struct e4m3_row {
-  const std::uint8_t* codes;
-  const e4m3_word_table* table;
-  const std::uint8_t* code_at(std::int64_t k0) const { return codes + k0; }
-  static bool exact(std::int64_t) { return true; }
-  static bool all_exact() { return true; }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
-    return e4m3_words<false>(load_bytes32(codes + k0, count), *table, _mm512_setzero_si512());
-  }
-  void values(std::int64_t, std::int64_t, float*) const {}
-};
-
-template <formula F>
-struct formula_row;
-
-// MXFP8 (Marlin's decode: scale byte 0 is 0): the scale's exponent folded into the words, taken for
-// scale bytes 76..246 (every nonzero value in [2^-60, 2^128), so its products with activations of at
-// least 2^-60 are normal floats); byte 0 gives zeros.
-template <>
-struct formula_row<formula::mxfp8_torch> {
-  const lp_matrix* m;
-  std::int64_t n;
-  const std::uint8_t* codes = m->codes.data() + n * m->cols;
-  const std::uint8_t* scales = m->block_scales.data() + n * (m->cols / 32);
-  const e4m3_word_table* table = &e4m3_words_table();
-  const std::uint8_t* code_at(std::int64_t k0) const { return codes + k0; }
-  std::uint8_t scale(std::int64_t k0) const { return scales[static_cast<std::uint64_t>(k0) / 32]; }
-  static bool exact_scale(std::uint8_t b) { return b == 0 || (b >= 76 && b <= 246); }
-  bool exact(std::int64_t k0) const { return exact_scale(scale(k0)); }
-  bool all_exact() const { return std::all_of(scales, scales + m->cols / 32, exact_scale); }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
-    const std::uint8_t b = scale(k0);
-    if (b == 0) return _mm512_setzero_si512();
-    const __m256i codes = load_bytes32(this->codes + k0, count);
-    return keep_words(e4m3_words<true>(codes, *table, _mm512_set1_epi16(static_cast<short>((b - 127) << 7))), count);
-  }
-  void values(std::int64_t k0, std::int64_t count, float* out) const {
-    for (std::int64_t t = 0; t < count; ++t)
-      out[t] = lp::weight_operand<formula::mxfp8_torch>(m->codes.data(), m->block_scales.data(), m->cols, n, k0 + t);
-  }
-};
-
-// MXFP4: the scale's exponent folded into the sixteen-word table, taken for scale bytes 68..252 (every
-// nonzero value in [2^-60, 2^128)).
-template <>
-struct formula_row<formula::mxfp4_even> {
-  const lp_matrix* m;
-  std::int64_t n;
-  const std::uint8_t* codes = m->codes.data() + n * m->cols / 2;
-  const std::uint8_t* scales = m->block_scales.data() + n * (m->cols / 32);
-  const std::uint8_t* code_at(std::int64_t k0) const { return codes + static_cast<std::uint64_t>(k0) / 2; }
-  std::uint8_t scale(std::int64_t k0) const { return scales[static_cast<std::uint64_t>(k0) / 32]; }
-  static bool exact_scale(std::uint8_t b) { return b >= 68 && b <= 252; }
-  bool exact(std::int64_t k0) const { return exact_scale(scale(k0)); }
-  bool all_exact() const { return std::all_of(scales, scales + m->cols / 32, exact_scale); }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
-    const __m512i rebias = _mm512_set1_epi16(static_cast<short>((scale(k0) - 127) << 7));
-    const __m512i table = _mm512_mask_add_epi16(e2m1_word_table(), 0xFEFE, e2m1_word_table(), rebias);  // not the zeros
-    const __m128i packed = load_bytes16(codes + static_cast<std::uint64_t>(k0) / 2, (count + 1) / 2);
-    return keep_words(_mm512_permutexvar_epi16(e2m1_indices(packed), table), count);
-  }
-  void values(std::int64_t k0, std::int64_t count, float* out) const {
-    for (std::int64_t t = 0; t < count; ++t)
-      out[t] = lp::weight_operand<formula::mxfp4_even>(m->codes.data(), m->block_scales.data(), m->cols, n, k0 + t);
-  }
-};
-
-// NVFP4: e2m1 times an e4m3 block scale (16 elements) has at most 6 significant bits and an exponent
-// of at least -10: always an exact, normal bf16.
-template <>
-struct formula_row<formula::nvfp4_weight> {
-  const lp_matrix* m;
-  std::int64_t n;
-  const std::uint8_t* codes = m->codes.data() + n * m->cols / 2;
-  const std::uint8_t* row_scales = m->block_scales.data() + n * (m->cols / 16);
-  const nvfp4_word_table* words_of_scale = &nvfp4_words_table();
-  const std::uint8_t* code_at(std::int64_t k0) const { return codes + static_cast<std::uint64_t>(k0) / 2; }
-  static bool exact(std::int64_t) { return true; }
-  static bool all_exact() { return true; }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
-    // The two blocks' sixteen values as one 32-word table (the second block's indices offset by 16).
-    const std::uint8_t* scales = row_scales + static_cast<std::uint64_t>(k0) / 16;
-    const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(words_of_scale->words[scales[0]]));
-    const __m512i table = count > 16 ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
-                                                          _mm256_load_si256(reinterpret_cast<const __m256i*>(words_of_scale->words[scales[1]])), 1)
-                                     : _mm512_zextsi256_si512(first);
-    const __m128i packed = load_bytes16(codes + static_cast<std::uint64_t>(k0) / 2, (count + 1) / 2);
-    const __m512i index = _mm512_or_si512(e2m1_indices(packed), _mm512_set_epi64(0x0010001000100010, 0x0010001000100010, 0x0010001000100010,
-                                                                                 0x0010001000100010, 0, 0, 0, 0));
-    return keep_words(_mm512_permutexvar_epi16(index, table), count);
-  }
-  void values(std::int64_t, std::int64_t, float*) const {}
-};
-
-// LUT-B (new-schemes §B.4): row n's 64 indices of a tile (3 bits each, 24 bytes at row n % 8 of the
-// tile's 192), into the tile's eight e4m3 values times its E8M0 scale; taken for scale bytes 76..246 (as
-// MXFP8's). K is whole tiles, so a step is half a tile row.
-template <>
-struct formula_row<formula::lut_b> {
-  const lp_matrix* m;
-  std::int64_t n;
-  std::int64_t tiles = m->cols / lp::lut_cols;  // per tile row
-  std::int64_t first_tile = (n / lp::lut_rows) * tiles;
-  const std::uint8_t* packed = m->codes.data() + first_tile * lp::lut_packed_bytes + (n % lp::lut_rows) * (lp::lut_cols * 3 / 8);
-  const e4m3_word_table* table = &e4m3_words_table();
-  std::uint8_t scale(std::int64_t k0) const { return m->block_scales[static_cast<std::size_t>(first_tile + k0 / lp::lut_cols)]; }
-  static bool exact_scale(std::uint8_t b) { return b >= 76 && b <= 246; }
-  bool exact(std::int64_t k0) const { return exact_scale(scale(k0)); }
-  bool all_exact() const {
-    const std::uint8_t* b = m->block_scales.data() + first_tile;
-    return std::all_of(b, b + tiles, exact_scale);
-  }
-  const std::uint8_t* code_at(std::int64_t k0) const {
-    return packed + (k0 / lp::lut_cols) * lp::lut_packed_bytes + (k0 % lp::lut_cols) * 3 / 8;
-  }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t) const {
-    const std::int64_t tile = k0 / lp::lut_cols;
-    // The tile's eight values as floats: its codebook's bf16 words, widened, times the scale (exact).
-    const __m256i book = _mm256_maskz_loadu_epi8(0xFF, m->codebook.data() + (first_tile + tile) * lp::lut_entries);
-    const __m512i book_words = e4m3_words<false>(book, *table, _mm512_setzero_si512());
-    const __m512 values = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(book_words)), 16)),
-                                        _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale(k0)) << 23)));
-    // 32 indices from 12 bytes: each dword gets its group's 24-bit word, shifted to its index.
-    const __m512i bytes = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(0x0FFF, code_at(k0)));
-    const __m512i group_bytes_low = _mm512_set_epi32(0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403, 0x80050403,
-                                                     0x80050403, 0x80020100, 0x80020100, 0x80020100, 0x80020100, 0x80020100, 0x80020100,
-                                                     0x80020100, 0x80020100);
-    const __m512i group_bytes_high = _mm512_set_epi32(0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09, 0x800B0A09,
-                                                      0x800B0A09, 0x80080706, 0x80080706, 0x80080706, 0x80080706, 0x80080706, 0x80080706,
-                                                      0x80080706, 0x80080706);
-    const __m512i shifts = _mm512_set_epi32(21, 18, 15, 12, 9, 6, 3, 0, 21, 18, 15, 12, 9, 6, 3, 0);
-    const __m512i seven = _mm512_set1_epi32(7);
-    const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_low), shifts), seven);
-    const __m512i high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_high), shifts), seven);
-    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_permutexvar_ps(high, values), _mm512_permutexvar_ps(low, values));
-  }
-  void values(std::int64_t k0, std::int64_t count, float* out) const {
-    for (std::int64_t t = 0; t < count; ++t)
-      out[t] = lp::weight_operand<formula::lut_b>(m->codes.data(), m->block_scales.data(), m->cols, n, k0 + t, m->codebook.data());
-  }
-};
-
-// INT8: the code itself (the row scale multiplies the sum).
-template <>
-struct formula_row<formula::int8_per_channel> {
-  const lp_matrix* m;
-  std::int64_t n;
-  const std::uint8_t* row = m->codes.data() + n * m->cols;
-  const std::uint8_t* code_at(std::int64_t k0) const { return row + k0; }
-  static bool exact(std::int64_t) { return true; }
-  static bool all_exact() { return true; }
-  QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
-    const __m256i codes = load_bytes32(row + k0, count);
-    const __m512 low = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(codes)));
-    const __m512 high = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(codes, 1)));
-    return (__m512i)_mm512_cvtne2ps_pbh(high, low);
-  }
-  void values(std::int64_t, std::int64_t, float*) const {}
-};
-
-e4m3_row row_of(const e4m3_weights& w, std::int64_t n) { return {w.codes + n * w.k, &e4m3_words_table()}; }
-template <formula F>
-formula_row<F> row_of(const formula_weights<F>& w, std::int64_t n) { return {w.matrix, n}; }
-std::int64_t rows_of(const e4m3_weights& w) { return w.n; }
-std::int64_t cols_of(const e4m3_weights& w) { return w.k; }
-template <formula F>
-std::int64_t rows_of(const formula_weights<F>& w) { return w.matrix->rows; }
-template <formula F>
-std::int64_t cols_of(const formula_weights<F>& w) { return w.matrix->cols; }
 
 /// acc += x * w over one step, in float32 multiply-adds: a block whose values are not exact bf16 words.
 QPOLICY_AVX512_BF16 inline __m512 fma_step(__m512 acc, const std::uint16_t* x, const float* w, std::int64_t count) {
@@ -398,18 +138,21 @@ QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const
 /// x's rows in blocks of 8 (a tile's rows), each block step by step: for each 32-element step, the
 /// block's rows' 32 words side by side, zero past k. A tile then reads one stream through one pointer;
 /// eight row pointers did not fit in the registers beside a row decoder's (GCC spilled them).
-std::vector<std::uint16_t> packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k) {
-  const std::int64_t steps = (k + step - 1) / step;
-  std::vector<std::uint16_t> packed(static_cast<std::size_t>(m * steps * step));
-  for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
-    const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-    std::uint16_t* block = packed.data() + m0 * steps * step;
-    for (std::int64_t t = 0; t < steps; ++t)
-      for (std::int64_t i = 0; i < mt; ++i)
-        std::copy_n(x + (m0 + i) * k + t * step, std::min(step, k - t * step), block + (t * mt + i) * step);
+struct packed_activations {
+  std::int64_t steps;
+  std::vector<std::uint16_t> words;
+  packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k)
+      : steps((k + step - 1) / step), words(static_cast<std::size_t>(m * steps * step)) {
+    for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
+      const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
+      for (std::int64_t t = 0; t < steps; ++t)
+        for (std::int64_t i = 0; i < mt; ++i)
+          std::copy_n(x + (m0 + i) * k + t * step, std::min(step, k - t * step), words.data() + m0 * steps * step + (t * mt + i) * step);
+    }
   }
-  return packed;
-}
+  /// Rows [m0, m0 + 8)'s block.
+  const std::uint16_t* block(std::int64_t m0) const { return words.data() + m0 * steps * step; }
+};
 
 /// Rows [m0, m0 + MT) of float32 x times NT float32 weight rows, in fused multiply-adds: the float32
 /// baseline at decode batches, at the speed its weight bytes are read.
@@ -479,14 +222,13 @@ void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
-  const auto packed = packed_activations(x.bf16, m, k);
-  const std::int64_t steps = (k + step - 1) / step;
+  const packed_activations packed(x.bf16, m, k);
   // Two weight rows share each load of x (an even pair never straddles a 128-row weight block).
   parallel_ranges((n + 1) / 2, threads, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t p = first; p < last; ++p)
       for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
         const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-        const std::uint16_t* block = packed.data() + m0 * steps * step;
+        const std::uint16_t* block = packed.block(m0);
         if (2 * p + 1 >= n) {
           const decltype(row_of(w, 0)) one[1] = {row_of(w, 2 * p)};
           tile_rows<1>(mt, one, block, k, 2 * p, m0, groups, y, n);

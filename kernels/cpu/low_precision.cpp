@@ -309,6 +309,8 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
       const bool bf16_words = x.type == element::bf16 && detail::has_avx512_kernels() && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
       const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
+      const std::int64_t next = backward ? r - 1 : r + 1;  // the row after this one, for the kernels' prefetch
+      const std::uint16_t* next_row = next >= first && next < last ? words + (next - r) * x.cols : nullptr;
       if constexpr (F == formula::int8_per_channel) {
         if (bf16_words) {
           out.row_scales[r] = int8_row_bf16_avx512(words, x.cols, reinterpret_cast<std::int8_t*>(out.codes) + r * x.cols);
@@ -317,10 +319,8 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
       }
       if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
         if (bf16_words && !out.swizzled) {
-          const std::int64_t next = backward ? r - 1 : r + 1;  // the row after this one, for its prefetch
           nvfp4_blocks_avx512<true>(words, x.cols / 16, encode, F == formula::nvfp4_weight, out.codes + r * x.cols / 2,
-                                    out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr,
-                                    next >= first && next < last ? words + (next - r) * x.cols : nullptr);
+                                    out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr, next_row);
           continue;
         }
       }
@@ -333,7 +333,7 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
           if constexpr (f.base == formula::mxfp4_even || f.base == formula::mxfp4_rceil)
             mxfp4_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp4_rceil, out.codes + r * x.cols / 2, scales);
           else
-            mxfp8_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp8_flashinfer, out.codes + r * x.cols, scales);
+            mxfp8_blocks_avx512<true>(words, x.cols / 32, f.base == formula::mxfp8_flashinfer, out.codes + r * x.cols, scales, next_row);
           continue;
         }
       }

@@ -142,9 +142,8 @@ QPOLICY_AVX512_F16C inline __mmask16 mxfp8_scales16(const void* x, std::int64_t 
   return special;
 }
 
-/// Prefetches `bytes` from p on, a line at a time: the same blocks of the next row of a matrix (its rows
-/// follow each other), for the pass that reads them first. A prefetch past the input's end is dropped,
-/// never a fault.
+/// Prefetches `bytes` from p on, a line at a time: the same blocks of the row quantized next, for the
+/// pass that reads them first (the stream would otherwise stall there).
 QPOLICY_AVX512 inline void prefetch_next_row(const void* p, int bytes) {
   for (int line = 0; line < bytes; line += 64) _mm_prefetch(static_cast<const char*>(p) + line, _MM_HINT_T0);
 }
@@ -152,9 +151,11 @@ QPOLICY_AVX512 inline void prefetch_next_row(const void* p, int bytes) {
 /// The MXFP8 blocks of a row (widened floats, or bf16 words straight from the input) with AVX-512
 /// registers, in passes over up to 512 blocks of the row at a time: every 16 blocks' scales and
 /// multipliers (mxfp8_scales16), then the codes. Separate passes keep each 16 blocks' long chain
-/// (reductions, scale bits, division) out of the code loop's way.
+/// (reductions, scale bits, division) out of the code loop's way. While the codes are written, the same
+/// blocks of `next_row` are fetched.
 template <bool Bf16>
-QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales,
+                                             const void* next_row) {
   constexpr std::int64_t pass_groups = 32;
   alignas(64) float multipliers[pass_groups * 16];
   __mmask16 special[pass_groups];
@@ -165,7 +166,7 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
       special[g] = mxfp8_scales16<Bf16>(x, (g0 + g) * 16, flashinfer, scales + (g0 + g) * 16, multipliers + g * 16);
     for (std::int64_t g = 0; g < n; ++g) {
       const std::int64_t j = (g0 + g) * 16;
-      if constexpr (Bf16) prefetch_next_row(static_cast<const std::uint16_t*>(x) + (blocks + j) * 32, 16 * 64);
+      if (next_row) prefetch_next_row(static_cast<const std::uint16_t*>(next_row) + j * 32, 16 * 64);
       for (int k = 0; k < 16; ++k) {
         const __m512 v0 = detail::load16<Bf16>(x, (j + k) * 32), v1 = detail::load16<Bf16>(x, (j + k) * 32 + 16);
         std::uint8_t* q = codes + (j + k) * 32;
@@ -268,6 +269,15 @@ QPOLICY_AVX512_F16C inline void nvfp4_codes16(const void* x, std::int64_t first,
   }
 }
 
+/// Block j through nvfp4_blocks (a block nvfp4_scales16 marks, or one left over).
+template <bool Bf16>
+QPOLICY_AVX512_F16C inline void nvfp4_block_portable(const void* x, std::int64_t j, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
+                                                     std::uint8_t* scales) {
+  alignas(64) float v[16];
+  _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
+  nvfp4_blocks(v, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+}
+
 /// nvfp4_blocks with AVX-512 registers, in passes over up to 1024 blocks of the row at a time (the row
 /// stays in L1/L2): every 16 blocks' maxima; their scales and multipliers; then the codes. Separate passes
 /// keep each 16 blocks' long chain (reductions, scale encode, division) out of the code loop's way. For
@@ -321,18 +331,11 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
       if (next_row) prefetch_next_row(static_cast<const std::uint16_t*>(next_row) + first * 16, 8 * 64);  // its first pass's blocks
       nvfp4_codes16<Bf16>(x, first, multipliers + g * 16, codes);
       for (unsigned s = special[g]; s != 0; s &= s - 1) {
-        const std::int64_t j = first + __builtin_ctz(s);
-        alignas(64) float v[16];
-        _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
-        nvfp4_blocks(v, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
+        nvfp4_block_portable<Bf16>(x, first + __builtin_ctz(s), encode, zero_if_scale_zero, codes, scales);
       }
     }
   }
-  for (std::int64_t j = whole; j < blocks; ++j) {
-    alignas(64) float v[16];
-    _mm512_store_ps(v, detail::load16<Bf16>(x, j * 16));
-    nvfp4_blocks(v, 1, encode, zero_if_scale_zero, codes + j * 8, scales + j);
-  }
+  for (std::int64_t j = whole; j < blocks; ++j) nvfp4_block_portable<Bf16>(x, j, encode, zero_if_scale_zero, codes, scales);
 }
 
 /// The NaN-ignoring amax of n bf16 words (amax_range's max over magnitude bits, NaN lanes masked out);
@@ -400,8 +403,8 @@ QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks,
 
 template void mxfp4_blocks_avx512<false>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
 template void mxfp4_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
-template void mxfp8_blocks_avx512<false>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
-template void mxfp8_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*);
+template void mxfp8_blocks_avx512<false>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*, const void*);
+template void mxfp8_blocks_avx512<true>(const void*, std::int64_t, bool, std::uint8_t*, std::uint8_t*, const void*);
 template void nvfp4_blocks_avx512<false>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*, const void*);
 template void nvfp4_blocks_avx512<true>(const void*, std::int64_t, float, bool, std::uint8_t*, std::uint8_t*, float*, const void*);
 

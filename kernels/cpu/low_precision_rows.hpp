@@ -24,9 +24,11 @@ namespace qpolicy::cpu::rows {
 /// MXFP4 32-blocks (§4.2 EVEN, or §4.3 RCEIL): packed codes and E8M0 scale bytes.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales);
-/// MXFP8 32-blocks (§3.2 torch path, or §3.3 FlashInfer): e4m3 codes and E8M0 scale bytes.
+/// MXFP8 32-blocks (§3.2 torch path, or §3.3 FlashInfer): e4m3 codes and E8M0 scale bytes. `next_row`: the
+/// row quantized next (bf16 words), fetched a little at a time meanwhile.
 template <bool Bf16>
-QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales);
+QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales,
+                                             const void* next_row = nullptr);
 /// NVFP4 16-blocks, as nvfp4_blocks. With `token_scale` (NVFP4 per token), encode is not read: the
 /// row's token scale st is written there and the blocks' encode scale is 1 / st. `next_row`: the row
 /// quantized next (bf16 words), fetched a little at a time meanwhile.
