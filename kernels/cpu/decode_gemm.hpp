@@ -10,6 +10,8 @@
 //     nonzero product is a normal float: activations and weight values zero or at least 2^-60; a weight
 //     block with smaller values takes float32 multiply-adds instead, and activations with smaller
 //     values the float32 kernel. (A sum that cancels to below 2^-126 is still flushed to zero.)
+//     Where the CPU has AMX, sixteen weight rows' decoded steps form a tile for tdpbf16ps, which takes
+//     the same operands under the same rules (decode_tiles_amx.hpp).
 //   - Elsewhere (decode_gemm.cpp): the same loop in float32, the weights decoded by each formula's
 //     element function, in loops cloned per instruction set.
 #include <array>
@@ -88,8 +90,17 @@ const std::array<float, 256>& e4m3_values();
 /// Whether the vdpbf16ps kernels run: the CPU has AVX-512 BF16 and QPOLICY_CPU_ENCODER is not `portable`.
 bool has_bf16_dot_kernels();
 
+/// Whether the AMX tiles run (on top of has_bf16_dot_kernels()): the CPU has AMX-BF16, the kernel
+/// grants this process the tile state, and QPOLICY_CPU_ENCODER is not `no-amx`. Defined in decode_gemm_avx512.cpp.
+bool has_amx_kernels();
+
+/// The fewest rows of x for which the decode-batch GEMM takes AMX tiles where it can: below, vdpbf16ps
+/// is as fast (the tile's products cost as much for one row of x as for sixteen).
+inline constexpr std::int64_t amx_min_rows = 2;
+
 /// y[m, n] (row stride ldy) = sum_k x[m, k] w[n, k], times the group scales when given: the vdpbf16ps
-/// kernel (x.bf16 set, has_bf16_dot_kernels()). Defined in decode_gemm_avx512.cpp.
+/// kernel (x.bf16 set, has_bf16_dot_kernels()), with AMX tiles for sixteen weight rows at a time where
+/// has_amx_kernels(). Defined in decode_gemm_avx512.cpp.
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
 /// The same sums in float32 multiply-adds (any CPU, any activations). Defined in decode_gemm.cpp.

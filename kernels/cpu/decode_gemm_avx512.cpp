@@ -3,11 +3,22 @@
 // formula's element values (weight_operand), so each product is exact; the sums are float32.
 #include "decode_gemm.hpp"
 #include "decode_rows_avx512.hpp"
+#include "decode_tiles_amx.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <cpuid.h>
 #include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <string_view>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
@@ -202,6 +213,25 @@ QPOLICY_AVX512_BF16 void f32_tile_rows(std::int64_t mt, const float* const (&w)[
 
 }  // namespace
 
+bool has_amx_kernels() {
+  static const bool yes = [] {
+    // QPOLICY_CPU_ENCODER=no-amx keeps the vdpbf16ps kernel (so that the tests check it on such a CPU too).
+    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
+    if (choice && std::string_view(choice) == "no-amx") return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!has_bf16_dot_kernels() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
+#if defined(__linux__)
+    // Linux hands out the 8 KiB tile state only to a process that asks (ARCH_REQ_XCOMP_PERM for
+    // XFEATURE_XTILEDATA); where it refuses, vdpbf16ps does the work.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+    return false;
+#endif
+  }();
+  return yes;
+}
+
 void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads) {
   const std::int64_t n = w.n, k = w.k;
   parallel_ranges((n + 1) / 2, threads, [&](std::int64_t first, std::int64_t last) {
@@ -219,24 +249,57 @@ void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m
   });
 }
 
+namespace {
+/// Weight rows [n0, n0 + R)'s decoders.
+template <class Weights, std::size_t... R>
+auto rows_from(const Weights& w, std::int64_t n0, std::index_sequence<R...>) {
+  return std::array{row_of(w, n0 + static_cast<std::int64_t>(R))...};
+}
+
+/// Weight rows [n0, n0 + 16 G) on AMX tiles when all are there and exact (true), else nothing (false).
+template <int G, class Weights>
+bool amx_rows(const Weights& w, const decode_tiles::paired_activations& x, const group_scales* groups, float* y, std::int64_t n0) {
+  const std::int64_t n = rows_of(w);
+  if (n - n0 < G * decode_tiles::tile_rows) return false;
+  const auto rows = rows_from(w, n0, std::make_index_sequence<G * decode_tiles::tile_rows>());
+  if (!std::all_of(rows.begin(), rows.end(), [](const auto& row) { return row.all_exact(); })) return false;
+  decode_tiles::tile_sums<G>(rows, x, cols_of(w), n0, groups, y, n);
+  return true;
+}
+}  // namespace
+
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
+  constexpr std::int64_t sixteen = decode_tiles::tile_rows;
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
   const packed_activations packed(x.bf16, m, k);
-  // Two weight rows share each load of x (an even pair never straddles a 128-row weight block).
-  parallel_ranges((n + 1) / 2, threads, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t p = first; p < last; ++p)
-      for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
-        const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-        const std::uint16_t* block = packed.block(m0);
-        if (2 * p + 1 >= n) {
-          const decltype(row_of(w, 0)) one[1] = {row_of(w, 2 * p)};
-          tile_rows<1>(mt, one, block, k, 2 * p, m0, groups, y, n);
-        } else {
-          const decltype(row_of(w, 0)) two[2] = {row_of(w, 2 * p), row_of(w, 2 * p + 1)};
-          tile_rows<2>(mt, two, block, k, 2 * p, m0, groups, y, n);
-        }
+  const bool amx = has_amx_kernels() && m >= amx_min_rows;
+  const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k)) : std::nullopt;
+  // Passes of four 16-row tiles on AMX where they are whole and exact, else single tiles, else pairs
+  // of rows on vdpbf16ps (two weight rows share each load of x; an even pair never straddles a 128-row
+  // weight block).
+  const std::int64_t unit = decode_tiles::max_tiles * sixteen;
+  parallel_ranges((n + unit - 1) / unit, threads, [&](std::int64_t first, std::int64_t last) {
+    std::optional<decode_tiles::tile_scope> scope;
+    if (amx) scope.emplace(m);
+    for (std::int64_t u = first; u < last; ++u) {
+      if (amx && amx_rows<decode_tiles::max_tiles>(w, *paired, groups, y, u * unit)) continue;
+      for (std::int64_t n0 = u * unit; n0 < std::min(n, (u + 1) * unit); n0 += sixteen) {
+        if (amx && amx_rows<1>(w, *paired, groups, y, n0)) continue;
+        for (std::int64_t p = n0; p < std::min(n, n0 + sixteen); p += 2)
+          for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
+            const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
+            const std::uint16_t* block = packed.block(m0);
+            if (p + 1 >= n) {
+              const decltype(row_of(w, 0)) one[1] = {row_of(w, p)};
+              tile_rows<1>(mt, one, block, k, p, m0, groups, y, n);
+            } else {
+              const decltype(row_of(w, 0)) two[2] = {row_of(w, p), row_of(w, p + 1)};
+              tile_rows<2>(mt, two, block, k, p, m0, groups, y, n);
+            }
+          }
       }
+    }
   });
 }
 
@@ -331,6 +394,7 @@ QPOLICY_DECODE_GEMM_BF16(formula::lut_b)
 #else
 // Not x86-64 GCC: has_bf16_dot_kernels() is false, so none of these is called; they link.
 namespace qpolicy::cpu::detail {
+bool has_amx_kernels() { return false; }
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   decode_gemm_f32(w, x, groups, y, threads);

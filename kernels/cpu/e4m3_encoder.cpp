@@ -211,7 +211,7 @@ void dispatch(const void* in, std::int64_t n, std::int64_t width, const float* s
 /// inside worker threads, where an exception cannot go.
 bool portable_requested() {
   if (const char* unknown = unknown_cpu_encoder_setting())
-    std::fprintf(stderr, "warning: QPOLICY_CPU_ENCODER is '%s', neither 'auto' nor 'portable'; using 'auto'\n", unknown);
+    std::fprintf(stderr, "warning: QPOLICY_CPU_ENCODER is '%s', not 'auto', 'no-amx' or 'portable'; using 'auto'\n", unknown);
   const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
   return choice && std::string_view(choice) == "portable";
 }
@@ -221,7 +221,7 @@ bool portable_requested() {
 const char* unknown_cpu_encoder_setting() {
   const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
   const std::string_view value = choice ? choice : "";
-  return value.empty() || value == "auto" || value == "portable" ? nullptr : choice;
+  return value.empty() || value == "auto" || value == "no-amx" || value == "portable" ? nullptr : choice;
 }
 
 bool has_f16c_encoder() {

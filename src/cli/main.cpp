@@ -53,7 +53,7 @@ std::optional<double> progress_interval(const char* text) {
 /// checked before any work, so that a typo is never a silent default.
 std::optional<std::string> environment_problem() {
   if (const char* v = cpu::detail::unknown_cpu_encoder_setting())
-    return fmt::format("QPOLICY_CPU_ENCODER is '{}'; expected 'auto' or 'portable'", v);
+    return fmt::format("QPOLICY_CPU_ENCODER is '{}'; expected 'auto', 'no-amx' or 'portable'", v);
   if (const char* v = std::getenv("QPOLICY_PROGRESS_INTERVAL"); v && *v && !progress_interval(v))
     return fmt::format("QPOLICY_PROGRESS_INTERVAL is '{}'; expected a number of seconds, 0 or more", v);
   return std::nullopt;

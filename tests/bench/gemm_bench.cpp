@@ -29,10 +29,9 @@ namespace {
 
 /// Every shorthand's linear layer at M = 1, 8 and 256 on Llama-3.1-8B's MLP shapes (gate/up rows
 /// [14336, 4096], down [4096, 14336]).
-void linear_layers(std::string_view only) {
+void linear_layers(std::string_view only, int runs) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int runs = 3;
   for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{14336, 4096}, {4096, 14336}}) {
     qp::bench::linear_shape s{n, k, std::vector<float>(static_cast<std::size_t>(n * k)), std::vector<std::uint16_t>(static_cast<std::size_t>(n * k))};
     for (std::size_t i = 0; i < s.w_f32.size(); ++i) s.w_bf16[i] = fp8::to_bf16(s.w_f32[i] = 0.02f * normal(rng));
@@ -61,11 +60,18 @@ void linear_layers(std::string_view only) {
 }  // namespace
 
 int main() {
-  // QPOLICY_GEMM_BENCH_ONLY=SCHEME: only that scheme's linear layers (to profile one).
+  // QPOLICY_GEMM_BENCH_ONLY=SCHEME: only that scheme's linear layers (to profile one), each figure the
+  // best of QPOLICY_GEMM_BENCH_RUNS runs (default 3; more ride out a noisy machine).
   const char* only_env = std::getenv("QPOLICY_GEMM_BENCH_ONLY");
   const std::string_view only = only_env ? only_env : "";
+  const char* runs_env = std::getenv("QPOLICY_GEMM_BENCH_RUNS");
+  const int runs = runs_env ? std::atoi(runs_env) : 3;
+  if (runs < 1) {
+    fmt::print(stderr, "QPOLICY_GEMM_BENCH_RUNS is '{}'; expected a whole number of runs, 1 or more\n", runs_env);
+    return 1;
+  }
   if (!only.empty()) {
-    linear_layers(only);
+    linear_layers(only, runs);
     return 0;
   }
   const std::int64_t m = 256;
@@ -107,6 +113,6 @@ int main() {
     f32_sum += t_f32;
   }
   fmt::print("bench: cpu_gemm_fp8_block_all_shapes {:.3f} s vs f32_gemm {:.2f}x\n", fp8_sum, f32_sum / fp8_sum);
-  linear_layers(only);
+  linear_layers(only, runs);
   return 0;
 }

@@ -148,8 +148,8 @@ TEST_CASE("environment settings that would be misread are refused before any wor
     std::string assignment, message;
   };
   const std::vector<setting> cases{
-      {"QPOLICY_CPU_ENCODER=fast", "error: QPOLICY_CPU_ENCODER is 'fast'; expected 'auto' or 'portable'"},
-      {"QPOLICY_CPU_ENCODER=Portable", "error: QPOLICY_CPU_ENCODER is 'Portable'; expected 'auto' or 'portable'"},
+      {"QPOLICY_CPU_ENCODER=fast", "error: QPOLICY_CPU_ENCODER is 'fast'; expected 'auto', 'no-amx' or 'portable'"},
+      {"QPOLICY_CPU_ENCODER=Portable", "error: QPOLICY_CPU_ENCODER is 'Portable'; expected 'auto', 'no-amx' or 'portable'"},
       {"QPOLICY_PROGRESS_INTERVAL=5s", "error: QPOLICY_PROGRESS_INTERVAL is '5s'; expected a number of seconds, 0 or more"},
       {"QPOLICY_PROGRESS_INTERVAL=-1", "error: QPOLICY_PROGRESS_INTERVAL is '-1'; expected a number of seconds, 0 or more"},
       {"QPOLICY_PROGRESS_INTERVAL=nan", "error: QPOLICY_PROGRESS_INTERVAL is 'nan'; expected a number of seconds, 0 or more"},
@@ -163,7 +163,7 @@ TEST_CASE("environment settings that would be misread are refused before any wor
   }
   // The values it reads: the run completes, the same bytes either way.
   std::string first;
-  for (const std::string assignment : {"QPOLICY_CPU_ENCODER=portable", "QPOLICY_CPU_ENCODER=auto", "QPOLICY_CPU_ENCODER=",
+  for (const std::string assignment : {"QPOLICY_CPU_ENCODER=portable", "QPOLICY_CPU_ENCODER=auto", "QPOLICY_CPU_ENCODER=no-amx", "QPOLICY_CPU_ENCODER=",
                                        "QPOLICY_PROGRESS_INTERVAL=0.5"}) {
     INFO(assignment);
     const auto r = qpolicy::test::run_process(

@@ -60,7 +60,7 @@ bool has_f16c_encoder();
 bool has_avx512_kernels();
 
 /// QPOLICY_CPU_ENCODER's value when it is one this library does not read (anything but unset, empty,
-/// `auto` or `portable`), else nullptr: the command line refuses such a value before any work.
+/// `auto`, `no-amx` or `portable`), else nullptr: the command line refuses such a value before any work.
 const char* unknown_cpu_encoder_setting();
 
 /// One run of n elements in segments of `width` (the last may be shorter), segment j with scale s[j]:
