@@ -1,5 +1,6 @@
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
+#include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
 
 #include "qpolicy/numerics/numerics.hpp"
@@ -157,12 +158,16 @@ QPOLICY_AVX512_F16C void run16(const void* in, std::int64_t n, std::int64_t widt
   __mmask16 any_nan = 0;
   for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j) {
     const std::int64_t end = std::min(n, c0 + width);
-    const __m512 factor = _mm512_set1_ps(segment_factor<Multiply, Folded>(s[j]));
+    const float f = segment_factor<Multiply, Folded>(s[j]);
+    const __m512 factor = _mm512_set1_ps(f);
+    // bf16 values over f: a reciprocal and one correction where that is exact (bf16_quotient_avx512.hpp).
+    const bool by_reciprocal = Bf16 && !Multiply && quotient_by_reciprocal(f);
+    const bf16_divisor16 divisor = divisor16(by_reciprocal ? f : 1.0f);
     std::int64_t i = c0;
     for (; i + 16 <= end; i += 16) {
       _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
       const __m512 x = load16<Bf16>(in, i);
-      const __m512 y = Multiply ? _mm512_mul_ps(x, factor) : _mm512_div_ps(x, factor);
+      const __m512 y = Multiply ? _mm512_mul_ps(x, factor) : by_reciprocal ? bf16_quotients16(x, divisor) : _mm512_div_ps(x, factor);
       any_nan = static_cast<__mmask16>(any_nan | _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), codes_of16<Folded>(y));
     }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -377,9 +378,13 @@ QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::
       }
   const float s = lp::int8_scale(element::bf16, amax);
   const __m512 scale = _mm512_set1_ps(s), limit = _mm512_set1_ps(127.0f), magic = _mm512_set1_ps(12582912.0f);
+  // w / s by a reciprocal and one correction where that is exact (bf16_quotient_avx512.hpp).
+  const bool by_reciprocal = detail::quotient_by_reciprocal(s);
+  const detail::bf16_divisor16 divisor = detail::divisor16(by_reciprocal ? s : 1.0f);
   std::int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
-    const __m512i u = _mm512_castps_si512(_mm512_div_ps(detail::load16<true>(words, k), scale));
+    const __m512 w = detail::load16<true>(words, k);
+    const __m512i u = _mm512_castps_si512(by_reciprocal ? detail::bf16_quotients16(w, divisor) : _mm512_div_ps(w, scale));
     // to_bf16: add 0x7FFF plus the kept lowest bit, drop the low half (a NaN lane is set to 0 below).
     const __m512i rounded = _mm512_and_si512(
         _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))),

@@ -44,6 +44,19 @@ template std::vector<float> decode_weights<formula::int8_per_channel>(const lp_m
 template std::vector<float> decode_weights<formula::nvfp4_weight>(const lp_matrix&, unsigned);
 template std::vector<float> decode_weights<formula::lut_b>(const lp_matrix&, unsigned);
 
+namespace {
+/// block(i0) for the first element i0 of every `width`-wide block of a [rows, k] matrix, the rows split
+/// over threads where blocks do not straddle rows.
+template <class Block>
+void each_block(std::int64_t rows, std::int64_t k, std::int64_t width, unsigned threads, Block&& block) {
+  const bool whole_rows = k % width == 0;
+  detail::parallel_ranges(whole_rows ? rows : 1, whole_rows ? threads : 1, [&](std::int64_t first, std::int64_t last) {
+    const std::int64_t end = whole_rows ? last * k : rows * k;
+    for (std::int64_t i0 = first * k; i0 < end; i0 += width) block(static_cast<std::size_t>(i0));
+  });
+}
+}  // namespace
+
 treated_activations treat_activations(activation_treatment t, const float* x, std::int64_t rows, std::int64_t k, unsigned threads,
                                       std::int64_t hadamard_size) {
   treated_activations a;
@@ -72,10 +85,10 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
     a.values.resize(n);
     const auto& e4m3 = e4m3_values();
-    for (std::size_t i0 = 0; i0 < n; i0 += 32) {
+    each_block(rows, k, 32, threads, [&](std::size_t i0) {
       const float scale = lp::e8m0_value(b[i0 / 32]);
       for (std::size_t i = i0; i < i0 + 32; ++i) a.values[i] = lp::round_to(element::bf16, e4m3[q[i]] * scale);
-    }
+    });
     return a;
   }
   std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
@@ -83,24 +96,24 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   if (t == activation_treatment::mxfp4_qdq) {
     // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
     lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
-    for (std::size_t i0 = 0; i0 < n; i0 += 32) {
+    each_block(rows, k, 32, threads, [&](std::size_t i0) {
       const float scale = lp::e8m0_value(scales[i0 / 32]);
       for (std::size_t i = i0; i < i0 + 32; ++i)
         a.values[i] = lp::round_to(element::bf16, lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * scale);
-    }
+    });
     return a;
   }
   // §6.3: codes and e4m3 block scales per token; the token scale multiplies the sum (§6.4). An all-zero
   // token has NaN block scales (0x7F) and zero codes: its operands are 0, as its exact product is.
   a.row_scale.resize(static_cast<std::size_t>(rows));
   lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data(), nullptr, false}, {threads});
-  for (std::size_t i0 = 0; i0 < n; i0 += 16) {
+  each_block(rows, k, 16, threads, [&](std::size_t i0) {
     const float scale = fp8::decode(scales[i0 / 16]);
     for (std::size_t i = i0; i < i0 + 16; ++i) {
       const std::uint8_t c = i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2]);
       a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * scale;
     }
-  }
+  });
   return a;
 }
 

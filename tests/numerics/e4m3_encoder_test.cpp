@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
@@ -54,6 +56,22 @@ std::int64_t f32_mismatches(const std::vector<float>& x, float s, bool multiply,
   return bad;
 }
 
+/// part(t, threads, bad, first) on up to four threads: thread t counts its mismatches in `bad` and
+/// describes the first in `first`; then one check per thread.
+template <class Part>
+void check_on_threads(Part&& part) {
+  const unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  std::vector<std::uint64_t> bad(threads, 0);
+  std::vector<std::string> first(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back([&, t] { part(t, threads, bad[t], first[t]); });
+  for (auto& th : pool) th.join();
+  for (unsigned t = 0; t < threads; ++t) {
+    INFO(first[t]);
+    CHECK(bad[t] == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numerics][encoder]") {
@@ -70,24 +88,14 @@ TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numeri
   constexpr std::uint64_t stride = 1;
 #endif
   constexpr std::uint64_t chunk = 1 << 22;
-  const unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
-  std::vector<std::int64_t> bad(threads, 0);
-  std::vector<std::string> first(threads);
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      std::vector<float> x(chunk / stride + 1);
-      for (std::uint64_t base = t * chunk; base < (1ull << 32); base += threads * chunk) {
-        x.clear();
-        for (std::uint64_t b = base; b < base + chunk; b += stride) x.push_back(float_of_bits(static_cast<std::uint32_t>(b)));
-        bad[t] += f32_mismatches(x, 1.0f, true, e4m3_rule::clamp_t_tcvt, first[t]);
-      }
-    });
-  for (auto& th : pool) th.join();
-  for (unsigned t = 0; t < threads; ++t) {
-    INFO(first[t]);
-    CHECK(bad[t] == 0);
-  }
+  check_on_threads([](unsigned t, unsigned threads, std::uint64_t& bad, std::string& first) {
+    std::vector<float> x(chunk / stride + 1);
+    for (std::uint64_t base = t * chunk; base < (1ull << 32); base += threads * chunk) {
+      x.clear();
+      for (std::uint64_t b = base; b < base + chunk; b += stride) x.push_back(float_of_bits(static_cast<std::uint32_t>(b)));
+      bad += static_cast<std::uint64_t>(f32_mismatches(x, 1.0f, true, e4m3_rule::clamp_t_tcvt, first));
+    }
+  });
 }
 
 TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, NaN and length", "[numerics][encoder]") {
@@ -182,3 +190,71 @@ TEST_CASE("F16C e4m3 encoder: a row in segments, each with its scale", "[numeric
           CHECK(bad == 0);
         }
 }
+
+#ifdef QPOLICY_BF16_QUOTIENT
+namespace {
+// GCC 12's intrinsic headers build some results from an "undefined" register: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+/// Pairs (x, b), x = 1 + i / 128 (every bf16 significand, both signs), b = 1 + j 2^-23 for j in
+/// [first, last), where bf16_quotients16 differs from vdivps; the first one in `where`.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) std::uint64_t quotient_mismatches(std::uint32_t first, std::uint32_t last,
+                                                                                          std::string& where) {
+  std::uint64_t bad = 0;
+  alignas(64) float x[16];
+  for (int i = 0; i < 16; ++i) x[i] = 1.0f + static_cast<float>(i) / 128.0f;
+  for (std::uint32_t j = first; j < last; ++j) {
+    const float b = float_of_bits(0x3F800000u | j);
+    const auto d = qpolicy::cpu::detail::divisor16(b);
+    for (int i0 = 0; i0 < 128; i0 += 16) {
+      const __m512 xv = _mm512_add_ps(_mm512_load_ps(x), _mm512_set1_ps(static_cast<float>(i0) / 128.0f));
+      for (const __m512 signed_x : {xv, _mm512_sub_ps(_mm512_setzero_ps(), xv)}) {
+        const __mmask16 differ = _mm512_cmpneq_epi32_mask(_mm512_castps_si512(qpolicy::cpu::detail::bf16_quotients16(signed_x, d)),
+                                                          _mm512_castps_si512(_mm512_div_ps(signed_x, d.b)));
+        if (differ && bad++ == 0) where = "b bits " + std::to_string(0x3F800000u | j) + ", x = 1 + " + std::to_string(i0) + "/128 + lane";
+        bad += static_cast<std::uint64_t>(__builtin_popcount(differ)) - (differ ? 1 : 0);
+      }
+    }
+  }
+  return bad;
+}
+
+/// bf16_quotients16's quotient of x by b (lane 0).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) float quotient_of(float x, float b) {
+  alignas(64) float got[16];
+  _mm512_store_ps(got, qpolicy::cpu::detail::bf16_quotients16(_mm512_set1_ps(x), qpolicy::cpu::detail::divisor16(b)));
+  return got[0];
+}
+#pragma GCC diagnostic pop
+}  // namespace
+
+TEST_CASE("bf16 quotients by a reciprocal and one correction equal x / b: every pair of significands", "[numerics][encoder]") {
+  if (!__builtin_cpu_supports("avx512f")) {
+    WARN("skipped: this machine lacks AVX-512 (the quantizers divide there)");
+    return;
+  }
+  // 2^23 divisor significands times 128 bf16 ones, both signs: the whole claim, since powers of two
+  // scale every step exactly in the range the quantizers use it (bf16_quotient_avx512.hpp). A stride
+  // under the sanitizers, where a full pass takes minutes.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr std::uint32_t stride = 97;
+#else
+  constexpr std::uint32_t stride = 1;
+#endif
+  constexpr std::uint32_t significands = 1u << 23, chunk = 1u << 12;
+  check_on_threads([](unsigned t, unsigned threads, std::uint64_t& bad, std::string& first) {
+    for (std::uint32_t j = t * chunk; j < significands; j += threads * chunk)
+      for (std::uint32_t i = j; i < j + chunk; i += stride) bad += quotient_mismatches(i, i + 1, first);
+  });
+  // The edges: zeros keep their sign, infinities and NaN pass through, and quotients that overflow.
+  const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0e38f, -3.0e38f, 0x1p-133f, -0x1p-126f};
+  for (const float b : {0x1p-50f, 0.0003f, 1.0f / 448.0f, 7.0f, 0x1p60f})
+    for (const float x : edges) {
+      const float got = quotient_of(x, b), want = x / b;
+      INFO("x " << x << ", b " << b << ": got " << got << ", want " << want);
+      if (want != want) CHECK(got != got);
+      else CHECK((got == want && std::signbit(got) == std::signbit(want)));
+    }
+}
+#endif
