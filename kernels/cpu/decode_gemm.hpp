@@ -59,6 +59,10 @@ struct batch_activations {
 /// Fills bf16 with the bf16 bits of x[0, count) and returns true when each value is exactly a bf16 that
 /// is zero or of magnitude at least 2^-60 (or a NaN or an infinity).
 bool exact_bf16(const float* x, std::int64_t count, std::uint16_t* bf16);
+/// The same, element by element (decode_gemm.cpp), and in AVX-512 registers (decode_gemm_avx512.cpp;
+/// only where has_bf16_dot_kernels()).
+bool exact_bf16_scalar(const float* x, std::int64_t count, std::uint16_t* bf16);
+bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16);
 
 /// The columns and depth of a panel of the blocked GEMM (gemm_tiled.cpp): 32 weight rows by 128 elements.
 inline constexpr std::int64_t panel_cols = 32, panel_depth = 128;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
 #include <optional>
 #include <utility>
@@ -211,7 +212,29 @@ QPOLICY_AVX512_BF16 void f32_tile_rows(std::int64_t mt, const float* const (&w)[
   }
 }
 
+/// exact_bf16 sixteen lanes at a time: a float is exactly a bf16 when its low half is zero, and its
+/// bf16 bits are then the high half; NaN lanes take to_bf16's quiet NaN.
+QPOLICY_AVX512_BF16 bool exact_bf16_lanes(const float* x, std::int64_t count, std::uint16_t* bf16) {
+  __mmask16 inexact = 0;
+  std::int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i bits = _mm512_loadu_si512(x + i);
+    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(bits), _mm512_castsi512_ps(bits), _CMP_UNORD_Q);
+    const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 tiny = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(magnitude, magnitude), magnitude, _mm512_set1_epi32(0x21800000));  // 2^-60
+    inexact = static_cast<__mmask16>(inexact | ((_mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF)) | tiny) & ~nan));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(bf16 + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16)));
+    for (int j = 0; nan && j < 16; ++j)
+      if (nan >> j & 1) bf16[i + j] = fp8::to_bf16(x[i + j]);
+  }
+  return inexact == 0 && exact_bf16_scalar(x + i, count - i, bf16 + i);
+}
+
 }  // namespace
+
+bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16) {
+  return exact_bf16_lanes(x, count, bf16);
+}
 
 bool has_amx_kernels() {
   static const bool yes = [] {
@@ -272,9 +295,16 @@ template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   constexpr std::int64_t sixteen = decode_tiles::tile_rows;
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
-  const packed_activations packed(x.bf16, m, k);
   const bool amx = has_amx_kernels() && m >= amx_min_rows;
   const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k)) : std::nullopt;
+  // The vdpbf16ps layout, made when the first rows take that kernel: all rows without AMX, else those
+  // of a last partial tile or with a block that is not exact.
+  std::once_flag packing;
+  std::optional<packed_activations> packed;
+  const auto packed_block = [&](std::int64_t m0) {
+    std::call_once(packing, [&] { packed.emplace(x.bf16, m, k); });
+    return packed->block(m0);
+  };
   // Passes of four 16-row tiles on AMX where they are whole and exact, else single tiles, else pairs
   // of rows on vdpbf16ps (two weight rows share each load of x; an even pair never straddles a 128-row
   // weight block).
@@ -289,7 +319,7 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
         for (std::int64_t p = n0; p < std::min(n, n0 + sixteen); p += 2)
           for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
             const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-            const std::uint16_t* block = packed.block(m0);
+            const std::uint16_t* block = packed_block(m0);
             if (p + 1 >= n) {
               const decltype(row_of(w, 0)) one[1] = {row_of(w, p)};
               tile_rows<1>(mt, one, block, k, p, m0, groups, y, n);
@@ -395,6 +425,7 @@ QPOLICY_DECODE_GEMM_BF16(formula::lut_b)
 // Not x86-64 GCC: has_bf16_dot_kernels() is false, so none of these is called; they link.
 namespace qpolicy::cpu::detail {
 bool has_amx_kernels() { return false; }
+bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16) { return exact_bf16_scalar(x, count, bf16); }
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   decode_gemm_f32(w, x, groups, y, threads);

@@ -55,18 +55,22 @@ inline constexpr std::int64_t tile_rows = 16;
 inline constexpr int max_tiles = 4;
 
 /// The activations of every step in AMX's B layout: step t's tile row r holds, for each activation row
-/// i, the words of elements 32 t + 2 r and 32 t + 2 r + 1 (zero past k).
+/// i, the words of elements 32 t + 2 r and 32 t + 2 r + 1 (zero past k). With each pair of words one
+/// 32-bit unit, that is x's [m, k / 2] units transposed.
 struct paired_activations {
   std::int64_t m;
-  std::vector<std::uint16_t> words;
+  std::vector<std::uint32_t> pairs;
   paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k)
-      : m(m), words(static_cast<std::size_t>((k + step - 1) / step * step * m)) {
-    for (std::int64_t t = 0; t * step < k; ++t)
-      for (std::int64_t e = t * step; e < std::min(k, (t + 1) * step); ++e)
-        for (std::int64_t i = 0; i < m; ++i) words[static_cast<std::size_t>(t * step * m + ((e - t * step) / 2 * m + i) * 2 + e % 2)] = x[i * k + e];
+      : m(m), pairs(static_cast<std::size_t>((k + step - 1) / step * (step / 2) * m)) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::uint16_t* row = x + i * k;
+      std::int64_t p = 0;
+      for (; 2 * p + 1 < k; ++p) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p] | std::uint32_t{row[2 * p + 1]} << 16;
+      if (2 * p < k) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p];
+    }
   }
   /// Step t's B tile, and the bytes between its rows.
-  const std::uint16_t* at(std::int64_t t) const { return words.data() + t * step * m; }
+  const std::uint32_t* at(std::int64_t t) const { return pairs.data() + t * (step / 2) * m; }
   std::int64_t stride() const { return 4 * m; }
 };
 
