@@ -135,14 +135,33 @@ QPOLICY_AMX __attribute__((always_inline)) inline void multiply_pass_step(const 
   ((tile_load<4 + Tile % 2>(a[Tile], 2 * step), tile_dot_bf16<Tile, 4 + Tile % 2, B>()), ...);
 }
 
-/// Adds sums tile T (16 rows of m floats) into acc (rows 16 T ...), times scale[i] when given.
+/// For m activation rows, the lane pattern of each vector of a sums tile stored flat (element r m + i
+/// at 16 v + lane): vector v's lane holds i = (16 v + lane) % m, so that a vector of per-row scales
+/// permuted by it lines up with the sums.
+struct row_lanes {
+  __m512i of_vector[tile_rows];
+  QPOLICY_AMX explicit row_lanes(std::int64_t m) {
+    for (std::int64_t v = 0; v < m; ++v) {
+      alignas(64) std::int32_t lanes[16];
+      for (std::int64_t l = 0; l < 16; ++l) lanes[l] = static_cast<std::int32_t>((16 * v + l) % m);
+      of_vector[v] = _mm512_load_si512(lanes);
+    }
+  }
+};
+
+/// Adds sums tile T (16 rows of m floats, 16 m = m vectors) into acc (rows 16 T ...), each row i's sum
+/// times scale[i] when given (16 floats; the product rounded before the sum, as a scalar loop would).
 template <int T>
-QPOLICY_AMX inline void add_sums(std::int64_t m, const float* scale, float* acc) {
+QPOLICY_AMX inline void add_sums(std::int64_t m, const row_lanes& lanes, const float* scale, float* acc) {
   alignas(64) float sums[tile_rows * 16];
   tile_store<T>(sums, 4 * m);
   float* out = acc + T * tile_rows * 16;
-  for (std::int64_t r = 0; r < tile_rows; ++r)
-    for (std::int64_t i = 0; i < m; ++i) out[r * m + i] += sums[r * m + i] * (scale ? scale[i] : 1.0f);
+  const __m512 scales = scale ? _mm512_loadu_ps(scale) : _mm512_setzero_ps();
+  for (std::int64_t v = 0; v < m; ++v) {
+    __m512 term = _mm512_load_ps(sums + 16 * v);
+    if (scale) term = _mm512_mul_ps(term, _mm512_permutexvar_ps(lanes.of_vector[v], scales));
+    _mm512_store_ps(out + 16 * v, _mm512_add_ps(_mm512_load_ps(out + 16 * v), term));
+  }
 }
 
 /// y[i, n0 + j] = sum_k x[i, k] w[n0 + j, k] for the 16 G weight rows (every block exact) and the
@@ -156,8 +175,8 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
   constexpr auto tiles = std::make_integer_sequence<int, G>();
   const std::int64_t m = x.m, steps = (k + step - 1) / step;
   alignas(64) std::uint16_t a[2][G][tile_rows * step];  // by step parity, then tile
-  float acc[G * tile_rows * 16] = {};
-  float scale[max_tiles][16];
+  alignas(64) float acc[G * tile_rows * 16] = {};
+  const row_lanes lanes(m);
   const auto each_tile = [&](auto&& f) { [&]<int... T>(std::integer_sequence<int, T...>) { (f(std::integral_constant<int, T>()), ...); }(tiles); };
   each_tile([]<int T>(std::integral_constant<int, T>) { tile_zero<T>(); });
   // Software-pipelined: step t + 1 is decoded and stored before step t's tiles are loaded, so that a
@@ -169,8 +188,9 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
     const std::int64_t chunk = (t * step) / 128;
     each_tile([&]<int T>(std::integral_constant<int, T>) {
       const float ws = groups->w_scale[((n0 + T * tile_rows) / 128) * groups->chunks + chunk];
-      for (std::int64_t i = 0; i < m; ++i) scale[T][i] = groups->a_scale[i * groups->chunks + chunk] * ws;
-      add_sums<T>(m, scale[T], acc);
+      float scale[16] = {};
+      for (std::int64_t i = 0; i < m; ++i) scale[i] = groups->a_scale[i * groups->chunks + chunk] * ws;
+      add_sums<T>(m, lanes, scale, acc);
       tile_zero<T>();
     });
   };
@@ -185,7 +205,7 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
     multiply_pass_step<7>(a[1], tiles);
     chunk_done(t + 1);
   }
-  if (!groups) each_tile([&]<int T>(std::integral_constant<int, T>) { add_sums<T>(m, nullptr, acc); });
+  if (!groups) each_tile([&]<int T>(std::integral_constant<int, T>) { add_sums<T>(m, lanes, nullptr, acc); });
   for (std::int64_t g = 0; g < G; ++g)
     for (std::int64_t r = 0; r < tile_rows; ++r)
       for (std::int64_t i = 0; i < m; ++i) y[i * ldy + n0 + g * tile_rows + r] = acc[g * tile_rows * 16 + r * m + i];
