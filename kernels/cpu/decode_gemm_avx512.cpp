@@ -291,6 +291,10 @@ bool amx_rows(const Weights& w, const decode_tiles::paired_activations& x, const
 }
 }  // namespace
 
+/// The units of 64 weight rows a thread takes at a time: small enough that a slower core hands work
+/// to the others (a 4096-row layer has 64 units), large enough that taking one costs nothing.
+inline constexpr std::int64_t units_per_share = 2;
+
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   constexpr std::int64_t sixteen = decode_tiles::tile_rows;
@@ -309,7 +313,7 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
   // of rows on vdpbf16ps (two weight rows share each load of x; an even pair never straddles a 128-row
   // weight block).
   const std::int64_t unit = decode_tiles::max_tiles * sixteen;
-  parallel_ranges((n + unit - 1) / unit, threads, [&](std::int64_t first, std::int64_t last) {
+  parallel_shares((n + unit - 1) / unit, units_per_share, threads, [&](std::int64_t first, std::int64_t last) {
     std::optional<decode_tiles::tile_scope> scope;
     if (amx) scope.emplace(m);
     for (std::int64_t u = first; u < last; ++u) {
@@ -426,6 +430,10 @@ QPOLICY_DECODE_GEMM_BF16(formula::lut_b)
 namespace qpolicy::cpu::detail {
 bool has_amx_kernels() { return false; }
 bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16) { return exact_bf16_scalar(x, count, bf16); }
+/// The units of 64 weight rows a thread takes at a time: small enough that a slower core hands work
+/// to the others (a 4096-row layer has 64 units), large enough that taking one costs nothing.
+inline constexpr std::int64_t units_per_share = 2;
+
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   decode_gemm_f32(w, x, groups, y, threads);

@@ -2,6 +2,7 @@
 // What the CPU fast kernels share: element loops cloned per instruction set, and work split over
 // threads (one contiguous range of work items per thread) on a process-wide pool of workers.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -53,6 +54,19 @@ void parallel_ranges(std::int64_t items, unsigned threads, Fn&& fn) {
   for (unsigned t = 1; t < n; ++t) pool.emplace_back([&part, t] { part(t); });
   part(0);
   for (auto& th : pool) th.join();
+}
+
+/// Runs fn(first, last) over [0, items) in ranges of `share` items (the last one shorter), each taken
+/// by whichever thread is free: where one core runs slower (a virtual machine's neighbour, a frequency
+/// step), the others take more of the work instead of waiting at the end for its fixed range.
+template <class Fn>
+void parallel_shares(std::int64_t items, std::int64_t share, unsigned threads, Fn&& fn) {
+  const std::int64_t shares = (items + share - 1) / share;
+  std::atomic<std::int64_t> next{0};
+  parallel_ranges(shares, threads, [&](std::int64_t, std::int64_t) {
+    for (std::int64_t s = next.fetch_add(1, std::memory_order_relaxed); s < shares; s = next.fetch_add(1, std::memory_order_relaxed))
+      fn(s * share, std::min(items, (s + 1) * share));
+  });
 }
 
 }  // namespace qpolicy::cpu::detail
