@@ -242,7 +242,8 @@ bool has_amx_kernels() {
     const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
     if (choice && std::string_view(choice) == "no-amx") return false;
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!has_bf16_dot_kernels() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    // (AVX512-VBMI for the byte permutes of the e4m3 rows: every AMX CPU has it.)
+    if (!has_bf16_dot_kernels() || !__builtin_cpu_supports("avx512vbmi") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
     if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
 #if defined(__linux__)
     // Linux hands out the 8 KiB tile state only to a process that asks (ARCH_REQ_XCOMP_PERM for
@@ -300,7 +301,7 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
   constexpr std::int64_t sixteen = decode_tiles::tile_rows;
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
   const bool amx = has_amx_kernels() && m >= amx_min_rows;
-  const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k)) : std::nullopt;
+  const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k, decode_tiles::decodes_step_pairs<decltype(row_of(w, 0))>)) : std::nullopt;
   // The vdpbf16ps layout, made when the first rows take that kernel: all rows without AMX, else those
   // of a last partial tile or with a block that is not exact.
   std::once_flag packing;

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -16,6 +17,8 @@
 #include "qpolicy/numerics/numerics.hpp"
 
 #define QPOLICY_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+// Byte permutes (VBMI): one uop where a word permute takes two or three on Intel cores.
+#define QPOLICY_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")))
 
 namespace qpolicy::cpu::detail::decode_rows {
 
@@ -57,6 +60,86 @@ struct e4m3_word_table {
 QPOLICY_AVX512_BF16 inline const e4m3_word_table& e4m3_words_table() {
   static const e4m3_word_table table;
   return table;
+}
+
+/// e4m3_word_table's words split into bytes: the high bytes (sign clear) and the low bytes of the 128
+/// magnitudes, 64 to a register, for two-register byte permutes (which index by the low 7 bits).
+struct e4m3_byte_table {
+  __m512i high[2], low[2];
+  e4m3_byte_table() = default;
+  QPOLICY_AVX512_BF16 explicit e4m3_byte_table(const std::uint16_t (&words)[128]) {
+    alignas(64) std::uint8_t bytes[2][128];
+    for (int c = 0; c < 128; ++c) {
+      bytes[0][c] = static_cast<std::uint8_t>(words[c] >> 8);
+      bytes[1][c] = static_cast<std::uint8_t>(words[c]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      high[h] = _mm512_load_si512(bytes[0] + 64 * h);
+      low[h] = _mm512_load_si512(bytes[1] + 64 * h);
+    }
+  }
+  /// The bytes of the magnitudes' bf16 words times 2^exponent (byte_table_of_scale).
+  QPOLICY_AVX512_BF16 static e4m3_byte_table scaled(int exponent) {
+    std::uint16_t words[128];
+    for (int c = 0; c < 128; ++c) words[c] = fp8::to_bf16(std::ldexp(fp8::decode(static_cast<std::uint8_t>(c)), exponent));
+    return e4m3_byte_table(words);
+  }
+};
+
+QPOLICY_AVX512_BF16 inline const e4m3_byte_table& e4m3_bytes_table() {
+  static const e4m3_byte_table table = e4m3_byte_table::scaled(0);
+  return table;
+}
+
+/// For each E8M0 scale byte b, the e4m3 magnitudes times 2^(b - 127) (exact for MXFP8's exact scales),
+/// byte 0 zeros (Marlin's decode), so that an MXFP8 block's words come from its scale's table.
+struct mxfp8_byte_tables {
+  e4m3_byte_table of_scale[256];
+  QPOLICY_AVX512_BF16 mxfp8_byte_tables() {
+    const std::uint16_t zeros[128] = {};
+    of_scale[0] = e4m3_byte_table(zeros);
+    for (int b = 1; b < 256; ++b) of_scale[b] = e4m3_byte_table::scaled(b - 127);
+  }
+};
+
+QPOLICY_AVX512_BF16 inline const mxfp8_byte_tables& mxfp8_bytes_tables() {
+  static const mxfp8_byte_tables tables;
+  return tables;
+}
+
+/// Which element of a 64-element pair of steps word j of step `half` holds when the words are built
+/// by byte unpacks (e4m3_word_pair): each 128-bit lane L interleaves bytes 16 L .. 16 L + 7 (first
+/// step) or 16 L + 8 .. 16 L + 15 (second step) of the low and high byte registers.
+constexpr std::int64_t step_pair_element(std::int64_t half, std::int64_t j) { return 16 * (j / 8) + 8 * half + j % 8; }
+
+/// 64 e4m3 codes as bf16 words in two registers, in step_pair_element's order: the high and low bytes
+/// of each word by table (two byte permutes), the sign from the code, then the bytes unpacked into
+/// words: five vector uops for 64 words, against ten for 32 by word permutes.
+QPOLICY_AVX512_VBMI inline void e4m3_word_pair(__m512i codes, const e4m3_byte_table& table, __m512i& first, __m512i& second) {
+  const __m512i high = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(table.high[0], codes, table.high[1]), codes,
+                                                 _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (code & sign)
+  const __m512i low = _mm512_permutex2var_epi8(table.low[0], codes, table.low[1]);
+  first = _mm512_unpacklo_epi8(low, high);
+  second = _mm512_unpackhi_epi8(low, high);
+}
+
+/// e4m3_word_pair with one table for codes 0..31 (the first 32-element block) and another for codes
+/// 32..63: each permute writes its half over the codes (merge-masked), seven uops for 64 words.
+QPOLICY_AVX512_VBMI inline void e4m3_word_pair(__m512i codes, const e4m3_byte_table& first_block, const e4m3_byte_table& second_block,
+                                               __m512i& first, __m512i& second) {
+  constexpr __mmask64 low_half = 0x00000000FFFFFFFFull, high_half = ~low_half;
+  const __m512i high_of_first = _mm512_mask2_permutex2var_epi8(first_block.high[0], codes, low_half, first_block.high[1]);
+  const __m512i high = _mm512_mask2_permutex2var_epi8(second_block.high[0], high_of_first, high_half, second_block.high[1]);
+  const __m512i low_of_first = _mm512_mask2_permutex2var_epi8(first_block.low[0], codes, low_half, first_block.low[1]);
+  const __m512i low = _mm512_mask2_permutex2var_epi8(second_block.low[0], low_of_first, high_half, second_block.low[1]);
+  const __m512i signed_high = _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  first = _mm512_unpacklo_epi8(low, signed_high);
+  second = _mm512_unpackhi_epi8(low, signed_high);
+}
+
+/// The first `count` (<= 64) of 64 codes, zero past count.
+QPOLICY_AVX512_VBMI inline __m512i load_bytes64(const std::uint8_t* p, std::int64_t count) {
+  return count >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((__mmask64{1} << count) - 1, p);
 }
 
 /// 32 e4m3 codes as bf16 words, by table; `rebias` is added to the exponent of every finite nonzero
@@ -114,14 +197,20 @@ QPOLICY_AVX512_BF16 inline const nvfp4_word_table& nvfp4_words_table() {
 /// activation of at least 2^-60 is a normal float, which vdpbf16ps does not flush); else
 /// `values(k0, count, out)` gives them in float32 (weight_operand). e4m3 codes are at least 2^-9,
 /// NVFP4's values 2^-10, INT8's 1.
+/// A row with `word_pair(k0, count, first, second)` also gives 64 elements [k0, k0 + count) at a time
+/// as two steps' words in step_pair_element's order (zero past count), for the AMX tiles.
 struct e4m3_row {
   const std::uint8_t* codes;
   const e4m3_word_table* table;
+  const e4m3_byte_table* bytes;
   const std::uint8_t* code_at(std::int64_t k0) const { return codes + k0; }
   static bool exact(std::int64_t) { return true; }
   static bool all_exact() { return true; }
   QPOLICY_AVX512_BF16 __m512i words(std::int64_t k0, std::int64_t count) const {
     return e4m3_words<false>(load_bytes32(codes + k0, count), *table, _mm512_setzero_si512());
+  }
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t count, __m512i& first, __m512i& second) const {
+    e4m3_word_pair(load_bytes64(codes + k0, count), *bytes, first, second);
   }
   void values(std::int64_t, std::int64_t, float*) const {}
 };
@@ -139,6 +228,7 @@ struct formula_row<formula::mxfp8_torch> {
   const std::uint8_t* codes = m->codes.data() + n * m->cols;
   const std::uint8_t* scales = m->block_scales.data() + n * (m->cols / 32);
   const e4m3_word_table* table = &e4m3_words_table();
+  const mxfp8_byte_tables* bytes = &mxfp8_bytes_tables();
   const std::uint8_t* code_at(std::int64_t k0) const { return codes + k0; }
   std::uint8_t scale(std::int64_t k0) const { return scales[static_cast<std::uint64_t>(k0) / 32]; }
   static bool exact_scale(std::uint8_t b) { return b == 0 || (b >= 76 && b <= 246); }
@@ -149,6 +239,10 @@ struct formula_row<formula::mxfp8_torch> {
     if (b == 0) return _mm512_setzero_si512();
     const __m256i codes = load_bytes32(this->codes + k0, count);
     return keep_words(e4m3_words<true>(codes, *table, _mm512_set1_epi16(static_cast<short>((b - 127) << 7))), count);
+  }
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t count, __m512i& first, __m512i& second) const {
+    const std::uint8_t second_scale = count > 32 ? scale(k0 + 32) : 0;
+    e4m3_word_pair(load_bytes64(codes + k0, count), bytes->of_scale[scale(k0)], bytes->of_scale[second_scale], first, second);
   }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)
@@ -274,7 +368,7 @@ struct formula_row<formula::int8_per_channel> {
   void values(std::int64_t, std::int64_t, float*) const {}
 };
 
-inline e4m3_row row_of(const e4m3_weights& w, std::int64_t n) { return {w.codes + n * w.k, &e4m3_words_table()}; }
+inline e4m3_row row_of(const e4m3_weights& w, std::int64_t n) { return {w.codes + n * w.k, &e4m3_words_table(), &e4m3_bytes_table()}; }
 template <formula F>
 formula_row<F> row_of(const formula_weights<F>& w, std::int64_t n) { return {w.matrix, n}; }
 inline std::int64_t rows_of(const e4m3_weights& w) { return w.n; }

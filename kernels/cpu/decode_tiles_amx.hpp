@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#define QPOLICY_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#define QPOLICY_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,amx-tile,amx-bf16")))
 
 namespace qpolicy::cpu::detail::decode_tiles {
 
@@ -54,20 +54,44 @@ inline void tile_dot_bf16() {
 inline constexpr std::int64_t tile_rows = 16;
 inline constexpr int max_tiles = 4;
 
+/// Whether a row decoder gives two steps at a time (decode_rows' word_pair), in step_pair_element's
+/// order; the activations' B tiles then take the same order.
+template <class Row>
+concept decodes_step_pairs = requires(const Row& row, __m512i& words) { row.word_pair(std::int64_t{}, std::int64_t{}, words, words); };
+
 /// The activations of every step in AMX's B layout: step t's tile row r holds, for each activation row
-/// i, the words of elements 32 t + 2 r and 32 t + 2 r + 1 (zero past k). With each pair of words one
-/// 32-bit unit, that is x's [m, k / 2] units transposed.
+/// i, the words of elements e(t, 2 r) and e(t, 2 r + 1) (zero past k), where e(t, j) is 32 t + j, or
+/// with `step_pairs` the element that the weights' word j of step t holds (step_pair_element; the
+/// steps then come in pairs). In K order, with each pair of words one 32-bit unit, that is x's
+/// [m, k / 2] units transposed.
 struct paired_activations {
   std::int64_t m;
   std::vector<std::uint32_t> pairs;
-  paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k)
-      : m(m), pairs(static_cast<std::size_t>((k + step - 1) / step * (step / 2) * m)) {
+  paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, bool step_pairs)
+      : m(m), pairs(static_cast<std::size_t>(steps_for(k, step_pairs) * (step / 2) * m)) {
+    if (!step_pairs) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        const std::uint16_t* row = x + i * k;
+        std::int64_t p = 0;
+        for (; 2 * p + 1 < k; ++p) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p] | std::uint32_t{row[2 * p + 1]} << 16;
+        if (2 * p < k) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p];
+      }
+      return;
+    }
+    const std::int64_t steps = steps_for(k, true);
     for (std::int64_t i = 0; i < m; ++i) {
       const std::uint16_t* row = x + i * k;
-      std::int64_t p = 0;
-      for (; 2 * p + 1 < k; ++p) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p] | std::uint32_t{row[2 * p + 1]} << 16;
-      if (2 * p < k) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p];
+      const auto word = [&](std::int64_t e) { return e < k ? std::uint32_t{row[e]} : 0u; };
+      for (std::int64_t t = 0; t < steps; ++t)
+        for (std::int64_t r = 0; r < step / 2; ++r) {
+          const std::int64_t first = (t / 2) * 2 * step + decode_rows::step_pair_element(t % 2, 2 * r);
+          pairs[static_cast<std::size_t>((t * (step / 2) + r) * m + i)] = word(first) | word(first + 1) << 16;
+        }
     }
+  }
+  /// The steps of k elements: whole pairs of steps with `step_pairs`.
+  static std::int64_t steps_for(std::int64_t k, bool step_pairs) {
+    return step_pairs ? 2 * ((k + 2 * step - 1) / (2 * step)) : (k + step - 1) / step;
   }
   /// Step t's B tile, and the bytes between its rows.
   const std::uint32_t* at(std::int64_t t) const { return pairs.data() + t * (step / 2) * m; }
@@ -119,6 +143,22 @@ QPOLICY_AMX __attribute__((always_inline)) inline void decode_step(const rows_of
     _mm_prefetch(reinterpret_cast<const char*>(row.code_at(k0)) + prefetch_bytes, _MM_HINT_T0);
     _mm512_store_si512(a + r * step, row.words(k0, count));
   }
+}
+
+/// Decodes elements [k0, k0 + count) (count <= 64) of every tile of the pass as two steps, into a[0][g]
+/// and a[1][g], in step_pair_element's order; prefetches each row's codes prefetch_bytes on.
+template <int G, class Row>
+QPOLICY_AMX __attribute__((always_inline)) inline void decode_pass_step_pair(const rows_of_tiles<Row, G>& rows, std::int64_t k0, std::int64_t count,
+                                                                           std::uint16_t (&a)[2][G][tile_rows * step]) {
+  for (int g = 0; g < G; ++g)
+    for (std::size_t r = 0; r < tile_rows; ++r) {
+      const Row& row = rows[static_cast<std::size_t>(g) * tile_rows + r];
+      _mm_prefetch(reinterpret_cast<const char*>(row.code_at(k0)) + prefetch_bytes, _MM_HINT_T0);
+      __m512i first, second;
+      row.word_pair(k0, count, first, second);
+      _mm512_store_si512(a[0][g] + r * step, first);
+      _mm512_store_si512(a[1][g] + r * step, second);
+    }
 }
 
 /// Decodes step k0 of every tile of the pass into a[g] (16 rows of 32 words each).
@@ -173,16 +213,13 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
                            const group_scales* groups, float* y, std::int64_t ldy) {
   static_assert(G >= 1 && G <= max_tiles);
   constexpr auto tiles = std::make_integer_sequence<int, G>();
-  const std::int64_t m = x.m, steps = (k + step - 1) / step;
-  alignas(64) std::uint16_t a[2][G][tile_rows * step];  // by step parity, then tile
+  const std::int64_t m = x.m, steps = paired_activations::steps_for(k, decodes_step_pairs<Row>);
   alignas(64) float acc[G * tile_rows * 16] = {};
   const row_lanes lanes(m);
   const auto each_tile = [&](auto&& f) { [&]<int... T>(std::integer_sequence<int, T...>) { (f(std::integral_constant<int, T>()), ...); }(tiles); };
   each_tile([]<int T>(std::integral_constant<int, T>) { tile_zero<T>(); });
   // Software-pipelined: step t + 1 is decoded and stored before step t's tiles are loaded, so that a
   // tile load does not wait on the stores just before it (tileloadd takes no data from the store buffer).
-  const auto count_at = [&](std::int64_t t) { return std::min(step, k - t * step); };
-  decode_pass_step<G>(rows, 0, count_at(0), a[0]);
   const auto chunk_done = [&](std::int64_t t) {  // after step t; with group scales, K is whole 128-wide chunks
     if (!groups || (t + 1) % 4 != 0) return;
     const std::int64_t chunk = (t * step) / 128;
@@ -194,16 +231,36 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
       tile_zero<T>();
     });
   };
-  for (std::int64_t t = 0; t < steps; t += 2) {
-    if (t + 1 < steps) decode_pass_step<G>(rows, (t + 1) * step, count_at(t + 1), a[1]);
-    tile_load<6>(x.at(t), x.stride());
-    multiply_pass_step<6>(a[0], tiles);
-    chunk_done(t);
-    if (t + 1 >= steps) break;
-    if (t + 2 < steps) decode_pass_step<G>(rows, (t + 2) * step, count_at(t + 2), a[0]);
-    tile_load<7>(x.at(t + 1), x.stride());
-    multiply_pass_step<7>(a[1], tiles);
-    chunk_done(t + 1);
+  if constexpr (decodes_step_pairs<Row>) {
+    // Pairs of steps, pipelined likewise: pair p + 1 decoded and stored before pair p's tiles are loaded.
+    alignas(64) std::uint16_t pair[2][2][G][tile_rows * step];  // by pair parity, then step, then tile
+    const std::int64_t pairs = steps / 2;
+    const auto pair_count = [&](std::int64_t p) { return std::min(2 * step, k - p * 2 * step); };
+    decode_pass_step_pair<G>(rows, 0, pair_count(0), pair[0]);
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      if (p + 1 < pairs) decode_pass_step_pair<G>(rows, (p + 1) * 2 * step, pair_count(p + 1), pair[(p + 1) % 2]);
+      tile_load<6>(x.at(2 * p), x.stride());
+      multiply_pass_step<6>(pair[p % 2][0], tiles);
+      chunk_done(2 * p);
+      tile_load<7>(x.at(2 * p + 1), x.stride());
+      multiply_pass_step<7>(pair[p % 2][1], tiles);
+      chunk_done(2 * p + 1);
+    }
+  } else {
+    alignas(64) std::uint16_t a[2][G][tile_rows * step];  // by step parity, then tile
+    const auto count_at = [&](std::int64_t t) { return std::min(step, k - t * step); };
+    decode_pass_step<G>(rows, 0, count_at(0), a[0]);
+    for (std::int64_t t = 0; t < steps; t += 2) {
+      if (t + 1 < steps) decode_pass_step<G>(rows, (t + 1) * step, count_at(t + 1), a[1]);
+      tile_load<6>(x.at(t), x.stride());
+      multiply_pass_step<6>(a[0], tiles);
+      chunk_done(t);
+      if (t + 1 >= steps) break;
+      if (t + 2 < steps) decode_pass_step<G>(rows, (t + 2) * step, count_at(t + 2), a[0]);
+      tile_load<7>(x.at(t + 1), x.stride());
+      multiply_pass_step<7>(a[1], tiles);
+      chunk_done(t + 1);
+    }
   }
   if (!groups) each_tile([&]<int T>(std::integral_constant<int, T>) { add_sums<T>(m, lanes, nullptr, acc); });
   for (std::int64_t g = 0; g < G; ++g)
