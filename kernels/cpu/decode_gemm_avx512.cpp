@@ -301,7 +301,7 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
   constexpr std::int64_t sixteen = decode_tiles::tile_rows;
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
   const bool amx = has_amx_kernels() && m >= amx_min_rows;
-  const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k, decode_tiles::decodes_step_pairs<decltype(row_of(w, 0))>)) : std::nullopt;
+  const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k, decode_tiles::pair_order_of<decltype(row_of(w, 0))>())) : std::nullopt;
   // The vdpbf16ps layout, made when the first rows take that kernel: all rows without AMX, else those
   // of a last partial tile or with a block that is not exact.
   std::once_flag packing;

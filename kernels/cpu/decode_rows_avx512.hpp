@@ -112,6 +112,13 @@ QPOLICY_AVX512_BF16 inline const mxfp8_byte_tables& mxfp8_bytes_tables() {
 /// step) or 16 L + 8 .. 16 L + 15 (second step) of the low and high byte registers.
 constexpr std::int64_t step_pair_element(std::int64_t half, std::int64_t j) { return 16 * (j / 8) + 8 * half + j % 8; }
 
+/// step_pair_element for packed 4-bit codes, whose byte registers hold the low nibbles (the even
+/// elements) in bytes 0..31 and the high nibbles (the odd elements) in bytes 32..63.
+constexpr std::int64_t nibble_pair_element(std::int64_t half, std::int64_t j) {
+  const std::int64_t lane = step_pair_element(half, j);
+  return lane < 32 ? 2 * lane : 2 * (lane - 32) + 1;
+}
+
 /// 64 e4m3 codes as bf16 words in two registers, in step_pair_element's order: the high and low bytes
 /// of each word by table (two byte permutes), the sign from the code, then the bytes unpacked into
 /// words: five vector uops for 64 words, against ten for 32 by word permutes.
@@ -191,6 +198,65 @@ QPOLICY_AVX512_BF16 inline const nvfp4_word_table& nvfp4_words_table() {
   return table;
 }
 
+
+/// For each scale byte, a 4-bit format's sixteen values times that scale as bf16 words split into
+/// bytes: 16 high bytes, then 16 low bytes (two formats' tables: MXFP4's E8M0 and NVFP4's e4m3 scales).
+struct fp4_byte_tables {
+  alignas(32) std::uint8_t of_scale[256][32];
+  template <class Words>
+  explicit fp4_byte_tables(Words words_of_scale) {
+    for (int b = 0; b < 256; ++b)
+      for (int c = 0; c < 16; ++c) {
+        const std::uint16_t word = words_of_scale(b, c);
+        of_scale[b][c] = static_cast<std::uint8_t>(word >> 8);
+        of_scale[b][16 + c] = static_cast<std::uint8_t>(word);
+      }
+  }
+  /// Scale byte b's table, 32 bytes.
+  QPOLICY_AVX512_BF16 __m256i at(std::uint8_t b) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(of_scale[b])); }
+};
+
+/// 32 bytes of packed 4-bit codes (64 elements) as byte indices: the low nibbles in bytes 0..31, the
+/// high nibbles in bytes 32..63, each ORed with `offsets` (which table a byte takes).
+QPOLICY_AVX512_VBMI inline __m512i nibble_indices(__m256i packed, __m512i offsets) {
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1);
+  return _mm512_ternarylogic_epi32(both, _mm512_set1_epi8(0x0F), offsets, 0xEA);  // (both & 0x0F) | offsets
+}
+
+/// The words of 64 elements whose high bytes are table[indices] and low bytes table[indices | 16],
+/// unpacked into two steps (nibble_pair_element's order), by a one- or two-register byte permute.
+QPOLICY_AVX512_VBMI inline void fp4_word_pair(__m512i indices, __m512i table, __m512i& first, __m512i& second) {
+  const __m512i high = _mm512_permutexvar_epi8(indices, table);
+  const __m512i low = _mm512_permutexvar_epi8(_mm512_or_si512(indices, _mm512_set1_epi8(16)), table);
+  first = _mm512_unpacklo_epi8(low, high);
+  second = _mm512_unpackhi_epi8(low, high);
+}
+QPOLICY_AVX512_VBMI inline void fp4_word_pair(__m512i indices, __m512i table, __m512i table_high, __m512i& first, __m512i& second) {
+  const __m512i high = _mm512_permutex2var_epi8(table, indices, table_high);
+  const __m512i low = _mm512_permutex2var_epi8(table, _mm512_or_si512(indices, _mm512_set1_epi8(16)), table_high);
+  first = _mm512_unpacklo_epi8(low, high);
+  second = _mm512_unpackhi_epi8(low, high);
+}
+
+/// The first `count` (<= 32) bytes of 32, zero past count.
+QPOLICY_AVX512_VBMI inline __m256i load_packed32(const std::uint8_t* p, std::int64_t count) {
+  return count >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi8(lanes32(count), p);
+}
+
+/// MXFP4's and NVFP4's byte tables by scale byte: e2m1 times 2^(b - 127) (exact for MXFP4's exact
+/// scales), and nvfp4_word_table's words.
+QPOLICY_AVX512_BF16 inline const fp4_byte_tables& mxfp4_bytes_tables() {
+  static const fp4_byte_tables tables([](int b, int c) {
+    constexpr float e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    return fp8::to_bf16(std::ldexp(e2m1[c], b - 127));
+  });
+  return tables;
+}
+QPOLICY_AVX512_BF16 inline const fp4_byte_tables& nvfp4_bytes_tables() {
+  static const fp4_byte_tables tables([](int b, int c) { return nvfp4_words_table().words[b][c]; });
+  return tables;
+}
+
 /// A weight row's decoder: `words(k0, count)` gives elements [k0, k0 + count) (count <= 32, a whole
 /// block unless it is the row's end) as bf16 words, zero past count; `exact(k0)` says whether they are
 /// the formula's values exactly, each zero or of magnitude at least 2^-60 (so that a product with an
@@ -200,6 +266,7 @@ QPOLICY_AVX512_BF16 inline const nvfp4_word_table& nvfp4_words_table() {
 /// A row with `word_pair(k0, count, first, second)` also gives 64 elements [k0, k0 + count) at a time
 /// as two steps' words in step_pair_element's order (zero past count), for the AMX tiles.
 struct e4m3_row {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const std::uint8_t* codes;
   const e4m3_word_table* table;
   const e4m3_byte_table* bytes;
@@ -223,6 +290,7 @@ struct formula_row;
 // least 2^-60 are normal floats); byte 0 gives zeros.
 template <>
 struct formula_row<formula::mxfp8_torch> {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
   const std::uint8_t* codes = m->codes.data() + n * m->cols;
@@ -254,8 +322,10 @@ struct formula_row<formula::mxfp8_torch> {
 // nonzero value in [2^-60, 2^128)).
 template <>
 struct formula_row<formula::mxfp4_even> {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
+  const fp4_byte_tables* bytes = &mxfp4_bytes_tables();
   const std::uint8_t* codes = m->codes.data() + n * m->cols / 2;
   const std::uint8_t* scales = m->block_scales.data() + n * (m->cols / 32);
   const std::uint8_t* code_at(std::int64_t k0) const { return codes + static_cast<std::uint64_t>(k0) / 2; }
@@ -269,6 +339,14 @@ struct formula_row<formula::mxfp4_even> {
     const __m128i packed = load_bytes16(codes + static_cast<std::uint64_t>(k0) / 2, (count + 1) / 2);
     return keep_words(_mm512_permutexvar_epi16(e2m1_indices(packed), table), count);
   }
+  /// Two 32-element blocks: block 0 is bytes 0..15 of each nibble half, its table the register's first
+  /// 32 bytes.
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t count, __m512i& first, __m512i& second) const {
+    const __m512i offsets = _mm512_set_epi64(0x2020202020202020, 0x2020202020202020, 0, 0, 0x2020202020202020, 0x2020202020202020, 0, 0);
+    const std::uint8_t second_scale = count > 32 ? scale(k0 + 32) : 0;
+    const __m512i table = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(k0))), bytes->at(second_scale), 1);
+    fp4_word_pair(nibble_indices(load_packed32(code_at(k0), (count + 1) / 2), offsets), table, first, second);
+  }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)
       out[t] = lp::weight_operand<formula::mxfp4_even>(m->codes.data(), m->block_scales.data(), m->cols, n, k0 + t);
@@ -279,8 +357,10 @@ struct formula_row<formula::mxfp4_even> {
 // of at least -10: always an exact, normal bf16.
 template <>
 struct formula_row<formula::nvfp4_weight> {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
+  const fp4_byte_tables* bytes = &nvfp4_bytes_tables();
   const std::uint8_t* codes = m->codes.data() + n * m->cols / 2;
   const std::uint8_t* row_scales = m->block_scales.data() + n * (m->cols / 16);
   const nvfp4_word_table* words_of_scale = &nvfp4_words_table();
@@ -298,6 +378,17 @@ struct formula_row<formula::nvfp4_weight> {
     const __m512i index = _mm512_or_si512(e2m1_indices(packed), _mm512_set_epi64(0x0010001000100010, 0x0010001000100010, 0x0010001000100010,
                                                                                  0x0010001000100010, 0, 0, 0, 0));
     return keep_words(_mm512_permutexvar_epi16(index, table), count);
+  }
+  /// Four 16-element blocks: block b is bytes 8 b .. 8 b + 7 of each nibble half, its table at 32 b of
+  /// the two registers.
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t count, __m512i& first, __m512i& second) const {
+    const __m512i offsets = _mm512_set_epi64(0x6060606060606060, 0x4040404040404040, 0x2020202020202020, 0, 0x6060606060606060,
+                                             0x4040404040404040, 0x2020202020202020, 0);
+    const std::uint8_t* scales = row_scales + static_cast<std::uint64_t>(k0) / 16;
+    const auto scale = [&](std::int64_t b) { return 16 * b < count ? scales[b] : std::uint8_t{0}; };
+    const __m512i low_blocks = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(0))), bytes->at(scale(1)), 1);
+    const __m512i high_blocks = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(2))), bytes->at(scale(3)), 1);
+    fp4_word_pair(nibble_indices(load_packed32(code_at(k0), (count + 1) / 2), offsets), low_blocks, high_blocks, first, second);
   }
   void values(std::int64_t, std::int64_t, float*) const {}
 };

@@ -54,22 +54,31 @@ inline void tile_dot_bf16() {
 inline constexpr std::int64_t tile_rows = 16;
 inline constexpr int max_tiles = 4;
 
-/// Whether a row decoder gives two steps at a time (decode_rows' word_pair), in step_pair_element's
-/// order; the activations' B tiles then take the same order.
+/// Whether a row decoder gives two steps at a time (decode_rows' word_pair), in the order of its
+/// pair_element(half, j): the element of the pair that word j of step `half` holds. The activations'
+/// B tiles then take the same order.
 template <class Row>
 concept decodes_step_pairs = requires(const Row& row, __m512i& words) { row.word_pair(std::int64_t{}, std::int64_t{}, words, words); };
 
+/// A row type's element order within a pair of steps, or none (natural order, single steps).
+using pair_order = std::int64_t (*)(std::int64_t half, std::int64_t j);
+template <class Row>
+constexpr pair_order pair_order_of() {
+  if constexpr (decodes_step_pairs<Row>) return &Row::pair_element;
+  else return nullptr;
+}
+
 /// The activations of every step in AMX's B layout: step t's tile row r holds, for each activation row
 /// i, the words of elements e(t, 2 r) and e(t, 2 r + 1) (zero past k), where e(t, j) is 32 t + j, or
-/// with `step_pairs` the element that the weights' word j of step t holds (step_pair_element; the
-/// steps then come in pairs). In K order, with each pair of words one 32-bit unit, that is x's
-/// [m, k / 2] units transposed.
+/// with an `order` the element of pair t / 2 that the weights' word j of step t holds (the steps then
+/// come in pairs). In K order, with each pair of words one 32-bit unit, that is x's [m, k / 2] units
+/// transposed.
 struct paired_activations {
   std::int64_t m;
   std::vector<std::uint32_t> pairs;
-  paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, bool step_pairs)
-      : m(m), pairs(static_cast<std::size_t>(steps_for(k, step_pairs) * (step / 2) * m)) {
-    if (!step_pairs) {
+  paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
+      : m(m), pairs(static_cast<std::size_t>(steps_for(k, order != nullptr) * (step / 2) * m)) {
+    if (!order) {
       for (std::int64_t i = 0; i < m; ++i) {
         const std::uint16_t* row = x + i * k;
         std::int64_t p = 0;
@@ -84,8 +93,9 @@ struct paired_activations {
       const auto word = [&](std::int64_t e) { return e < k ? std::uint32_t{row[e]} : 0u; };
       for (std::int64_t t = 0; t < steps; ++t)
         for (std::int64_t r = 0; r < step / 2; ++r) {
-          const std::int64_t first = (t / 2) * 2 * step + decode_rows::step_pair_element(t % 2, 2 * r);
-          pairs[static_cast<std::size_t>((t * (step / 2) + r) * m + i)] = word(first) | word(first + 1) << 16;
+          const std::int64_t base = (t / 2) * 2 * step;
+          pairs[static_cast<std::size_t>((t * (step / 2) + r) * m + i)] =
+              word(base + order(t % 2, 2 * r)) | word(base + order(t % 2, 2 * r + 1)) << 16;
         }
     }
   }
@@ -146,7 +156,7 @@ QPOLICY_AMX __attribute__((always_inline)) inline void decode_step(const rows_of
 }
 
 /// Decodes elements [k0, k0 + count) (count <= 64) of every tile of the pass as two steps, into a[0][g]
-/// and a[1][g], in step_pair_element's order; prefetches each row's codes prefetch_bytes on.
+/// and a[1][g], in the row's pair order; prefetches each row's codes prefetch_bytes on.
 template <int G, class Row>
 QPOLICY_AMX __attribute__((always_inline)) inline void decode_pass_step_pair(const rows_of_tiles<Row, G>& rows, std::int64_t k0, std::int64_t count,
                                                                            std::uint16_t (&a)[2][G][tile_rows * step]) {
