@@ -118,22 +118,77 @@ QPOLICY_AVX512_BF16 void tile_sums_of(const Row (&rows)[NT], const std::uint16_t
                                            : _mm512_reduce_add_ps(s.acc[i][r]);
 }
 
+/// tile_step over a pair of steps (elements [k0, k0 + count), count <= 64) of rows that decode pairs
+/// (every block exact), against the activations' two steps at xs in the rows' pair order.
+template <int MT, int NT, class Row>
+QPOLICY_AVX512_VBMI __attribute__((always_inline)) inline void pair_step(const Row (&rows)[NT], const std::uint16_t* xs, std::int64_t k0,
+                                                                         std::int64_t count, bool grouped, tile_sums<MT, NT>& s) {
+  __m512i first[NT], second[NT];
+  for (int r = 0; r < NT; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + prefetch_bytes, _MM_HINT_T0);
+    rows[r].word_pair(k0, count, first[r], second[r]);
+  }
+  for (int i = 0; i < MT; ++i) {
+    const __m512bh x_first = (__m512bh)_mm512_loadu_si512(xs + i * step), x_second = (__m512bh)_mm512_loadu_si512(xs + (MT + i) * step);
+    for (int r = 0; r < NT; ++r) {
+      __m512& target = grouped ? s.part[i][r] : s.acc[i][r];
+      target = _mm512_dpbf16_ps(_mm512_dpbf16_ps(target, x_first, (__m512bh)first[r]), x_second, (__m512bh)second[r]);
+    }
+  }
+}
+
+/// tile_sums_of<false> for rows that decode pairs of steps, on activations packed in their pair order.
+template <int MT, int NT, class Row>
+QPOLICY_AVX512_VBMI void pair_sums_of(const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0, std::int64_t m0,
+                                      const group_scales* groups, float* y, std::int64_t ldy) {
+  tile_sums<MT, NT> s;
+  for (int i = 0; i < MT; ++i)
+    for (int r = 0; r < NT; ++r) s.acc[i][r] = s.part[i][r] = _mm512_setzero_ps();
+  const std::int64_t pair = 2 * step;
+  if (!groups) {
+    for (std::int64_t k0 = 0; k0 < k; k0 += pair, packed += 2 * MT * step)
+      pair_step<MT, NT>(rows, packed, k0, std::min(pair, k - k0), false, s);
+  } else {
+    for (std::int64_t k0 = 0; k0 < k; k0 += 128) {  // K is whole 128-wide chunks
+      for (std::int64_t t = 0; t < 128; t += pair) pair_step<MT, NT>(rows, packed + (k0 + t) * MT, k0 + t, pair, true, s);
+      for (int r = 0; r < NT; ++r) {
+        const float ws = groups->w_scale[((n0 + r) / 128) * groups->chunks + k0 / 128];
+        for (int i = 0; i < MT; ++i) {
+          s.acc[i][r] = _mm512_fmadd_ps(s.part[i][r], _mm512_set1_ps(groups->a_scale[(m0 + i) * groups->chunks + k0 / 128] * ws), s.acc[i][r]);
+          s.part[i][r] = _mm512_setzero_ps();
+        }
+      }
+    }
+  }
+  for (int i = 0; i < MT; ++i)
+    for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + r] = _mm512_reduce_add_ps(s.acc[i][r]);
+}
+
+/// Whether the CPU has the byte permutes of the pair decoders (AVX512-VBMI).
+bool has_byte_permutes() {
+  static const bool yes = __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+
 /// Rows [m0, m0 + MT) of x (their block of packed_activations) times weight rows [n0, n0 + NT): y[m, n]
 /// = the sum of the sixteen lanes. With group scales (the block-scaled FP8 GEMM), each 128-wide chunk's
 /// lanes are scaled before they are added. Rows with a block that is not exact in bf16 take the loop
 /// that checks every step.
-template <int MT, int NT, class Row>
-QPOLICY_AVX512_BF16 void tile(const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0, std::int64_t m0,
+template <int MT, int NT, class Row, class Blocks>
+QPOLICY_AVX512_BF16 void tile(const Row (&rows)[NT], const Blocks& blocks, std::int64_t k, std::int64_t n0, std::int64_t m0,
                               const group_scales* groups, float* y, std::int64_t ldy) {
   bool exact = true;
   for (int r = 0; r < NT; ++r) exact = exact && rows[r].all_exact();
-  if (exact) tile_sums_of<false, MT, NT>(rows, packed, k, n0, m0, groups, y, ldy);
-  else tile_sums_of<true, MT, NT>(rows, packed, k, n0, m0, groups, y, ldy);
+  if constexpr (decodes_step_pairs<Row>) {
+    if (exact && has_byte_permutes()) return pair_sums_of<MT, NT>(rows, blocks(m0, true), k, n0, m0, groups, y, ldy);
+  }
+  if (exact) tile_sums_of<false, MT, NT>(rows, blocks(m0, false), k, n0, m0, groups, y, ldy);
+  else tile_sums_of<true, MT, NT>(rows, blocks(m0, false), k, n0, m0, groups, y, ldy);
 }
 
 /// Rows [m0, m0 + mt) of x, mt <= 8, times NT weight rows: `tile` with its row count as a constant.
-template <int NT, class Row>
-QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const std::uint16_t* packed, std::int64_t k, std::int64_t n0,
+template <int NT, class Row, class Blocks>
+QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const Blocks& packed, std::int64_t k, std::int64_t n0,
                                    std::int64_t m0, const group_scales* groups, float* y, std::int64_t ldy) {
   switch (mt) {
     case 1: return tile<1, NT>(rows, packed, k, n0, m0, groups, y, ldy);
@@ -153,13 +208,24 @@ QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const
 struct packed_activations {
   std::int64_t steps;
   std::vector<std::uint16_t> words;
-  packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k)
-      : steps((k + step - 1) / step), words(static_cast<std::size_t>(m * steps * step)) {
+  /// With an `order`, each pair of steps in that order (element_of), the steps whole pairs.
+  packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
+      : steps(steps_of(k, order != nullptr)), words(static_cast<std::size_t>(m * steps * step)) {
     for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
       const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
       for (std::int64_t t = 0; t < steps; ++t)
-        for (std::int64_t i = 0; i < mt; ++i)
-          std::copy_n(x + (m0 + i) * k + t * step, std::min(step, k - t * step), words.data() + m0 * steps * step + (t * mt + i) * step);
+        for (std::int64_t i = 0; i < mt; ++i) {
+          std::uint16_t* out = words.data() + m0 * steps * step + (t * mt + i) * step;
+          const std::uint16_t* row = x + (m0 + i) * k;
+          if (!order) {
+            std::copy_n(row + t * step, std::min(step, k - t * step), out);
+            continue;
+          }
+          for (std::int64_t j = 0; j < step; ++j) {
+            const std::int64_t e = element_of(order, t, j);
+            out[j] = e < k ? row[e] : 0;
+          }
+        }
     }
   }
   /// Rows [m0, m0 + 8)'s block.
@@ -302,12 +368,17 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
   const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
   const bool amx = has_amx_kernels() && m >= amx_min_rows;
   const std::optional<decode_tiles::paired_activations> paired = amx ? std::optional(decode_tiles::paired_activations(x.bf16, m, k, decode_tiles::pair_order_of<decltype(row_of(w, 0))>())) : std::nullopt;
-  // The vdpbf16ps layout, made when the first rows take that kernel: all rows without AMX, else those
-  // of a last partial tile or with a block that is not exact.
-  std::once_flag packing;
-  std::optional<packed_activations> packed;
-  const auto packed_block = [&](std::int64_t m0) {
-    std::call_once(packing, [&] { packed.emplace(x.bf16, m, k); });
+  // The vdpbf16ps layouts, each made when the first rows take it: all rows without AMX, else those of
+  // a last partial tile or with a block that is not exact. Rows that decode pairs of steps and are
+  // exact take the activations in their pair order.
+  std::once_flag packing, pair_packing;
+  std::optional<packed_activations> packed, pair_packed;
+  const auto packed_block = [&](std::int64_t m0, bool pairs) {
+    if (pairs) {
+      std::call_once(pair_packing, [&] { pair_packed.emplace(x.bf16, m, k, pair_order_of<decltype(row_of(w, 0))>()); });
+      return pair_packed->block(m0);
+    }
+    std::call_once(packing, [&] { packed.emplace(x.bf16, m, k, nullptr); });
     return packed->block(m0);
   };
   // Passes of four 16-row tiles on AMX where they are whole and exact, else single tiles, else pairs
@@ -324,13 +395,12 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
         for (std::int64_t p = n0; p < std::min(n, n0 + sixteen); p += 2)
           for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
             const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-            const std::uint16_t* block = packed_block(m0);
             if (p + 1 >= n) {
               const decltype(row_of(w, 0)) one[1] = {row_of(w, p)};
-              tile_rows<1>(mt, one, block, k, p, m0, groups, y, n);
+              tile_rows<1>(mt, one, packed_block, k, p, m0, groups, y, n);
             } else {
               const decltype(row_of(w, 0)) two[2] = {row_of(w, p), row_of(w, p + 1)};
-              tile_rows<2>(mt, two, block, k, p, m0, groups, y, n);
+              tile_rows<2>(mt, two, packed_block, k, p, m0, groups, y, n);
             }
           }
       }

@@ -257,6 +257,28 @@ QPOLICY_AVX512_BF16 inline const fp4_byte_tables& nvfp4_bytes_tables() {
   return tables;
 }
 
+/// Whether a row decoder gives two steps at a time (word_pair), in the order of its
+/// pair_element(half, j): the element of the pair that word j of step `half` holds. The activations'
+/// B tiles then take the same order.
+template <class Row>
+concept decodes_step_pairs = requires(const Row& row, __m512i& words) { row.word_pair(std::int64_t{}, std::int64_t{}, words, words); };
+
+/// A row type's element order within a pair of steps, or none (natural order, single steps).
+using pair_order = std::int64_t (*)(std::int64_t half, std::int64_t j);
+/// The steps of k elements: whole pairs of steps where the decoder gives pairs.
+constexpr std::int64_t steps_of(std::int64_t k, bool step_pairs) { return step_pairs ? 2 * ((k + 2 * step - 1) / (2 * step)) : (k + step - 1) / step; }
+
+/// Element j of step t of a K order in which each pair of steps is in `order` (natural without one).
+constexpr std::int64_t element_of(pair_order order, std::int64_t t, std::int64_t j) {
+  return order ? (t / 2) * 2 * step + order(t % 2, j) : t * step + j;
+}
+
+template <class Row>
+constexpr pair_order pair_order_of() {
+  if constexpr (decodes_step_pairs<Row>) return &Row::pair_element;
+  else return nullptr;
+}
+
 /// A weight row's decoder: `words(k0, count)` gives elements [k0, k0 + count) (count <= 32, a whole
 /// block unless it is the row's end) as bf16 words, zero past count; `exact(k0)` says whether they are
 /// the formula's values exactly, each zero or of magnitude at least 2^-60 (so that a product with an

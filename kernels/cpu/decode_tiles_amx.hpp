@@ -27,6 +27,9 @@ namespace qpolicy::cpu::detail::decode_tiles {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 using decode_rows::step;
+using decode_rows::decodes_step_pairs;
+using decode_rows::pair_order;
+using decode_rows::pair_order_of;
 
 // The tile instructions, tile numbers as template arguments, as statements GCC keeps in order with the
 // memory they read and write: GCC 12's intrinsics tell it that ldtilecfg reads 8 bytes and that
@@ -54,20 +57,6 @@ inline void tile_dot_bf16() {
 inline constexpr std::int64_t tile_rows = 16;
 inline constexpr int max_tiles = 4;
 
-/// Whether a row decoder gives two steps at a time (decode_rows' word_pair), in the order of its
-/// pair_element(half, j): the element of the pair that word j of step `half` holds. The activations'
-/// B tiles then take the same order.
-template <class Row>
-concept decodes_step_pairs = requires(const Row& row, __m512i& words) { row.word_pair(std::int64_t{}, std::int64_t{}, words, words); };
-
-/// A row type's element order within a pair of steps, or none (natural order, single steps).
-using pair_order = std::int64_t (*)(std::int64_t half, std::int64_t j);
-template <class Row>
-constexpr pair_order pair_order_of() {
-  if constexpr (decodes_step_pairs<Row>) return &Row::pair_element;
-  else return nullptr;
-}
-
 /// The activations of every step in AMX's B layout: step t's tile row r holds, for each activation row
 /// i, the words of elements e(t, 2 r) and e(t, 2 r + 1) (zero past k), where e(t, j) is 32 t + j, or
 /// with an `order` the element of pair t / 2 that the weights' word j of step t holds (the steps then
@@ -77,7 +66,7 @@ struct paired_activations {
   std::int64_t m;
   std::vector<std::uint32_t> pairs;
   paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
-      : m(m), pairs(static_cast<std::size_t>(steps_for(k, order != nullptr) * (step / 2) * m)) {
+      : m(m), pairs(static_cast<std::size_t>(decode_rows::steps_of(k, order != nullptr) * (step / 2) * m)) {
     if (!order) {
       for (std::int64_t i = 0; i < m; ++i) {
         const std::uint16_t* row = x + i * k;
@@ -87,21 +76,15 @@ struct paired_activations {
       }
       return;
     }
-    const std::int64_t steps = steps_for(k, true);
+    const std::int64_t steps = decode_rows::steps_of(k, true);
     for (std::int64_t i = 0; i < m; ++i) {
       const std::uint16_t* row = x + i * k;
       const auto word = [&](std::int64_t e) { return e < k ? std::uint32_t{row[e]} : 0u; };
       for (std::int64_t t = 0; t < steps; ++t)
-        for (std::int64_t r = 0; r < step / 2; ++r) {
-          const std::int64_t base = (t / 2) * 2 * step;
+        for (std::int64_t r = 0; r < step / 2; ++r)
           pairs[static_cast<std::size_t>((t * (step / 2) + r) * m + i)] =
-              word(base + order(t % 2, 2 * r)) | word(base + order(t % 2, 2 * r + 1)) << 16;
-        }
+              word(decode_rows::element_of(order, t, 2 * r)) | word(decode_rows::element_of(order, t, 2 * r + 1)) << 16;
     }
-  }
-  /// The steps of k elements: whole pairs of steps with `step_pairs`.
-  static std::int64_t steps_for(std::int64_t k, bool step_pairs) {
-    return step_pairs ? 2 * ((k + 2 * step - 1) / (2 * step)) : (k + step - 1) / step;
   }
   /// Step t's B tile, and the bytes between its rows.
   const std::uint32_t* at(std::int64_t t) const { return pairs.data() + t * (step / 2) * m; }
@@ -223,7 +206,7 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
                            const group_scales* groups, float* y, std::int64_t ldy) {
   static_assert(G >= 1 && G <= max_tiles);
   constexpr auto tiles = std::make_integer_sequence<int, G>();
-  const std::int64_t m = x.m, steps = paired_activations::steps_for(k, decodes_step_pairs<Row>);
+  const std::int64_t m = x.m, steps = decode_rows::steps_of(k, decodes_step_pairs<Row>);
   alignas(64) float acc[G * tile_rows * 16] = {};
   const row_lanes lanes(m);
   const auto each_tile = [&](auto&& f) { [&]<int... T>(std::integer_sequence<int, T...>) { (f(std::integral_constant<int, T>()), ...); }(tiles); };
