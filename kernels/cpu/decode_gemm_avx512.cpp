@@ -36,7 +36,6 @@ namespace {
 using schemes::formula;
 using namespace decode_rows;
 
-constexpr std::int64_t prefetch_bytes = 16384;  // how far ahead of a row's codes to fetch
 
 /// acc += x * w over one step, in float32 multiply-adds: a block whose values are not exact bf16 words.
 QPOLICY_AVX512_BF16 inline __m512 fma_step(__m512 acc, const std::uint16_t* x, const float* w, std::int64_t count) {
@@ -55,6 +54,17 @@ QPOLICY_AVX512_BF16 inline __m512 fma_step(__m512 acc, const std::uint16_t* x, c
 template <int MT, int NT>
 struct tile_sums {
   __m512 acc[MT][NT], part[MT][NT], fallback[MT][NT];
+  /// acc += part times the scales of 128-wide chunk `chunk` (weight rows n0 + r, activation rows m0 +
+  /// i), and part back to zero.
+  QPOLICY_AVX512_BF16 void add_chunk(const group_scales& groups, std::int64_t n0, std::int64_t m0, std::int64_t chunk) {
+    for (int r = 0; r < NT; ++r) {
+      const float ws = groups.w_scale[((n0 + r) / 128) * groups.chunks + chunk];
+      for (int i = 0; i < MT; ++i) {
+        acc[i][r] = _mm512_fmadd_ps(part[i][r], _mm512_set1_ps(groups.a_scale[(m0 + i) * groups.chunks + chunk] * ws), acc[i][r]);
+        part[i][r] = _mm512_setzero_ps();
+      }
+    }
+  }
 };
 
 /// One step of `tile`: elements [k0, k0 + count) of the NT weight rows against the MT activation rows'
@@ -65,9 +75,7 @@ QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const R
   __m512i w[NT];
   bool exact[NT];
   for (int r = 0; r < NT; ++r) {
-    // Several rows interleave streams, which the hardware prefetcher follows late: 16 KiB ahead measured
-    // 1.6x (MXFP4) and 1.3x (FP8) the speed of no prefetch at M = 1 here, and more than 4 KiB or 8 KiB.
-    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + prefetch_bytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + row_prefetch_bytes, _MM_HINT_T0);
     exact[r] = !Checked || rows[r].exact(k0);
     w[r] = exact[r] ? rows[r].words(k0, count) : _mm512_setzero_si512();
   }
@@ -103,13 +111,7 @@ QPOLICY_AVX512_BF16 void tile_sums_of(const Row (&rows)[NT], const std::uint16_t
   } else {
     for (std::int64_t k0 = 0; k0 < k; k0 += 128) {  // K is whole 128-wide chunks
       for (std::int64_t t = 0; t < 128; t += step) tile_step<Checked, MT, NT>(rows, packed + (k0 + t) * MT, k0 + t, step, true, s);
-      for (int r = 0; r < NT; ++r) {
-        const float ws = groups->w_scale[((n0 + r) / 128) * groups->chunks + k0 / 128];
-        for (int i = 0; i < MT; ++i) {
-          s.acc[i][r] = _mm512_fmadd_ps(s.part[i][r], _mm512_set1_ps(groups->a_scale[(m0 + i) * groups->chunks + k0 / 128] * ws), s.acc[i][r]);
-          s.part[i][r] = _mm512_setzero_ps();
-        }
-      }
+      s.add_chunk(*groups, n0, m0, k0 / 128);
     }
   }
   for (int i = 0; i < MT; ++i)
@@ -125,7 +127,7 @@ QPOLICY_AVX512_VBMI __attribute__((always_inline)) inline void pair_step(const R
                                                                          std::int64_t count, bool grouped, tile_sums<MT, NT>& s) {
   __m512i first[NT], second[NT];
   for (int r = 0; r < NT; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + prefetch_bytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + row_prefetch_bytes, _MM_HINT_T0);
     rows[r].word_pair(k0, count, first[r], second[r]);
   }
   for (int i = 0; i < MT; ++i) {
@@ -151,13 +153,7 @@ QPOLICY_AVX512_VBMI void pair_sums_of(const Row (&rows)[NT], const std::uint16_t
   } else {
     for (std::int64_t k0 = 0; k0 < k; k0 += 128) {  // K is whole 128-wide chunks
       for (std::int64_t t = 0; t < 128; t += pair) pair_step<MT, NT>(rows, packed + (k0 + t) * MT, k0 + t, pair, true, s);
-      for (int r = 0; r < NT; ++r) {
-        const float ws = groups->w_scale[((n0 + r) / 128) * groups->chunks + k0 / 128];
-        for (int i = 0; i < MT; ++i) {
-          s.acc[i][r] = _mm512_fmadd_ps(s.part[i][r], _mm512_set1_ps(groups->a_scale[(m0 + i) * groups->chunks + k0 / 128] * ws), s.acc[i][r]);
-          s.part[i][r] = _mm512_setzero_ps();
-        }
-      }
+      s.add_chunk(*groups, n0, m0, k0 / 128);
     }
   }
   for (int i = 0; i < MT; ++i)
@@ -232,52 +228,6 @@ struct packed_activations {
   const std::uint16_t* block(std::int64_t m0) const { return words.data() + m0 * steps * step; }
 };
 
-/// Rows [m0, m0 + MT) of float32 x times NT float32 weight rows, in fused multiply-adds: the float32
-/// baseline at decode batches, at the speed its weight bytes are read.
-template <int MT, int NT>
-QPOLICY_AVX512_BF16 void f32_tile(const float* const (&w)[NT], const float* x, std::int64_t k, std::int64_t n0, std::int64_t m0, float* y,
-                                  std::int64_t ldy) {
-  __m512 acc[MT][NT];
-  for (int i = 0; i < MT; ++i)
-    for (int r = 0; r < NT; ++r) acc[i][r] = _mm512_setzero_ps();
-  std::int64_t k0 = 0;
-  for (; k0 + 16 <= k; k0 += 16) {
-    __m512 wv[NT];
-    for (int r = 0; r < NT; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[r] + k0) + prefetch_bytes, _MM_HINT_T0);
-      wv[r] = _mm512_loadu_ps(w[r] + k0);
-    }
-    for (int i = 0; i < MT; ++i) {
-      const __m512 xv = _mm512_loadu_ps(x + (m0 + i) * k + k0);
-      for (int r = 0; r < NT; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
-    }
-  }
-  if (k0 < k) {
-    const __mmask16 valid = static_cast<__mmask16>(lanes32(k - k0));
-    for (int i = 0; i < MT; ++i) {
-      const __m512 xv = _mm512_maskz_loadu_ps(valid, x + (m0 + i) * k + k0);
-      for (int r = 0; r < NT; ++r) acc[i][r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(valid, w[r] + k0), acc[i][r]);
-    }
-  }
-  for (int i = 0; i < MT; ++i)
-    for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + r] = _mm512_reduce_add_ps(acc[i][r]);
-}
-
-template <int NT>
-QPOLICY_AVX512_BF16 void f32_tile_rows(std::int64_t mt, const float* const (&w)[NT], const float* x, std::int64_t k, std::int64_t n0,
-                                       std::int64_t m0, float* y, std::int64_t ldy) {
-  switch (mt) {
-    case 1: return f32_tile<1, NT>(w, x, k, n0, m0, y, ldy);
-    case 2: return f32_tile<2, NT>(w, x, k, n0, m0, y, ldy);
-    case 3: return f32_tile<3, NT>(w, x, k, n0, m0, y, ldy);
-    case 4: return f32_tile<4, NT>(w, x, k, n0, m0, y, ldy);
-    case 5: return f32_tile<5, NT>(w, x, k, n0, m0, y, ldy);
-    case 6: return f32_tile<6, NT>(w, x, k, n0, m0, y, ldy);
-    case 7: return f32_tile<7, NT>(w, x, k, n0, m0, y, ldy);
-    default: return f32_tile<8, NT>(w, x, k, n0, m0, y, ldy);
-  }
-}
-
 /// exact_bf16 sixteen lanes at a time: a float is exactly a bf16 when its low half is zero, and its
 /// bf16 bits are then the high half; NaN lanes take to_bf16's quiet NaN.
 QPOLICY_AVX512_BF16 bool exact_bf16_lanes(const float* x, std::int64_t count, std::uint16_t* bf16) {
@@ -320,23 +270,6 @@ bool has_amx_kernels() {
 #endif
   }();
   return yes;
-}
-
-void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads) {
-  const std::int64_t n = w.n, k = w.k;
-  parallel_ranges((n + 1) / 2, threads, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t p = first; p < last; ++p)
-      for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
-        const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-        if (2 * p + 1 >= n) {
-          const float* const one[1] = {w.values + 2 * p * k};
-          f32_tile_rows<1>(mt, one, x, k, 2 * p, m0, y, n);
-        } else {
-          const float* const two[2] = {w.values + 2 * p * k, w.values + (2 * p + 1) * k};
-          f32_tile_rows<2>(mt, two, x, k, 2 * p, m0, y, n);
-        }
-      }
-  });
 }
 
 namespace {
