@@ -204,7 +204,8 @@ QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const
 struct packed_activations {
   std::int64_t steps;
   std::vector<std::uint16_t> words;
-  /// With an `order`, each pair of steps in that order (element_of), the steps whole pairs.
+  /// Each step's words in K order, or with an `order` each pair of steps in that order (element_of, the
+  /// steps then whole pairs); zero past k.
   packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
       : steps(steps_of(k, order != nullptr)), words(static_cast<std::size_t>(m * steps * step)) {
     for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
@@ -213,10 +214,6 @@ struct packed_activations {
         for (std::int64_t i = 0; i < mt; ++i) {
           std::uint16_t* out = words.data() + m0 * steps * step + (t * mt + i) * step;
           const std::uint16_t* row = x + (m0 + i) * k;
-          if (!order) {
-            std::copy_n(row + t * step, std::min(step, k - t * step), out);
-            continue;
-          }
           for (std::int64_t j = 0; j < step; ++j) {
             const std::int64_t e = element_of(order, t, j);
             out[j] = e < k ? row[e] : 0;
@@ -258,8 +255,8 @@ bool has_amx_kernels() {
     const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
     if (choice && std::string_view(choice) == "no-amx") return false;
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    // (AVX512-VBMI for the byte permutes of the e4m3 rows: every AMX CPU has it.)
-    if (!has_bf16_dot_kernels() || !__builtin_cpu_supports("avx512vbmi") || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    // (AVX512-VBMI for the byte permutes of the pair decoders: every AMX CPU has it.)
+    if (!has_bf16_dot_kernels() || !has_byte_permutes() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
     if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
 #if defined(__linux__)
     // Linux hands out the 8 KiB tile state only to a process that asks (ARCH_REQ_XCOMP_PERM for

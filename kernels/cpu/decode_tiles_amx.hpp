@@ -67,16 +67,7 @@ struct paired_activations {
   std::vector<std::uint32_t> pairs;
   paired_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
       : m(m), pairs(static_cast<std::size_t>(decode_rows::steps_of(k, order != nullptr) * (step / 2) * m)) {
-    if (!order) {
-      for (std::int64_t i = 0; i < m; ++i) {
-        const std::uint16_t* row = x + i * k;
-        std::int64_t p = 0;
-        for (; 2 * p + 1 < k; ++p) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p] | std::uint32_t{row[2 * p + 1]} << 16;
-        if (2 * p < k) pairs[static_cast<std::size_t>(p * m + i)] = row[2 * p];
-      }
-      return;
-    }
-    const std::int64_t steps = decode_rows::steps_of(k, true);
+    const std::int64_t steps = decode_rows::steps_of(k, order != nullptr);
     for (std::int64_t i = 0; i < m; ++i) {
       const std::uint16_t* row = x + i * k;
       const auto word = [&](std::int64_t e) { return e < k ? std::uint32_t{row[e]} : 0u; };
