@@ -216,10 +216,14 @@ struct fp4_byte_tables {
   QPOLICY_AVX512_BF16 __m256i at(std::uint8_t b) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(of_scale[b])); }
 };
 
-/// 32 bytes of packed 4-bit codes (64 elements) as byte indices: the low nibbles in bytes 0..31, the
-/// high nibbles in bytes 32..63, each ORed with `offsets` (which table a byte takes).
-QPOLICY_AVX512_VBMI inline __m512i nibble_indices(__m256i packed, __m512i offsets) {
-  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1);
+/// 32 bytes of packed 4-bit codes (64 elements) at p, the first `bytes` of them (zero past), as byte
+/// indices: the low nibbles in bytes 0..31, the high nibbles in bytes 32..63, each ORed with `offsets`
+/// (which table a byte takes). A whole 32 is one broadcast load and a shift of its upper half (no
+/// lane insert, which would take the shuffle port the permutes need).
+QPOLICY_AVX512_VBMI inline __m512i nibble_indices(const std::uint8_t* p, std::int64_t bytes, __m512i offsets) {
+  const __m256i packed = bytes >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi8(lanes32(bytes), p);
+  const __m512i twice = _mm512_broadcast_i64x4(packed);
+  const __m512i both = _mm512_mask_srli_epi16(twice, 0xFFFF0000u, twice, 4);
   return _mm512_ternarylogic_epi32(both, _mm512_set1_epi8(0x0F), offsets, 0xEA);  // (both & 0x0F) | offsets
 }
 
@@ -236,11 +240,6 @@ QPOLICY_AVX512_VBMI inline void fp4_word_pair(__m512i indices, __m512i table, __
   const __m512i low = _mm512_permutex2var_epi8(table, _mm512_or_si512(indices, _mm512_set1_epi8(16)), table_high);
   first = _mm512_unpacklo_epi8(low, high);
   second = _mm512_unpackhi_epi8(low, high);
-}
-
-/// The first `count` (<= 32) bytes of 32, zero past count.
-QPOLICY_AVX512_VBMI inline __m256i load_packed32(const std::uint8_t* p, std::int64_t count) {
-  return count >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi8(lanes32(count), p);
 }
 
 /// MXFP4's and NVFP4's byte tables by scale byte: e2m1 times 2^(b - 127) (exact for MXFP4's exact
@@ -367,7 +366,7 @@ struct formula_row<formula::mxfp4_even> {
     const __m512i offsets = _mm512_set_epi64(0x2020202020202020, 0x2020202020202020, 0, 0, 0x2020202020202020, 0x2020202020202020, 0, 0);
     const std::uint8_t second_scale = count > 32 ? scale(k0 + 32) : 0;
     const __m512i table = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(k0))), bytes->at(second_scale), 1);
-    fp4_word_pair(nibble_indices(load_packed32(code_at(k0), (count + 1) / 2), offsets), table, first, second);
+    fp4_word_pair(nibble_indices(code_at(k0), (count + 1) / 2, offsets), table, first, second);
   }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)
@@ -410,7 +409,7 @@ struct formula_row<formula::nvfp4_weight> {
     const auto scale = [&](std::int64_t b) { return 16 * b < count ? scales[b] : std::uint8_t{0}; };
     const __m512i low_blocks = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(0))), bytes->at(scale(1)), 1);
     const __m512i high_blocks = _mm512_inserti64x4(_mm512_castsi256_si512(bytes->at(scale(2))), bytes->at(scale(3)), 1);
-    fp4_word_pair(nibble_indices(load_packed32(code_at(k0), (count + 1) / 2), offsets), low_blocks, high_blocks, first, second);
+    fp4_word_pair(nibble_indices(code_at(k0), (count + 1) / 2, offsets), low_blocks, high_blocks, first, second);
   }
   void values(std::int64_t, std::int64_t, float*) const {}
 };

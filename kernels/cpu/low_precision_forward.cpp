@@ -7,6 +7,7 @@
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
 #include "decode_gemm.hpp"
+#include "low_precision_rows.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -45,14 +46,13 @@ template std::vector<float> decode_weights<formula::nvfp4_weight>(const lp_matri
 template std::vector<float> decode_weights<formula::lut_b>(const lp_matrix&, unsigned);
 
 namespace {
-/// block(i0) for the first element i0 of every `width`-wide block of a [rows, k] matrix, the rows split
+/// span(i0, i1) over elements [i0, i1) of a [rows, k] matrix, whole `width`-wide blocks, the rows split
 /// over threads where blocks do not straddle rows.
-template <class Block>
-void each_block(std::int64_t rows, std::int64_t k, std::int64_t width, unsigned threads, Block&& block) {
+template <class Span>
+void each_span(std::int64_t rows, std::int64_t k, std::int64_t width, unsigned threads, Span&& span) {
   const bool whole_rows = k % width == 0;
   detail::parallel_ranges(whole_rows ? rows : 1, whole_rows ? threads : 1, [&](std::int64_t first, std::int64_t last) {
-    const std::int64_t end = whole_rows ? last * k : rows * k;
-    for (std::int64_t i0 = first * k; i0 < end; i0 += width) block(static_cast<std::size_t>(i0));
+    span(static_cast<std::size_t>(first * k), static_cast<std::size_t>(whole_rows ? last * k : rows * k));
   });
 }
 }  // namespace
@@ -85,9 +85,9 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
     a.values.resize(n);
     const auto& e4m3 = e4m3_values();
-    each_block(rows, k, 32, threads, [&](std::size_t i0) {
-      const float scale = lp::e8m0_value(b[i0 / 32]);
-      for (std::size_t i = i0; i < i0 + 32; ++i) a.values[i] = lp::round_to(element::bf16, e4m3[q[i]] * scale);
+    each_span(rows, k, 32, threads, [&](std::size_t i0, std::size_t i1) {
+      const std::size_t done = rows::mxfp8_bf16_values_vectorized(q.data() + i0, b.data() + i0 / 32, i1 - i0, e4m3.data(), a.values.data() + i0);
+      for (std::size_t i = i0 + done; i < i1; ++i) a.values[i] = lp::round_to(element::bf16, e4m3[q[i]] * lp::e8m0_value(b[i / 32]));
     });
     return a;
   }
@@ -96,10 +96,11 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   if (t == activation_treatment::mxfp4_qdq) {
     // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
     lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
-    each_block(rows, k, 32, threads, [&](std::size_t i0) {
-      const float scale = lp::e8m0_value(scales[i0 / 32]);
-      for (std::size_t i = i0; i < i0 + 32; ++i)
-        a.values[i] = lp::round_to(element::bf16, lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) * scale);
+    each_span(rows, k, 32, threads, [&](std::size_t i0, std::size_t i1) {
+      const std::size_t done = rows::mxfp4_bf16_values_vectorized(codes.data() + i0 / 2, scales.data() + i0 / 32, i1 - i0, a.values.data() + i0);
+      for (std::size_t i = i0 + done; i < i1; ++i)
+        a.values[i] = lp::round_to(element::bf16, lp::e2m1_value(i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2])) *
+                                                      lp::e8m0_value(scales[i / 32]));
     });
     return a;
   }
@@ -107,11 +108,11 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   // token has NaN block scales (0x7F) and zero codes: its operands are 0, as its exact product is.
   a.row_scale.resize(static_cast<std::size_t>(rows));
   lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data(), nullptr, false}, {threads});
-  each_block(rows, k, 16, threads, [&](std::size_t i0) {
-    const float scale = fp8::decode(scales[i0 / 16]);
-    for (std::size_t i = i0; i < i0 + 16; ++i) {
+  each_span(rows, k, 16, threads, [&](std::size_t i0, std::size_t i1) {
+    const std::size_t done = rows::nvfp4_token_values_vectorized(codes.data() + i0 / 2, scales.data() + i0 / 16, i1 - i0, a.values.data() + i0);
+    for (std::size_t i = i0 + done; i < i1; ++i) {
       const std::uint8_t c = i % 2 ? lp::e2m1_high(codes[i / 2]) : lp::e2m1_low(codes[i / 2]);
-      a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * scale;
+      a.values[i] = (c & 7u) == 0 ? 0.0f : lp::e2m1_value(c) * fp8::decode(scales[i / 16]);
     }
   });
   return a;

@@ -2,6 +2,7 @@
 // Internal to kernels/cpu: the low-precision row kernels low_precision.cpp's rows call, the AVX-512 ones
 // defined in low_precision_avx512.cpp (x86-64 GCC only; callers check has_avx512_kernels() first) and
 // the portable NVFP4 blocks they fall back on.
+#include <cstddef>
 #include <cstdint>
 
 namespace qpolicy::cpu::rows {
@@ -13,6 +14,16 @@ inline std::uint32_t e8m0_reciprocal_bits(std::uint32_t b) { return b == 254 ? 0
 /// The NVFP4 16-blocks of a widened row under encode scale `encode` (§6.2 step 4, §6.3 step 4): codes
 /// (two per byte) and e4m3 scale bytes; `zero_if_scale_zero` for weights (§6.2), else a zero amax.
 void nvfp4_blocks(const float* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes, std::uint8_t* scales);
+
+/// The activation treatments' operands from whole blocks of codes, in AVX-512 registers where this CPU
+/// has them (treated_values_avx512.cpp; the same bits as treat_activations' loops): NVFP4 per token
+/// (16-blocks; ±0 codes give +0), MXFP4 EVEN and MXFP8 (32-blocks; values rounded to bf16,
+/// `e4m3_values` the 256 codes' values). Each returns the elements it wrote: the whole blocks of n, or
+/// 0 where this CPU has no AVX-512.
+std::size_t nvfp4_token_values_vectorized(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, float* out);
+std::size_t mxfp4_bf16_values_vectorized(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, float* out);
+std::size_t mxfp8_bf16_values_vectorized(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, const float* e4m3_values,
+                                         float* out);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 }  // namespace qpolicy::cpu::rows
@@ -39,6 +50,7 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
 QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int64_t n, bool& nan);
 /// An INT8 row (§5.2) of bf16 words, the model dtype bf16: its codes, and its scale returned.
 QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q);
+
 #endif
 
 }  // namespace qpolicy::cpu::rows

@@ -8,6 +8,7 @@
 #include "../support/type_lists.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -257,4 +258,43 @@ TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound when each bl
   constexpr auto treatment = qp::schemes::contract_of(Scheme::id).moe_treatment;
   INFO(Scheme::name);
   check_gemm_bound<Scheme>(treatment, x.floats(), x.rows, w);
+}
+
+TEST_CASE("activation treatments give §9's exact operands bit for bit, on both kernel paths", "[forward][weight_only][property]") {
+  // Rows of ordinary values, a zero token (NVFP4's NaN block scales), values near 2^-128 (MXFP's scale
+  // bytes near 0, products that are float32 subnormals before the bf16 rounding) and near the float32
+  // maximum, and a NaN in the last row's second block; K of whole blocks.
+  std::mt19937 rng(47);
+  const std::int64_t rows = 5, k = 160;
+  const auto t = GENERATE(activation_treatment::mxfp8_qdq, activation_treatment::mxfp4_qdq, activation_treatment::nvfp4_per_token);
+  auto x = random_bf16(rows, k, 1.0f, rng).floats();
+  for (std::int64_t i = 0; i < k; ++i) {
+    x[static_cast<std::size_t>(k + i)] = 0.0f;
+    x[static_cast<std::size_t>(2 * k + i)] *= 0x1p-126f;
+    x[static_cast<std::size_t>(3 * k + i)] *= 0x1p120f;
+  }
+  x[static_cast<std::size_t>(4 * k + 40)] = std::numeric_limits<float>::quiet_NaN();
+  INFO("treatment " << int(t));
+  std::vector<double> exact;
+  std::vector<float> token_scales;
+  if (t == activation_treatment::nvfp4_per_token) {  // §6.3's operands before the token scale, which multiplies the sum
+    lp_buffers b(formula::nvfp4_per_token, rows, k, false);
+    reference_quantize<qp::formulas::nvfp4_per_token>({x.data(), qpolicy::element::f32, rows, k}, b);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const auto c = nibble(b.codes, i);
+      exact.push_back((c & 7) == 0 ? 0.0f : lp::e2m1_value(c) * fp8::decode(b.block_scales[i / 16]));
+    }
+    token_scales = b.row_scales;
+  } else {
+    exact = exact_activations(t, x, rows, k);
+  }
+  for (const unsigned threads : {1u, 3u}) {
+    const auto a = cpu::detail::treat_activations(t, x.data(), rows, k, threads);
+    REQUIRE(a.values.size() == exact.size());
+    std::int64_t different = 0;
+    for (std::size_t i = 0; i < exact.size(); ++i)
+      different += fp8::bits_of(a.values[i]) != fp8::bits_of(static_cast<float>(exact[i]));
+    CHECK(different == 0);
+    CHECK(a.row_scale == token_scales);
+  }
 }
