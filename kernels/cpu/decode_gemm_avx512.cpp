@@ -148,8 +148,10 @@ QPOLICY_AVX512_VBMI void pair_sums_of(const Row (&rows)[NT], const std::uint16_t
     for (int r = 0; r < NT; ++r) s.acc[i][r] = s.part[i][r] = _mm512_setzero_ps();
   const std::int64_t pair = 2 * step;
   if (!groups) {
-    for (std::int64_t k0 = 0; k0 < k; k0 += pair, packed += 2 * MT * step)
-      pair_step<MT, NT>(rows, packed, k0, std::min(pair, k - k0), false, s);
+    // Whole pairs with a constant count (the decoders' checks of a partial block fold away), then the rest.
+    const std::int64_t whole = k / pair * pair;
+    for (std::int64_t k0 = 0; k0 < whole; k0 += pair, packed += 2 * MT * step) pair_step<MT, NT>(rows, packed, k0, pair, false, s);
+    if (whole < k) pair_step<MT, NT>(rows, packed, whole, k - whole, false, s);
   } else {
     for (std::int64_t k0 = 0; k0 < k; k0 += 128) {  // K is whole 128-wide chunks
       for (std::int64_t t = 0; t < 128; t += pair) pair_step<MT, NT>(rows, packed + (k0 + t) * MT, k0 + t, pair, true, s);

@@ -145,6 +145,16 @@ QPOLICY_AMX __attribute__((always_inline)) inline void decode_pass_step_pair(con
     }
 }
 
+/// decode_pass_step_pair of pair p of k elements: a whole pair with a constant count, so that the
+/// decoders' checks of a partial block fold away.
+template <int G, class Row>
+QPOLICY_AMX __attribute__((always_inline)) inline void decode_pair_of(const rows_of_tiles<Row, G>& rows, std::int64_t k, std::int64_t p,
+                                                                    std::uint16_t (&a)[2][G][tile_rows * step]) {
+  const std::int64_t k0 = p * 2 * step;
+  if (k - k0 >= 2 * step) decode_pass_step_pair<G>(rows, k0, 2 * step, a);
+  else decode_pass_step_pair<G>(rows, k0, k - k0, a);
+}
+
 /// Decodes step k0 of every tile of the pass into a[g] (16 rows of 32 words each).
 template <int G, class Row>
 QPOLICY_AMX __attribute__((always_inline)) inline void decode_pass_step(const rows_of_tiles<Row, G>& rows, std::int64_t k0, std::int64_t count,
@@ -219,10 +229,9 @@ QPOLICY_AMX void tile_sums(const rows_of_tiles<Row, G>& rows, const paired_activ
     // Pairs of steps, pipelined likewise: pair p + 1 decoded and stored before pair p's tiles are loaded.
     alignas(64) std::uint16_t pair[2][2][G][tile_rows * step];  // by pair parity, then step, then tile
     const std::int64_t pairs = steps / 2;
-    const auto pair_count = [&](std::int64_t p) { return std::min(2 * step, k - p * 2 * step); };
-    decode_pass_step_pair<G>(rows, 0, pair_count(0), pair[0]);
+    decode_pair_of<G>(rows, k, 0, pair[0]);
     for (std::int64_t p = 0; p < pairs; ++p) {
-      if (p + 1 < pairs) decode_pass_step_pair<G>(rows, (p + 1) * 2 * step, pair_count(p + 1), pair[(p + 1) % 2]);
+      if (p + 1 < pairs) decode_pair_of<G>(rows, k, p + 1, pair[(p + 1) % 2]);
       tile_load<6>(x.at(2 * p), x.stride());
       multiply_pass_step<6>(pair[p % 2][0], tiles);
       chunk_done(2 * p);
