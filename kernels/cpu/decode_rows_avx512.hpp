@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
@@ -419,12 +420,14 @@ struct formula_row<formula::nvfp4_weight> {
 // MXFP8's). K is whole tiles, so a step is half a tile row.
 template <>
 struct formula_row<formula::lut_b> {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
   std::int64_t tiles = m->cols / lp::lut_cols;  // per tile row
   std::int64_t first_tile = (n / lp::lut_rows) * tiles;
   const std::uint8_t* packed = m->codes.data() + first_tile * lp::lut_packed_bytes + (n % lp::lut_rows) * (lp::lut_cols * 3 / 8);
   const e4m3_word_table* table = &e4m3_words_table();
+  const mxfp8_byte_tables* bytes = &mxfp8_bytes_tables();
   std::uint8_t scale(std::int64_t k0) const { return m->block_scales[static_cast<std::size_t>(first_tile + k0 / lp::lut_cols)]; }
   static bool exact_scale(std::uint8_t b) { return b >= 76 && b <= 246; }
   bool exact(std::int64_t k0) const { return exact_scale(scale(k0)); }
@@ -455,6 +458,27 @@ struct formula_row<formula::lut_b> {
     const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_low), shifts), seven);
     const __m512i high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_high), shifts), seven);
     return (__m512i)_mm512_cvtne2ps_pbh(_mm512_permutexvar_ps(high, values), _mm512_permutexvar_ps(low, values));
+  }
+  /// The row's whole tile row at k0 (a pair of steps: K is whole tiles): the 24 bytes of indices spread
+  /// one group of eight per 64-bit lane and each index cut out by a multishift; the tile's eight values
+  /// as the bytes of their bf16 words, from its scale's MXFP8 byte tables indexed by the codebook's
+  /// codes broadcast to every lane (so that a byte permute by an index's low 3 bits finds its value,
+  /// whatever the higher bits hold).
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t, __m512i& first, __m512i& second) const {
+    const e4m3_byte_table& t = bytes->of_scale[scale(k0)];
+    std::uint64_t book_codes;
+    std::memcpy(&book_codes, m->codebook.data() + (first_tile + k0 / lp::lut_cols) * lp::lut_entries, sizeof book_codes);
+    const __m512i book = _mm512_set1_epi64(static_cast<long long>(book_codes));
+    const __m512i high_of = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.high[0], book, t.high[1]), book,
+                                                      _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (code & sign)
+    const __m512i low_of = _mm512_permutex2var_epi8(t.low[0], book, t.low[1]);
+    const __m512i groups = _mm512_set_epi64(0x1C1B1A1918171615, 0x1918171615141312, 0x161514131211100F, 0x131211100F0E0D0C,
+                                            0x100F0E0D0C0B0A09, 0x0D0C0B0A09080706, 0x0A09080706050403, 0x0706050403020100);
+    const __m512i spread = _mm512_permutexvar_epi8(groups, _mm512_maskz_loadu_epi8(0xFFFFFF, code_at(k0)));  // lane j: bytes 3j..
+    const __m512i indices = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x15120F0C09060300), spread);  // byte b: bits 3b..
+    const __m512i high = _mm512_permutexvar_epi8(indices, high_of), low = _mm512_permutexvar_epi8(indices, low_of);
+    first = _mm512_unpacklo_epi8(low, high);
+    second = _mm512_unpackhi_epi8(low, high);
   }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)
