@@ -486,12 +486,25 @@ struct formula_row<formula::lut_b> {
   }
 };
 
+/// The bytes of the bf16 words of the INT8 magnitudes by their low 7 bits: entry 0 holds 128, so that
+/// -128's magnitude (byte 0x80) finds it; code 0 is masked to zero.
+QPOLICY_AVX512_BF16 inline const e4m3_byte_table& int8_bytes_table() {
+  static const e4m3_byte_table table = [] {
+    std::uint16_t words[128];
+    for (int c = 0; c < 128; ++c) words[c] = fp8::to_bf16(static_cast<float>(c == 0 ? 128 : c));
+    return e4m3_byte_table(words);
+  }();
+  return table;
+}
+
 // INT8: the code itself (the row scale multiplies the sum).
 template <>
 struct formula_row<formula::int8_per_channel> {
+  static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
   const std::uint8_t* row = m->codes.data() + n * m->cols;
+  const e4m3_byte_table* bytes = &int8_bytes_table();
   const std::uint8_t* code_at(std::int64_t k0) const { return row + k0; }
   static bool exact(std::int64_t) { return true; }
   static bool all_exact() { return true; }
@@ -500,6 +513,17 @@ struct formula_row<formula::int8_per_channel> {
     const __m512 low = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(codes)));
     const __m512 high = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(codes, 1)));
     return (__m512i)_mm512_cvtne2ps_pbh(high, low);
+  }
+  /// 64 codes: the bytes of their magnitudes' words by two-register byte permutes, the sign from the code.
+  QPOLICY_AVX512_VBMI void word_pair(std::int64_t k0, std::int64_t count, __m512i& first, __m512i& second) const {
+    const __m512i codes = load_bytes64(row + k0, count);
+    const __m512i magnitude = _mm512_abs_epi8(codes);
+    const __mmask64 nonzero = _mm512_test_epi8_mask(codes, codes);
+    const __m512i high = _mm512_ternarylogic_epi32(_mm512_maskz_permutex2var_epi8(nonzero, bytes->high[0], magnitude, bytes->high[1]), codes,
+                                                   _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (code & sign)
+    const __m512i low = _mm512_maskz_permutex2var_epi8(nonzero, bytes->low[0], magnitude, bytes->low[1]);
+    first = _mm512_unpacklo_epi8(low, high);
+    second = _mm512_unpackhi_epi8(low, high);
   }
   void values(std::int64_t, std::int64_t, float*) const {}
 };

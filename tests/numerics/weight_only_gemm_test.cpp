@@ -298,3 +298,38 @@ TEST_CASE("activation treatments give §9's exact operands bit for bit, on both 
     CHECK(a.row_scale == token_scales);
   }
 }
+
+TEST_CASE("INT8 decode-batch GEMMs take every code, -128 and 0 included, on both kernel paths", "[forward][weight_only]") {
+  // The quantizer never writes -128, but a checkpoint may hold it: codes cycle through all 256 bytes
+  // (shifted per row), 80 rows (a 64-row pass and a 16-row tile), activations of 1 and 5 rows; §9's
+  // bound against float64.
+  std::mt19937 rng(53);
+  const std::int64_t n = 80, k = 320;
+  cpu::lp_matrix w;
+  w.rows = n;
+  w.cols = k;
+  w.codes.resize(static_cast<std::size_t>(n * k));
+  for (std::int64_t i = 0; i < n * k; ++i) w.codes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>((i % k + 7 * (i / k)) % 256);
+  w.row_scales.assign(static_cast<std::size_t>(n), 1.0f);
+  for (const std::int64_t rows : {1, 5}) {
+    const auto x = random_bf16(rows, k, 1.0f, rng).floats();
+    for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
+      std::vector<float> out(static_cast<std::size_t>(rows * n));
+      cpu::detail::lp_matmul<qp::int8_per_channel_weight_only>(activation_treatment::none, x.data(), rows, w, nullptr, out.data(), {path, 3});
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double ref = 0, terms = 0;
+          for (std::int64_t c = 0; c < k; ++c) {
+            const double p = double(x[static_cast<std::size_t>(i * k + c)]) * static_cast<std::int8_t>(w.codes[static_cast<std::size_t>(j * k + c)]);
+            ref += p;
+            terms += std::fabs(p);
+          }
+          const double ulp = ref == 0 ? 0x1p-149 : std::ldexp(1.0, std::ilogb(ref) - 23);
+          bad += !(std::fabs(out[static_cast<std::size_t>(i * n + j)] - ref) <= ulp + double(k + 4) * std::ldexp(terms, -24));
+        }
+      INFO(rows << " activation rows, " << (path == cpu::kernel_path::vectorized ? "fast path" : "reference path"));
+      CHECK(bad == 0);
+    }
+  }
+}
