@@ -4,6 +4,7 @@
 // measured in this run. Best of several runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string_view>
@@ -28,37 +29,59 @@ namespace cpu = qpolicy::cpu;
 namespace {
 
 /// Every shorthand's linear layer at M = 1, 8 and 256 on Llama-3.1-8B's MLP shapes (gate/up rows
-/// [14336, 4096], down [4096, 14336]).
+/// [14336, 4096], down [4096, 14336]). Each figure is the best of `runs` rounds. A round times every
+/// layer of the shape once at each M, each call right after a float32 call of the same M, and a
+/// scheme's ratio is to the best of the float32 calls made beside it: this VM's speed drifts by 2x over
+/// seconds, and rounds spread a scheme's runs over the whole shape's time, so one slow phase does not
+/// take them all.
 void linear_layers(std::string_view only, int runs) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{14336, 4096}, {4096, 14336}}) {
     qp::bench::linear_shape s{n, k, std::vector<float>(static_cast<std::size_t>(n * k)), std::vector<std::uint16_t>(static_cast<std::size_t>(n * k))};
     for (std::size_t i = 0; i < s.w_f32.size(); ++i) s.w_bf16[i] = fp8::to_bf16(s.w_f32[i] = 0.02f * normal(rng));
+    struct scheme_layer {
+      std::string_view name;
+      qp::bench::layer_call call;
+    };
+    std::vector<scheme_layer> layers;
+    const auto each = [&](auto scheme) {
+      using Scheme = decltype(scheme);
+      if (only.empty() || only == Scheme::name) layers.push_back({Scheme::name, qp::bench::make_layer_call<Scheme>(s)});
+    };
+    qp::registry::for_each_type(qp::registry::fp8_scheme_types, each);
+    qp::registry::for_each_type(qp::registry::weight_only_scheme_types, each);
+    struct batch {
+      std::int64_t m;
+      std::vector<float> xf, out;
+      std::vector<std::uint16_t> x, outb;
+      std::vector<double> best, best_f32;  // per layer
+    };
+    std::vector<batch> batches;
     for (const std::int64_t m : {1, 8, 256}) {
-      std::vector<float> xf(static_cast<std::size_t>(m * k)), out(static_cast<std::size_t>(m * n));
-      std::vector<std::uint16_t> x(xf.size()), outb(out.size());
-      for (std::size_t i = 0; i < x.size(); ++i) xf[i] = fp8::from_bf16(x[i] = fp8::to_bf16(normal(rng)));
-      const double flops = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
-      const std::function<void()> f32_gemm = [&] { cpu::gemm_f32(xf.data(), s.w_f32.data(), m, n, k, out.data()); };
-      const auto shape = fmt::format("m{}_{}x{}x{}", m, m, n, k);
-      const auto f32_line = [&](double t_f32) {
-        fmt::print("bench: cpu_linear_f32_{} {:.1f} GFLOPS ({:.1f} GB/s of weights)\n", shape, flops / t_f32 / 1e9,
-                   4e-9 * static_cast<double>(n * k) / t_f32);
-      };
-      // Each scheme's runs take turns with float32 runs, and its ratio is to those: on a VM whose speed
-      // drifts by 2x over seconds, a baseline measured once would be taken in another phase.
-      double best_f32 = 1e300;
-      const auto each = [&](auto scheme) {
-        using Scheme = decltype(scheme);
-        if (!only.empty() && only != Scheme::name) return;
-        const auto [t, t_f32] = qp::bench::time_layer<Scheme>(s, x, m, outb, runs, f32_gemm);
-        best_f32 = std::min(best_f32, t_f32);
-        fmt::print("bench: cpu_linear_{}_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", Scheme::name, shape, flops / t / 1e9, t_f32 / t);
-      };
-      qp::registry::for_each_type(qp::registry::fp8_scheme_types, each);
-      qp::registry::for_each_type(qp::registry::weight_only_scheme_types, each);
-      if (best_f32 < 1e300) f32_line(best_f32);
+      batch b{m, std::vector<float>(static_cast<std::size_t>(m * k)), std::vector<float>(static_cast<std::size_t>(m * n)), {}, {},
+              std::vector<double>(layers.size(), 1e300), std::vector<double>(layers.size(), 1e300)};
+      b.x.resize(b.xf.size());
+      b.outb.resize(b.out.size());
+      for (std::size_t i = 0; i < b.x.size(); ++i) b.xf[i] = fp8::from_bf16(b.x[i] = fp8::to_bf16(normal(rng)));
+      batches.push_back(std::move(b));
+    }
+    for (int round = 0; round < runs; ++round)
+      for (auto& b : batches)
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+          b.best_f32[l] = std::min(b.best_f32[l], best_seconds(1, [&] { cpu::gemm_f32(b.xf.data(), s.w_f32.data(), b.m, n, k, b.out.data()); }));
+          b.best[l] = std::min(b.best[l], best_seconds(1, [&] { layers[l].call(b.x, b.m, b.outb); }));
+        }
+    for (const auto& b : batches) {
+      const double flops = 2.0 * static_cast<double>(b.m * n) * static_cast<double>(k);
+      const auto shape = fmt::format("m{}_{}x{}x{}", b.m, b.m, n, k);
+      for (std::size_t l = 0; l < layers.size(); ++l)
+        fmt::print("bench: cpu_linear_{}_{} {:.1f} GFLOPS vs f32_gemm {:.2f}x\n", layers[l].name, shape, flops / b.best[l] / 1e9,
+                   b.best_f32[l] / b.best[l]);
+      if (layers.empty()) continue;
+      const double t_f32 = *std::min_element(b.best_f32.begin(), b.best_f32.end());
+      fmt::print("bench: cpu_linear_f32_{} {:.1f} GFLOPS ({:.1f} GB/s of weights)\n", shape, flops / t_f32 / 1e9,
+                 4e-9 * static_cast<double>(n * k) / t_f32);
     }
   }
 }

@@ -6,11 +6,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <random>
 #include <vector>
 
-#include "best_time.hpp"
 #include "qpolicy/kernels/cpu/forward.hpp"
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 
@@ -23,27 +23,28 @@ struct linear_shape {
   std::vector<std::uint16_t> w_bf16;
 };
 
-/// The times of one forward call of Scheme's layer of weight w on x [m, k] and of `baseline`, run in
-/// turns (the best of `runs` each), so that their ratio holds on a machine whose speed drifts.
+/// A forward call of Scheme's layer of weight w on an activation x [m, k] into out (bf16), as a
+/// callable that owns the layer (quantized once, here) and any scratch it needs.
+using layer_call = std::function<void(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& out)>;
 template <class Scheme>
-std::pair<double, double> time_layer(const linear_shape& s, const std::vector<std::uint16_t>& x, std::int64_t m,
-                                     std::vector<std::uint16_t>& out, int runs, const std::function<void()>& baseline) {
-  const input_view w{s.w_bf16.data(), element::bf16, s.n, s.k}, xv{x.data(), element::bf16, m, s.k};
+layer_call make_layer_call(const linear_shape& s) {
+  const input_view w{s.w_bf16.data(), element::bf16, s.n, s.k};
+  const std::int64_t k = s.k, n = s.n;
   if constexpr (cpu::has_linear_layer<Scheme>) {
-    const auto layer = cpu::quantize_linear<Scheme>(w, nullptr);
-    return best_seconds_alternating(runs, [&] { cpu::linear_forward(layer, xv, out.data()); }, baseline);
+    auto layer = std::make_shared<const decltype(cpu::quantize_linear<Scheme>(w, nullptr))>(cpu::quantize_linear<Scheme>(w, nullptr));
+    return [layer, k](const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& out) {
+      cpu::linear_forward(*layer, input_view{x.data(), element::bf16, m, k}, out.data());
+    };
   } else {
     // An experts-only scheme: one expert's GEMM of this shape, with the row's MoE activation treatment.
-    const auto q = cpu::detail::quantize_matrix<cpu::detail::weight_formula<Scheme>>(w, 0);
-    std::vector<float> y(static_cast<std::size_t>(m * s.n));
-    return best_seconds_alternating(
-        runs,
-        [&] {
-          const auto xf = cpu::detail::widen_all(xv);
-          cpu::detail::lp_matmul<Scheme>(schemes::treatment_of(Scheme::id, layer_kind::moe), xf.data(), m, q, nullptr, y.data(), {});
-          cpu::detail::store_bf16(y, out.data());
-        },
-        baseline);
+    auto q = std::make_shared<const cpu::lp_matrix>(cpu::detail::quantize_matrix<cpu::detail::weight_formula<Scheme>>(w, 0));
+    auto y = std::make_shared<std::vector<float>>();
+    return [q, y, k, n](const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& out) {
+      y->resize(static_cast<std::size_t>(m * n));
+      const auto xf = cpu::detail::widen_all(input_view{x.data(), element::bf16, m, k});
+      cpu::detail::lp_matmul<Scheme>(schemes::treatment_of(Scheme::id, layer_kind::moe), xf.data(), m, *q, nullptr, y->data(), {});
+      cpu::detail::store_bf16(*y, out.data());
+    };
   }
 }
 
