@@ -509,49 +509,4 @@ checkpoint_source read_checkpoint_source(const json::value& qc, std::string_view
                              "'modelopt' (FP8 and NVFP4)");
 }
 
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
-    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors, const checkpoint_source& checkpoint) {
-  // compressed-tensors names a transform `{module}.{scheme}_{location}` (transform/factory/base.py).
-  auto is_transform = [&](const std::string& name) {
-    const auto end = name.rfind('.');
-    const auto start = end == std::string::npos ? std::string::npos : name.rfind('.', end - 1);
-    const auto module = start == std::string::npos ? std::string() : name.substr(start + 1, end - start - 1);
-    for (const auto& scheme : checkpoint.transform_schemes)
-      for (std::string_view location : {"input", "output", "weight_input", "weight_output", "k_cache", "q_attn"})
-        if (module == scheme + "_" + std::string(location)) return true;
-    return false;
-  };
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
-  for (const auto& [name, shape] : tensors) {
-    if (is_transform(name)) continue;
-    if (name.ends_with(".weight_packed")) {
-      out.emplace_back(name.substr(0, name.size() - 7), shape);
-      continue;
-    }
-    // gpt-oss: L.experts.gate_up_proj_blocks [E, 2I, K/32, 16] and L.experts.down_proj_blocks [E, H, I/32, 16].
-    for (std::string_view fused : {".gate_up_proj_blocks", ".down_proj_blocks"})
-      if (name.ends_with(fused) && shape.size() == 4) {
-        const auto layer = name.substr(0, name.size() - fused.size());
-        const auto blocks = checked::mul(shape[2], shape[3]);
-        const auto k = blocks ? checked::mul(*blocks, std::int64_t{2}) : std::nullopt;
-        if (!k) throw config_error("", "tensor " + text::py_repr(name) + " has shape " + checked::shape_text(shape) + ", beyond 64-bit sizes");
-        // The first and the last expert: derive_model counts the experts from the largest index (and refuses
-        // one past int32), so a header claiming 2^40 experts costs nothing here.
-        std::vector<std::int64_t> experts{0};
-        if (shape[0] > 1) experts.push_back(shape[0] - 1);
-        for (const std::int64_t e : experts) {
-          const auto base = layer + "." + std::to_string(e) + ".";
-          if (fused == ".gate_up_proj_blocks") {
-            out.emplace_back(base + "gate_proj.weight", std::vector<std::int64_t>{shape[1] / 2, *k});
-            out.emplace_back(base + "up_proj.weight", std::vector<std::int64_t>{shape[1] / 2, *k});
-          } else {
-            out.emplace_back(base + "down_proj.weight", std::vector<std::int64_t>{shape[1], *k});
-          }
-        }
-      }
-    if (name.ends_with(".weight")) out.emplace_back(name, shape);
-  }
-  return out;
-}
-
 }  // namespace qpolicy::source
