@@ -171,11 +171,7 @@ template void decode_gemm_f32(const e4m3_weights&, const batch_activations&, con
 #define QPOLICY_DECODE_GEMM_F32(F)                                                                                         \
   template void decode_gemm_f32(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned); \
   template void decode_panel(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
-QPOLICY_DECODE_GEMM_F32(schemes::formula::mxfp8_torch)
-QPOLICY_DECODE_GEMM_F32(schemes::formula::mxfp4_even)
-QPOLICY_DECODE_GEMM_F32(schemes::formula::int8_per_channel)
-QPOLICY_DECODE_GEMM_F32(schemes::formula::nvfp4_weight)
-QPOLICY_DECODE_GEMM_F32(schemes::formula::lut_b)
+QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_GEMM_F32)
 #undef QPOLICY_DECODE_GEMM_F32
 
 }  // namespace qpolicy::cpu::detail

@@ -39,6 +39,15 @@ struct e4m3_weights {
   const std::uint8_t* codes;
   std::int64_t n, k;
 };
+/// Applies X to each low-precision weight formula whose rows the kernels here decode (formula_weights),
+/// for their .cpp files' explicit instantiations: the one list of them.
+#define QPOLICY_FOR_EACH_DECODED_FORMULA(X)                                                                       \
+  X(::qpolicy::schemes::formula::mxfp8_torch)                                                                     \
+  X(::qpolicy::schemes::formula::mxfp4_even)                                                                      \
+  X(::qpolicy::schemes::formula::int8_per_channel)                                                                \
+  X(::qpolicy::schemes::formula::nvfp4_weight)                                                                    \
+  X(::qpolicy::schemes::formula::lut_b)
+
 /// Weights quantized by low-precision weight formula F (an lp_matrix), decoded up to their outer scale.
 template <schemes::formula F>
 struct formula_weights {

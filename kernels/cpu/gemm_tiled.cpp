@@ -272,11 +272,7 @@ void gemm_panels(const Weights& w, const float* a, std::int64_t m, float* out, u
              no_chunks{});
 }
 #define QPOLICY_GEMM_PANELS(F) template void gemm_panels(const formula_weights<F>&, const float*, std::int64_t, float*, unsigned);
-QPOLICY_GEMM_PANELS(schemes::formula::mxfp8_torch)
-QPOLICY_GEMM_PANELS(schemes::formula::mxfp4_even)
-QPOLICY_GEMM_PANELS(schemes::formula::int8_per_channel)
-QPOLICY_GEMM_PANELS(schemes::formula::nvfp4_weight)
-QPOLICY_GEMM_PANELS(schemes::formula::lut_b)
+QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_GEMM_PANELS)
 #undef QPOLICY_GEMM_PANELS
 }  // namespace detail
 

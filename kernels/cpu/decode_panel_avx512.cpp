@@ -1,0 +1,122 @@
+// The weight-only GEMM's float32 operands on AVX-512 BF16 (decode_gemm.hpp): a weight row's elements
+// from the decode-batch GEMM's bf16 words (decode_rows_avx512.hpp), and the blocked GEMM's panels from
+// sixteen such rows transposed in registers. The words are exactly the formula's element values, so
+// these equal weight_operand's.
+#include "decode_gemm.hpp"
+#include "decode_rows_avx512.hpp"
+
+// Each decoded formula's instantiations, on either branch below.
+#define QPOLICY_DECODE_PANEL(F)                                                                                 \
+  template void decode_row_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*); \
+  template void decode_panel_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace qpolicy::cpu::detail {
+
+// GCC 12's intrinsic headers build some results from an "undefined" register (see e4m3_avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+using schemes::formula;
+using namespace decode_rows;
+
+namespace {
+template <formula F>
+QPOLICY_AVX512_BF16 void row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
+  const auto row = row_of(w, n);
+  for (std::int64_t t = 0; t < count; t += step) {
+    const std::int64_t c = std::min(step, count - t);
+    if (!row.exact(k0 + t)) {
+      row.values(k0 + t, c, out + t);
+      continue;
+    }
+    const __m512i words = row.words(k0 + t, c);
+    const __m512 low = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(words)), 16));
+    const __m512 high = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(words, 1)), 16));
+    _mm512_mask_storeu_ps(out + t, static_cast<__mmask16>(lanes32(std::min<std::int64_t>(c, 16))), low);
+    if (c > 16) _mm512_mask_storeu_ps(out + t + 16, static_cast<__mmask16>(lanes32(c - 16)), high);
+  }
+}
+/// Sixteen rows of sixteen floats transposed in registers: r[i][j] becomes r[j][i].
+QPOLICY_AVX512_BF16 inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      r[i + 2 * h] = _mm512_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 2 * h + 1] = _mm512_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int h = 0; h < 4; ++h) {
+      t[i + h] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], _MM_SHUFFLE(2, 0, 2, 0));
+      t[i + h + 4] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+  for (int h = 0; h < 8; ++h) {
+    r[h] = _mm512_shuffle_f32x4(t[h], t[h + 8], _MM_SHUFFLE(2, 0, 2, 0));
+    r[h + 8] = _mm512_shuffle_f32x4(t[h], t[h + 8], _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+/// decode_panel for whole 16-row, 16-deep squares: rows decoded, then transposed in registers.
+template <formula F>
+QPOLICY_AVX512_BF16 void panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  alignas(64) float rows[16][panel_depth];
+  for (std::int64_t j0 = 0; j0 < panel_cols; j0 += 16) {
+    const std::int64_t present = std::clamp<std::int64_t>(w.matrix->rows - n0 - j0, 0, 16);
+    for (std::int64_t j = 0; j < 16; ++j)
+      if (j < present) row_values(w, n0 + j0 + j, k0, depth, rows[j]);
+      else std::fill(rows[j], rows[j] + depth, 0.0f);
+    std::int64_t t0 = 0;
+    for (; t0 + 16 <= depth; t0 += 16) {
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(rows[j] + t0);
+      transpose16(r);
+      for (int u = 0; u < 16; ++u) _mm512_storeu_ps(panel + (t0 + u) * panel_cols + j0, r[u]);
+    }
+    for (; t0 < depth; ++t0)
+      for (std::int64_t j = 0; j < 16; ++j) panel[t0 * panel_cols + j0 + j] = rows[j][t0];
+  }
+}
+}  // namespace
+
+template <formula F>
+void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  panel_values(w, n0, k0, depth, panel);
+}
+
+template <formula F>
+void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
+  row_values(w, n, k0, count, out);
+}
+
+QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
+
+#pragma GCC diagnostic pop
+
+}  // namespace qpolicy::cpu::detail
+
+#else
+// Not x86-64 GCC: has_bf16_dot_kernels() is false, so none of these is called; they link.
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+
+namespace qpolicy::cpu::detail {
+template <schemes::formula F>
+void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
+  for (std::int64_t t = 0; t < count; ++t)
+    out[t] = lp::weight_operand<F>(w.matrix->codes.data(), w.matrix->block_scales.data(), w.matrix->cols, n, k0 + t);
+}
+template <schemes::formula F>
+void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  decode_panel(w, n0, k0, depth, panel);
+}
+QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
+}  // namespace qpolicy::cpu::detail
+#endif
