@@ -252,19 +252,31 @@ struct packed_activations {
   std::int64_t steps;
   std::vector<std::uint16_t> words;
   /// Each step's words in K order, or with an `order` each pair of steps in that order (element_of, the
-  /// steps then whole pairs); zero past k.
-  packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
+  /// steps then whole pairs); zero past k. A pair's 64 words are one two-register word permute of its
+  /// 64 elements (the order's indices), so that packing costs little beside the GEMM (done element by
+  /// element, it took 6% of an 8 x 4096 x 14336 MXFP4 call).
+  QPOLICY_AVX512_BF16 packed_activations(const std::uint16_t* x, std::int64_t m, std::int64_t k, pair_order order)
       : steps(steps_of(k, order != nullptr)), words(static_cast<std::size_t>(m * steps * step)) {
+    alignas(64) std::uint16_t index[2][step];
+    for (std::int64_t half = 0; half < 2; ++half)
+      for (std::int64_t j = 0; j < step; ++j) index[half][j] = static_cast<std::uint16_t>(element_of(order, half, j));
+    const __m512i first_index = _mm512_load_si512(index[0]), second_index = _mm512_load_si512(index[1]);
+    const std::int64_t span = order ? 2 : 1;  // steps filled at a time
     for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
       const std::int64_t mt = std::min<std::int64_t>(8, m - m0);
-      for (std::int64_t t = 0; t < steps; ++t)
+      std::uint16_t* block = words.data() + m0 * steps * step;
+      for (std::int64_t t = 0; t < steps; t += span)
         for (std::int64_t i = 0; i < mt; ++i) {
-          std::uint16_t* out = words.data() + m0 * steps * step + (t * mt + i) * step;
-          const std::uint16_t* row = x + (m0 + i) * k;
-          for (std::int64_t j = 0; j < step; ++j) {
-            const std::int64_t e = element_of(order, t, j);
-            out[j] = e < k ? row[e] : 0;
+          const std::uint16_t* row = x + (m0 + i) * k + t * step;
+          const std::int64_t left = k - t * step;
+          const __m512i low = load_words32(row, std::clamp<std::int64_t>(left, 0, step));
+          if (span == 1) {
+            _mm512_storeu_si512(block + (t * mt + i) * step, low);
+            continue;
           }
+          const __m512i high = left > step ? load_words32(row + step, std::min(left - step, step)) : _mm512_setzero_si512();
+          _mm512_storeu_si512(block + (t * mt + i) * step, _mm512_permutex2var_epi16(low, first_index, high));
+          _mm512_storeu_si512(block + ((t + 1) * mt + i) * step, _mm512_permutex2var_epi16(low, second_index, high));
         }
     }
   }

@@ -301,17 +301,18 @@ TEST_CASE("activation treatments give §9's exact operands bit for bit, on both 
 
 TEST_CASE("INT8 decode-batch GEMMs take every code, -128 and 0 included, on both kernel paths", "[forward][weight_only]") {
   // The quantizer never writes -128, but a checkpoint may hold it: codes cycle through all 256 bytes
-  // (shifted per row), 80 rows (a 64-row pass and a 16-row tile), activations of 1 and 5 rows; §9's
-  // bound against float64.
+  // (shifted per row), 80 rows (a 64-row pass and a 16-row tile), activations of 1, 5 and 8 rows; K of
+  // whole pairs of steps, and K = 1064, which ends in a pair with 8 elements past its first step and
+  // takes several K slices at 8 rows; §9's bound against float64.
   std::mt19937 rng(53);
-  const std::int64_t n = 80, k = 320;
+  const std::int64_t n = 80, k = GENERATE(320, 1064);
   cpu::lp_matrix w;
   w.rows = n;
   w.cols = k;
   w.codes.resize(static_cast<std::size_t>(n * k));
   for (std::int64_t i = 0; i < n * k; ++i) w.codes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>((i % k + 7 * (i / k)) % 256);
   w.row_scales.assign(static_cast<std::size_t>(n), 1.0f);
-  for (const std::int64_t rows : {1, 5}) {
+  for (const std::int64_t rows : {1, 5, 8}) {
     const auto x = random_bf16(rows, k, 1.0f, rng).floats();
     for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
       std::vector<float> out(static_cast<std::size_t>(rows * n));
@@ -328,7 +329,7 @@ TEST_CASE("INT8 decode-batch GEMMs take every code, -128 and 0 included, on both
           const double ulp = ref == 0 ? 0x1p-149 : std::ldexp(1.0, std::ilogb(ref) - 23);
           bad += !(std::fabs(out[static_cast<std::size_t>(i * n + j)] - ref) <= ulp + double(k + 4) * std::ldexp(terms, -24));
         }
-      INFO(rows << " activation rows, " << (path == cpu::kernel_path::vectorized ? "fast path" : "reference path"));
+      INFO(rows << " activation rows, K = " << k << ", " << (path == cpu::kernel_path::vectorized ? "fast path" : "reference path"));
       CHECK(bad == 0);
     }
   }
