@@ -175,36 +175,55 @@ QPOLICY_AVX512_VBMI void pair_sums_of(const Row (&rows)[NT], const std::uint16_t
     for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + r] = _mm512_reduce_add_ps(s.acc[i][r]);
 }
 
-/// The weight rows of a block that block_pair_sums_of takes together, and the most bytes of activations
+/// The weight rows of a block that block_sums_of takes together, and the most bytes of activations
 /// (per K slice) that it keeps in L1 while they pass.
 inline constexpr std::int64_t block_rows = 16, slice_activation_bytes = 8192;
 
-/// pair_sums_of for 16 weight rows (eight pairs) in K slices: every pair's sums over one slice, then
-/// the next slice, the sums carried in memory between slices. A slice of MT activation rows is at most
-/// 8 KiB, so it stays in L1 while the eight pairs read it; over the whole of K it would not (64 KiB
-/// for 8 rows and K = 4096), and the pairs' reads of it from L2 took the bandwidth that the weights'
-/// stream needs (1.35x the speed at M = 8 on Zen 5). Each sum takes its products in the same order.
+/// The weight rows block_sums_of decodes side by side for MT rows of x: four for one row (more
+/// independent sums to hide vdpbf16ps's latency: 1.27x MXFP4's speed at M = 1 on Zen 5), else two
+/// (the registers of eight rows' sums).
+template <int MT>
+inline constexpr int group_rows = MT == 1 ? 4 : 2;
+
+/// NT consecutive rows of a block, as the array that pair_range takes.
+template <class Row, int NT>
+struct row_group {
+  Row rows[NT];
+};
+template <int NT, class Row, std::size_t... R>
+row_group<Row, NT> group_at(const std::array<Row, block_rows>& rows, std::int64_t first, std::index_sequence<R...>) {
+  return {{rows[static_cast<std::size_t>(first) + R]...}};
+}
+
+/// pair_sums_of for 16 weight rows (groups of group_rows) in K slices: every group's sums over one
+/// slice, then the next slice, the sums carried in memory between slices. A slice of MT activation
+/// rows is at most 8 KiB, so it stays in L1 while the groups read it; over the whole of K it would not
+/// (64 KiB for 8 rows and K = 4096), and the groups' reads of it from L2 took the bandwidth that the
+/// weights' stream needs (1.35x the speed at M = 8 on Zen 5). Each sum takes its products in the
+/// same order.
 template <int MT, class Row>
-QPOLICY_AVX512_VBMI void block_pair_sums_of(const std::array<Row, block_rows>& rows, const std::uint16_t* packed, std::int64_t k, std::int64_t n0,
-                                            std::int64_t m0, const group_scales* groups, float* y, std::int64_t ldy) {
-  constexpr std::int64_t pairs = block_rows / 2;
+QPOLICY_AVX512_VBMI void block_sums_of(const std::array<Row, block_rows>& rows, const std::uint16_t* packed, std::int64_t k, std::int64_t n0,
+                                       std::int64_t m0, const group_scales* groups, float* y, std::int64_t ldy) {
+  constexpr int NT = group_rows<MT>;
+  constexpr std::int64_t count = block_rows / NT;
   constexpr std::int64_t slice = std::max<std::int64_t>(128, slice_activation_bytes / (2 * MT) / 128 * 128);
-  __m512 carried[pairs][MT][2];
-  for (auto& pair_sums : carried)
-    for (auto& row_sums : pair_sums) row_sums[0] = row_sums[1] = _mm512_setzero_ps();
+  __m512 carried[count][MT][NT];
+  for (auto& group_sums : carried)
+    for (auto& row_sums : group_sums)
+      for (auto& sum : row_sums) sum = _mm512_setzero_ps();
   for (std::int64_t kb = 0; kb < k; kb += slice)
-    for (std::int64_t p = 0; p < pairs; ++p) {
-      const Row two[2] = {rows[2 * p], rows[2 * p + 1]};
-      tile_sums<MT, 2> s;
+    for (std::int64_t g = 0; g < count; ++g) {
+      const auto group = group_at<NT>(rows, NT * g, std::make_index_sequence<NT>());
+      tile_sums<MT, NT> s;
       for (int i = 0; i < MT; ++i)
-        for (int r = 0; r < 2; ++r) s.acc[i][r] = carried[p][i][r], s.part[i][r] = _mm512_setzero_ps();
-      pair_range<MT, 2>(two, packed, kb, std::min(k, kb + slice), n0 + 2 * p, m0, groups, s);
+        for (int r = 0; r < NT; ++r) s.acc[i][r] = carried[g][i][r], s.part[i][r] = _mm512_setzero_ps();
+      pair_range<MT, NT>(group.rows, packed, kb, std::min(k, kb + slice), n0 + NT * g, m0, groups, s);
       for (int i = 0; i < MT; ++i)
-        for (int r = 0; r < 2; ++r) carried[p][i][r] = s.acc[i][r];
+        for (int r = 0; r < NT; ++r) carried[g][i][r] = s.acc[i][r];
     }
-  for (std::int64_t p = 0; p < pairs; ++p)
+  for (std::int64_t g = 0; g < count; ++g)
     for (int i = 0; i < MT; ++i)
-      for (int r = 0; r < 2; ++r) y[(m0 + i) * ldy + n0 + 2 * p + r] = _mm512_reduce_add_ps(carried[p][i][r]);
+      for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + NT * g + r] = _mm512_reduce_add_ps(carried[g][i][r]);
 }
 
 /// Whether the CPU has the byte permutes of the pair decoders (AVX512-VBMI).
@@ -346,7 +365,7 @@ bool amx_rows(const Weights& w, const decode_tiles::paired_activations& x, const
   return true;
 }
 
-/// Weight rows [n0, n0 + 16) by block_pair_sums_of, for every block of 8 rows of x, when the rows are
+/// Weight rows [n0, n0 + 16) by block_sums_of, for every block of 8 rows of x, when the rows are
 /// all there, decode pairs of steps and are exact (true), else nothing (false).
 template <class Weights, class Blocks>
 QPOLICY_AVX512_VBMI bool pair_block(const Weights& w, const Blocks& packed_block, std::int64_t m, const group_scales* groups, float* y,
@@ -362,14 +381,14 @@ QPOLICY_AVX512_VBMI bool pair_block(const Weights& w, const Blocks& packed_block
     for (std::int64_t m0 = 0; m0 < m; m0 += 8) {
       const std::uint16_t* packed = packed_block(m0, true);
       switch (std::min<std::int64_t>(8, m - m0)) {
-        case 1: block_pair_sums_of<1>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 2: block_pair_sums_of<2>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 3: block_pair_sums_of<3>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 4: block_pair_sums_of<4>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 5: block_pair_sums_of<5>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 6: block_pair_sums_of<6>(rows, packed, k, n0, m0, groups, y, n); break;
-        case 7: block_pair_sums_of<7>(rows, packed, k, n0, m0, groups, y, n); break;
-        default: block_pair_sums_of<8>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 1: block_sums_of<1>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 2: block_sums_of<2>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 3: block_sums_of<3>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 4: block_sums_of<4>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 5: block_sums_of<5>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 6: block_sums_of<6>(rows, packed, k, n0, m0, groups, y, n); break;
+        case 7: block_sums_of<7>(rows, packed, k, n0, m0, groups, y, n); break;
+        default: block_sums_of<8>(rows, packed, k, n0, m0, groups, y, n); break;
       }
     }
     return true;
