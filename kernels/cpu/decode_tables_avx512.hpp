@@ -141,6 +141,15 @@ QPOLICY_AVX512_VBMI inline void e4m3_word_pair(__m512i codes, const e4m3_byte_ta
   second = _mm512_unpackhi_epi8(low, signed_high);
 }
 
+/// bf16 words with `rebias` added to the exponent of each finite nonzero one (an E8M0 scale folded in;
+/// callers keep the results normal and finite); zeros, infinities and NaNs unchanged.
+QPOLICY_AVX512_BF16 inline __m512i rebias_finite_nonzero(__m512i words, __m512i rebias) {
+  const __m512i magnitude = _mm512_and_si512(words, _mm512_set1_epi16(0x7FFF));
+  // magnitude - 1 < 0x7F7F (unsigned): neither 0 nor at least 0x7F80 (an infinity or a NaN).
+  const __mmask32 finite_nonzero = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(magnitude, _mm512_set1_epi16(1)), _mm512_set1_epi16(0x7F7F));
+  return _mm512_mask_add_epi16(words, finite_nonzero, words, rebias);
+}
+
 /// The first `count` (<= 64) of 64 codes, zero past count.
 QPOLICY_AVX512_VBMI inline __m512i load_bytes64(const std::uint8_t* p, std::int64_t count) {
   return count >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((__mmask64{1} << count) - 1, p);
