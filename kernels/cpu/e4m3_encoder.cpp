@@ -83,12 +83,13 @@ QPOLICY_F16C inline __m256 load8(const void* in, std::int64_t i) {
   }
 }
 
-/// The scalar codes of in[first, last) with scale s; only the NaN lanes when `only_nan`.
+/// The scalar codes of in[first, last) with scale s; with `only_extreme`, only the lanes whose y is
+/// NaN, infinite or at least 2^127 (those where a vector lane can have met a NaN).
 template <bool Bf16, bool Multiply, e4m3_rule Rule>
-void scalar_codes(const void* in, std::int64_t first, std::int64_t last, float s, bool only_nan, std::uint8_t* out) {
+void scalar_codes(const void* in, std::int64_t first, std::int64_t last, float s, bool only_extreme, std::uint8_t* out) {
   for (std::int64_t i = first; i < last; ++i) {
     const float y = scaled<Multiply>(element<Bf16>(in, i), s);
-    if (!only_nan || y != y) out[i] = rule_code<Rule>(y);
+    if (!only_extreme || !(fp8::abs_f32(y) < 0x1p127f)) out[i] = rule_code<Rule>(y);
   }
 }
 
@@ -112,7 +113,8 @@ float segment_factor(float s) {
 }
 
 /// NaN is rare and the rules differ only there: the codes of NaN lanes are set again, by the scalar
-/// formula, after a vector pass saw one.
+/// formula, after a vector pass saw one. So are those of quotients from 2^127 up, where a quotient by
+/// a reciprocal can have overflowed into NaN (run16): x / b within 2^-23 of the largest float.
 template <bool Bf16, bool Multiply, e4m3_rule Rule>
 void redo_nan_codes(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out) {
   for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
@@ -151,7 +153,16 @@ QPOLICY_F16C void run(const void* in, std::int64_t n, std::int64_t width, const 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-/// run on AVX-512 registers: groups of 16, the same factor, tails and NaN pass.
+/// x times the factor, or over it (by its reciprocal and one correction where `by_reciprocal`).
+template <bool Multiply>
+QPOLICY_AVX512_F16C inline __m512 scaled16(__m512 x, __m512 factor, bool by_reciprocal, const bf16_divisor16& divisor) {
+  return Multiply ? _mm512_mul_ps(x, factor) : by_reciprocal ? bf16_finite_quotients16(x, divisor) : _mm512_div_ps(x, factor);
+}
+
+/// run on AVX-512 registers, 32 lanes at a time (then one group of 16): the same factor and tails.
+/// bf16 values over a factor take a reciprocal and one correction (bf16_quotient_avx512.hpp), their
+/// signs from the dividends; a NaN lane there may also be a quotient that overflowed, which
+/// redo_nan_codes sets again too.
 template <bool Bf16, bool Multiply, bool Folded, e4m3_rule Rule>
 QPOLICY_AVX512_F16C void run16(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
   constexpr std::int64_t bytes = Bf16 ? 2 : 4;
@@ -160,16 +171,25 @@ QPOLICY_AVX512_F16C void run16(const void* in, std::int64_t n, std::int64_t widt
     const std::int64_t end = std::min(n, c0 + width);
     const float f = segment_factor<Multiply, Folded>(s[j]);
     const __m512 factor = _mm512_set1_ps(f);
-    // bf16 values over f: a reciprocal and one correction where that is exact (bf16_quotient_avx512.hpp).
     const bool by_reciprocal = Bf16 && !Multiply && quotient_by_reciprocal(f);
     const bf16_divisor16 divisor = divisor16(by_reciprocal ? f : 1.0f);
     std::int64_t i = c0;
-    for (; i + 16 <= end; i += 16) {
+    for (; i + 32 <= end; i += 32) {
       _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
-      const __m512 x = load16<Bf16>(in, i);
-      const __m512 y = Multiply ? _mm512_mul_ps(x, factor) : by_reciprocal ? bf16_quotients16(x, divisor) : _mm512_div_ps(x, factor);
+      if constexpr (!Bf16) _mm_prefetch(ahead + i * bytes + 64, _MM_HINT_T0);
+      const __m512 x0 = load16<Bf16>(in, i), x1 = load16<Bf16>(in, i + 16);
+      const __m512 y0 = scaled16<Multiply>(x0, factor, by_reciprocal, divisor), y1 = scaled16<Multiply>(x1, factor, by_reciprocal, divisor);
+      any_nan = static_cast<__mmask16>(any_nan | _mm512_cmp_ps_mask(y0, y1, _CMP_UNORD_Q));  // a lane where either is NaN
+      const __mmask32 negative = Multiply ? sign_lanes32(y0, y1) : sign_lanes32(x0, x1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), codes_of32<Folded>(y0, y1, negative));
+    }
+    if (i + 16 <= end) {
+      const __m512 x = load16<Bf16>(in, i), y = scaled16<Multiply>(x, factor, by_reciprocal, divisor);
       any_nan = static_cast<__mmask16>(any_nan | _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), codes_of16<Folded>(y));
+      const __m256i half = _mm512_cvtps_ph(e4m3_half_values16<Folded>(y), _MM_FROUND_TO_NEAREST_INT);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                       e4m3_code_bytes<__m256i, __m128i, __mmask16>(half, sign_lanes16(Multiply ? y : x)));
+      i += 16;
     }
     scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);
   }

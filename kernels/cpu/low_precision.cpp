@@ -429,7 +429,8 @@ bool has_avx512_kernels() {
   static const bool avx512 = [] {
     const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
     if (choice && std::string_view(choice) == "portable") return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
   }();
   return avx512;
 #else

@@ -25,11 +25,18 @@ struct bf16_divisor16 {
 
 QPOLICY_AVX512_F16C inline bf16_divisor16 divisor16(float b) { return {_mm512_set1_ps(b), _mm512_set1_ps(1.0f / b)}; }
 
+/// RN(x / d.b) for bf16 values x (widened; quotient_by_reciprocal(d.b)) whose quotient is finite,
+/// except that a zero quotient's sign may be lost; NaN where x is not finite or x * (1 / d.b)
+/// overflows. For callers that take the sign from x and redo a run that met a NaN.
+QPOLICY_AVX512_F16C inline __m512 bf16_finite_quotients16(__m512 x, bf16_divisor16 d) {
+  const __m512 q = _mm512_mul_ps(x, d.reciprocal);
+  return _mm512_fmadd_ps(_mm512_fnmadd_ps(q, d.b, x), d.reciprocal, q);
+}
+
 /// RN(x / d.b) for bf16 values x (widened; quotient_by_reciprocal(d.b)).
 QPOLICY_AVX512_F16C inline __m512 bf16_quotients16(__m512 x, bf16_divisor16 d) {
   const __m512 q = _mm512_mul_ps(x, d.reciprocal);
-  const __m512 r = _mm512_fnmadd_ps(q, d.b, x);
-  const __m512 corrected = _mm512_fmadd_ps(r, d.reciprocal, q);
+  const __m512 corrected = bf16_finite_quotients16(x, d);
   // An infinite q (x infinite or the quotient overflowing) would give inf - inf above; a NaN stays NaN.
   const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(q, q), _mm512_setzero_ps(), _CMP_EQ_OQ);
   const __m512 quotient = _mm512_mask_mov_ps(q, finite, corrected);

@@ -54,7 +54,7 @@ void visit_formula(e4m3_formula f, Fn&& fn) {
 /// not `portable` (read once; another value that is not `auto` gets a warning on stderr).
 bool has_f16c_encoder();
 
-/// Whether the AVX-512 (F, BW, VL) row kernels run (MXFP4 codes, e2m1 decodes): the CPU has them and
+/// Whether the AVX-512 (F, BW, VL, DQ) row kernels run (MXFP4 codes, e2m1 decodes): the CPU has them and
 /// QPOLICY_CPU_ENCODER is not `portable` (which asks for the cloned loops, so that the tests check them
 /// on such a machine too). Defined in kernels/cpu/low_precision.cpp.
 bool has_avx512_kernels();
