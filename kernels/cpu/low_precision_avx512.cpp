@@ -102,6 +102,26 @@ QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1,
   return b;
 }
 
+/// e8m0_round_up of 16 non-negative, NaN-free lanes: exponent + (mantissa != 0), at most 254; 0 at or
+/// below 2^-127.
+QPOLICY_AVX512 inline __m512i e8m0_round_up16(__m512 n) {
+  const __m512i u = _mm512_castps_si512(n), zero = _mm512_setzero_si512();
+  const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFF));
+  const __m512i b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, _mm512_set1_epi32(1)), _mm512_set1_epi32(254));
+  return _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
+}
+
+/// flashinfer_inverse of 16 scale bytes: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
+QPOLICY_AVX512 inline __m512i flashinfer_inverse16(__m512i b) {
+  return _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(_mm512_set1_epi32(254), b), 23);
+}
+
+/// e8m0_reciprocal_bits of 16 scale bytes: 2^(127 - b), the subnormal 2^-127 for b = 254.
+QPOLICY_AVX512 inline __m512i e8m0_reciprocal16(__m512i b) {
+  const __m512i b254 = _mm512_set1_epi32(254);
+  return _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254), _mm512_set1_epi32(0x00400000));
+}
+
 /// The scales of 16 MXFP8 blocks from `first` on: their amaxes by reductions, then the 16 scale bytes and
 /// multipliers as one register from the bits (mxfp8_block_avx512's scalar steps over lanes). Returns the
 /// blocks holding a NaN or an infinity, which go through the block function.
@@ -118,26 +138,20 @@ QPOLICY_AVX512_F16C inline __mmask16 mxfp8_scales16(const void* x, std::int64_t 
     blocks16[b] = _mm512_castsi512_ps(_mm512_max_epu32(a0, a1));  // NaN and infinite blocks are special
   }
   const __m512 a = lane_maxima16(blocks16);
-  __m512i u, exp, man, b;
+  __m512i b;
   if (flashinfer) {
-    // e8m0_round_up(amax * R448): exponent + (mantissa != 0), at most 254; 0 at or below 2^-127.
-    u = _mm512_castps_si512(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
-    exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
-    b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
-    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
-    // flashinfer_inverse: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
-    _mm512_store_si512(multipliers, _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(b254, b), 23));
+    b = e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
+    _mm512_store_si512(multipliers, flashinfer_inverse16(b));
   } else {
     // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
     // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
     const __m512 clamped = _mm512_max_ps(a, _mm512_set1_ps(fp8::float_of(0x00800000u)));
-    u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
-    exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
+    const __m512i u = _mm512_castps_si512(_mm512_div_ps(clamped, _mm512_set1_ps(fp8::max_e4m3)));
+    const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, man_bits);
     b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
     b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
                               _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
-    _mm512_store_si512(multipliers, _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
-                                                          _mm512_set1_epi32(0x00400000)));
+    _mm512_store_si512(multipliers, e8m0_reciprocal16(b));
   }
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
   return special;
@@ -399,10 +413,56 @@ QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::
   return s;
 }
 
-/// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input.
+/// The scale bytes and multipliers of 16 MXFP4 blocks from `first` on (mxfp4_block_avx512's scalar steps
+/// over lanes): their NaN-ignoring amaxes by reductions, then EVEN (§4.2: the amax rounded to one
+/// significand bit, its exponent less 2) or RCEIL (§4.3) from the bits.
+template <bool Bf16>
+QPOLICY_AVX512_F16C inline void mxfp4_scales16(const void* x, std::int64_t first, bool rceil, std::uint8_t* scales, float* multipliers) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512 blocks16[16];
+  for (int b = 0; b < 16; ++b) {
+    const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (first + b) * 32)), magnitude));
+    const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(detail::load16<Bf16>(x, (first + b) * 32 + 16)), magnitude));
+    blocks16[b] = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));  // NaN lanes give the other
+  }
+  const __m512 a = lane_maxima16(blocks16);
+  __m512i b;
+  if (rceil) {
+    b = e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
+    _mm512_store_si512(multipliers, flashinfer_inverse16(b));
+  } else {
+    const __m512i e = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_set1_epi32(0x200000)), 23);  // a >= 0: no sign
+    b = _mm512_mask_mov_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(2)), _mm512_setzero_si512()),
+                              _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(254));
+    _mm512_store_si512(multipliers, e8m0_reciprocal16(b));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(b));
+}
+
+/// The 16 code bytes of one MXFP4 block (e2m1_codes_avx512 of its values times `multiplier`), each pair
+/// (2i, 2i + 1) one byte, low nibble first: a code and its odd neighbour meet in their 64-bit lane.
+QPOLICY_AVX512 inline void mxfp4_codes(__m512 v0, __m512 v1, __m512 multiplier, std::uint8_t* codes) {
+  const __m512i c0 = detail::e2m1_codes_avx512(_mm512_mul_ps(v0, multiplier));
+  const __m512i c1 = detail::e2m1_codes_avx512(_mm512_mul_ps(v1, multiplier));
+  const __m512i p0 = _mm512_or_si512(c0, _mm512_srli_epi64(c0, 28)), p1 = _mm512_or_si512(c1, _mm512_srli_epi64(c1, 28));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm_unpacklo_epi64(_mm512_cvtepi64_epi8(p0), _mm512_cvtepi64_epi8(p1)));
+}
+
+/// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input, in
+/// passes over up to 512 blocks: every 16 blocks' scales and multipliers (mxfp4_scales16), then the
+/// codes, which keeps each 16 blocks' long chain (reductions, scale bits) out of the code loop's way.
 template <bool Bf16>
 QPOLICY_AVX512_F16C void mxfp4_blocks_avx512(const void* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
-  for (std::int64_t j = 0; j < blocks; ++j)
+  constexpr std::int64_t pass_groups = 32;
+  alignas(64) float multipliers[pass_groups * 16];
+  const std::int64_t groups = blocks / 16;
+  for (std::int64_t g0 = 0; g0 < groups; g0 += pass_groups) {
+    const std::int64_t n = std::min(pass_groups, groups - g0);
+    for (std::int64_t g = 0; g < n; ++g) mxfp4_scales16<Bf16>(x, (g0 + g) * 16, rceil, scales + (g0 + g) * 16, multipliers + g * 16);
+    for (std::int64_t j = g0 * 16; j < (g0 + n) * 16; ++j)
+      mxfp4_codes(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), _mm512_set1_ps(multipliers[j - g0 * 16]), codes + j * 16);
+  }
+  for (std::int64_t j = groups * 16; j < blocks; ++j)
     scales[j] = mxfp4_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), rceil, codes + j * 16);
 }
 

@@ -46,6 +46,11 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
 template <bool Bf16>
 QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes,
                          std::uint8_t* scales, float* token_scale = nullptr, const void* next_row = nullptr);
+/// The amax bits of bf16 words in segments of `width` (the last may be shorter) of n words, over `rows`
+/// rows `stride` words apart: segment j's largest magnitude bits (NaN's among them) folded into acc[j];
+/// `nan` set when a word is NaN (amax_avx512.cpp).
+QPOLICY_AVX512_F16C void segment_amax_bits_avx512(const std::uint16_t* words, std::int64_t stride, std::int64_t rows, std::int64_t n,
+                                                  std::int64_t width, std::uint16_t* acc, bool* nan);
 /// The NaN-ignoring amax of n bf16 words; `nan` says whether there was a NaN.
 QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int64_t n, bool& nan);
 /// An INT8 row (§5.2) of bf16 words, the model dtype bf16: its codes, and its scale returned.
