@@ -376,43 +376,6 @@ QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int6
   return fp8::float_of(a);
 }
 
-/// An INT8 row (§5.2) of bf16 words straight from the input in AVX-512 registers, the model dtype bf16:
-/// amax_range's max over magnitude bits (with a NaN, the first NaN's magnitude, as its propagating fold
-/// gives), s = rD(amax / 127), then per element rD(w / s) (to_bf16's round-to-nearest-even on the bits),
-/// NaN to 0, the clamp to +-127 and the round half to even of int8_code. Returns s.
-QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q) {
-  bool nan = false;
-  // With a NaN, amax_range's fold gives the first NaN's magnitude (its payload carries into the scale).
-  float amax = bf16_amax_avx512(words, cols, nan);
-  if (nan)
-    for (std::int64_t i = 0; i < cols; ++i)
-      if (const float w = fp8::from_bf16(words[i]); w != w) {
-        amax = fp8::abs_f32(w);
-        break;
-      }
-  const float s = lp::int8_scale(element::bf16, amax);
-  const __m512 scale = _mm512_set1_ps(s), limit = _mm512_set1_ps(127.0f), magic = _mm512_set1_ps(12582912.0f);
-  // w / s by a reciprocal and one correction where that is exact (bf16_quotient_avx512.hpp).
-  const bool by_reciprocal = detail::quotient_by_reciprocal(s);
-  const detail::bf16_divisor16 divisor = detail::divisor16(by_reciprocal ? s : 1.0f);
-  std::int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
-    const __m512 w = detail::load16<true>(words, k);
-    const __m512i u = _mm512_castps_si512(by_reciprocal ? detail::bf16_quotients16(w, divisor) : _mm512_div_ps(w, scale));
-    // to_bf16: add 0x7FFF plus the kept lowest bit, drop the low half (a NaN lane is set to 0 below).
-    const __m512i rounded = _mm512_and_si512(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))),
-        _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-    const __m512 t = _mm512_castsi512_ps(rounded);
-    const __mmask16 is_nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
-    const __m512 c = _mm512_max_ps(_mm512_min_ps(t, limit), _mm512_sub_ps(_mm512_setzero_ps(), limit));
-    const __m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtepi32_epi8(_mm512_maskz_cvttps_epi32(static_cast<__mmask16>(~is_nan), r)));
-  }
-  for (; k < cols; ++k) q[k] = lp::int8_code(element::bf16, fp8::from_bf16(words[k]), s);
-  return s;
-}
-
 /// The scale bytes and multipliers of 16 MXFP4 blocks from `first` on (mxfp4_block_avx512's scalar steps
 /// over lanes): their NaN-ignoring amaxes by reductions, then EVEN (§4.2: the amax rounded to one
 /// significand bit, its exponent less 2) or RCEIL (§4.3) from the bits.

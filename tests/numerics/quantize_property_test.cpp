@@ -142,6 +142,27 @@ void require_same(const qp::stored_part& fast, const std::vector<std::uint8_t>& 
   }
 }
 
+/// Formula's fast path on s against its reference, every part byte for byte (require_same). Both
+/// paths' buffers start as different patterns, so a byte either leaves unwritten differs (the 128x4
+/// layout's padding excepted: zero in both, as the kernels' callers leave it).
+template <class Formula>
+void require_fast_equals_reference(const sample& s, const qp::tensor_quant_options& o) {
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  std::vector<qp::stored_part> fast;
+  qp::quantize_tensor_parts_into(Formula::id, s.view(), o, fast);
+  for (auto& part : fast) std::fill(part.bytes.begin(), part.bytes.end(), std::uint8_t{0xA5});
+  qp::quantize_tensor_parts_into(Formula::id, s.view(), o, fast);
+  std::vector<std::vector<std::uint8_t>> reference;
+  for (std::size_t p = 0; p < fast.size(); ++p)
+    reference.emplace_back(fast[p].bytes.size(), p == 1 && o.swizzled ? std::uint8_t{0} : std::uint8_t{0x5A});
+  const bool codebook = f.second == qp::schemes::second_scale::codebook;
+  ref::quantize<Formula>(s.view(), {reference[0].data(), reference[1].data(),
+                                    reference.size() > 2 && !codebook ? reinterpret_cast<float*>(reference[2].data()) : nullptr,
+                                    codebook ? reference[2].data() : nullptr},
+                         {o.ue8m0, o.layout, o.swizzled});
+  for (std::size_t p = 0; p < fast.size(); ++p) require_same(fast[p], reference[p], p == 0 && !f.low_precision());
+}
+
 /// The options a formula's row takes, drawn per test run.
 template <class Formula>
 qp::tensor_quant_options options_for() {
@@ -183,21 +204,34 @@ TEMPLATE_LIST_TEST_CASE("every formula's CPU fast path equals its reference bit 
                                                : 1 + static_cast<std::int64_t>(rng() % (lp ? 200 : 700));
     const auto s = lp ? block_sample(rng, type, rows, cols) : fp8_sample(rng, type, rows, cols);
     INFO("round " << round << ": " << rows << "x" << cols << (o.swizzled ? ", 128x4 scales" : "") << (o.ue8m0 ? ", UE8M0" : ""));
-    // Both paths' buffers start as different patterns, so a byte either leaves unwritten differs (the
-    // 128x4 layout's padding excepted: zero in both, as the kernels' callers leave it).
-    std::vector<qp::stored_part> fast;
-    qp::quantize_tensor_parts_into(Formula::id, s.view(), o, fast);
-    for (auto& part : fast) std::fill(part.bytes.begin(), part.bytes.end(), std::uint8_t{0xA5});
-    qp::quantize_tensor_parts_into(Formula::id, s.view(), o, fast);
-    std::vector<std::vector<std::uint8_t>> reference;
-    for (std::size_t p = 0; p < fast.size(); ++p)
-      reference.emplace_back(fast[p].bytes.size(), p == 1 && o.swizzled ? std::uint8_t{0} : std::uint8_t{0x5A});
-    const bool codebook = f.second == qp::schemes::second_scale::codebook;
-    ref::quantize<Formula>(s.view(), {reference[0].data(), reference[1].data(),
-                                      reference.size() > 2 && !codebook ? reinterpret_cast<float*>(reference[2].data()) : nullptr,
-                                      codebook ? reference[2].data() : nullptr},
-                           {o.ue8m0, o.layout, o.swizzled});
-    for (std::size_t p = 0; p < fast.size(); ++p) require_same(fast[p], reference[p], p == 0 && !lp);
+    require_fast_equals_reference<Formula>(s, o);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("every formula's fast path equals its reference on finite bf16 rows, the common case", "[numerics][property]",
+                        qpolicy::test::all_formulas) {
+  // Rows without NaN or infinity take the kernels' shortest paths (their amax passes see no NaN, their
+  // quotients cannot overflow), which rows sprinkled with NaN rarely reach: wide rows of normal values,
+  // each row at its own magnitude, with zeros now and then.
+  using Formula = TestType;
+  const auto& f = qp::schemes::formula_of(Formula::id);
+  const auto o = options_for<Formula>();
+  std::mt19937 rng(20261206u + static_cast<unsigned>(Formula::id) * 17u + o.swizzled);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int round = 0; round < 4; ++round) {
+    const std::int64_t rows = (1 + static_cast<std::int64_t>(rng() % 24) + f.tile_rows - 1) / f.tile_rows * f.tile_rows;
+    const std::int64_t most = f.tiled() ? 256 : 1100, unit = f.k_multiple;
+    const std::int64_t cols = (1 + static_cast<std::int64_t>(rng() % most) + unit - 1) / unit * unit;
+    sample s{qpolicy::element::bf16, rows, cols, {}, {}};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        s.half.push_back(to_bf16(rng() % 50 == 0 ? 0.0f : normal(rng) * magnitude));
+        s.full.push_back(fp8::from_bf16(s.half.back()));
+      }
+    }
+    INFO("round " << round << ": " << rows << "x" << cols << (o.swizzled ? ", 128x4 scales" : "") << (o.ue8m0 ? ", UE8M0" : ""));
+    require_fast_equals_reference<Formula>(s, o);
   }
 }
 
