@@ -199,15 +199,17 @@ QPOLICY_AVX512_F16C void mxfp8_blocks_avx512(const void* x, std::int64_t blocks,
     scales[j] = mxfp8_block_avx512(detail::load16<Bf16>(x, j * 32), detail::load16<Bf16>(x, j * 32 + 16), flashinfer, codes + j * 32);
 }
 
-/// The NaN-ignoring maxima of 16 NVFP4 blocks of bf16 words (256 words from x), block b's in lane b as a
-/// float: magnitudes compared as 16-bit integers (a bf16's order; a NaN word counts as 0), two blocks
-/// per register, reduced by a tree of lane shuffles and one permute into block order.
+/// The maxima of 16 NVFP4 blocks of bf16 words (256 words from x), block b's in lane b as a float:
+/// magnitudes compared as 16-bit integers (a bf16's order), two blocks per register, reduced by a tree of
+/// lane shuffles and one permute into block order. `IgnoreNan`: a NaN word counts as 0; else a block
+/// holding one has a NaN maximum (which makes its scale NaN: the block function takes it).
+template <bool IgnoreNan>
 QPOLICY_AVX512 inline __m512 bf16_block_maxima16(const std::uint16_t* x) {
   const __m512i magnitude = _mm512_set1_epi16(0x7FFF), infinity = _mm512_set1_epi16(0x7F80);
   __m512i w[8], p[4], q[2];
   for (int k = 0; k < 8; ++k) {
     const __m512i u = _mm512_and_si512(_mm512_loadu_si512(x + k * 32), magnitude);  // blocks 2k, 2k + 1
-    w[k] = _mm512_maskz_mov_epi16(_mm512_cmple_epu16_mask(u, infinity), u);
+    w[k] = IgnoreNan ? _mm512_maskz_mov_epi16(_mm512_cmple_epu16_mask(u, infinity), u) : u;
   }
   // 128-bit lane L of p_k: block 4k + L's 8 partial maxima.
   for (int k = 0; k < 4; ++k)
@@ -222,11 +224,12 @@ QPOLICY_AVX512 inline __m512 bf16_block_maxima16(const std::uint16_t* x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(m, 16));  // the low word is a bf16: the top half of its float
 }
 
-/// The NaN-ignoring maxima of 16 NVFP4 blocks from `first` on, block b's in lane b.
-template <bool Bf16>
+/// The NaN-ignoring maxima of 16 NVFP4 blocks from `first` on, block b's in lane b (from bf16 words,
+/// unless `IgnoreNan` is false, a NaN maximum for a block holding a NaN).
+template <bool Bf16, bool IgnoreNan = true>
 QPOLICY_AVX512_F16C inline __m512 nvfp4_maxima16(const void* x, std::int64_t first) {
   if constexpr (Bf16) {
-    return bf16_block_maxima16(static_cast<const std::uint16_t*>(x) + first * 16);
+    return bf16_block_maxima16<IgnoreNan>(static_cast<const std::uint16_t*>(x) + first * 16);
   } else {
     const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
     __m512 blocks16[16];
@@ -267,9 +270,12 @@ template <bool Bf16>
 QPOLICY_AVX512_F16C inline void nvfp4_codes16(const void* x, std::int64_t first, const float* multipliers, std::uint8_t* codes) {
   if constexpr (Bf16) {
     const auto* words = static_cast<const std::uint16_t*>(x) + first * 16;
-    for (int b = 0; b < 16; b += 2) {
+    const __m512 all = _mm512_load_ps(multipliers);
+    // Lanes 0-7 take block b's multiplier, lanes 8-15 block b + 1's.
+    __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int b = 0; b < 16; b += 2, pair = _mm512_add_epi32(pair, _mm512_set1_epi32(2))) {
       const __m512i w = _mm512_loadu_si512(words + b * 16);
-      const __m512 m = _mm512_mask_mov_ps(_mm512_set1_ps(multipliers[b]), 0xFF00, _mm512_set1_ps(multipliers[b + 1]));
+      const __m512 m = _mm512_permutexvar_ps(pair, all);
       const __m512i even = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), m));
       const __m512i odd = detail::e2m1_codes_avx512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), m));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (first + b) * 8), _mm512_cvtepi32_epi8(_mm512_or_si512(even, _mm512_slli_epi32(odd, 4))));
@@ -338,7 +344,9 @@ QPOLICY_AVX512_F16C void nvfp4_blocks_avx512(const void* x, std::int64_t blocks,
     const std::int64_t n = std::min(pass_groups, groups - g0);
     const bool have_maxima = token_scale && groups <= pass_groups;
     for (std::int64_t g = 0; g < n; ++g) {
-      const __m512 a = have_maxima ? _mm512_load_ps(multipliers + g * 16) : nvfp4_maxima16<Bf16>(x, (g0 + g) * 16);
+      // A block holding a NaN may as well get a NaN maximum here: its scale is then NaN, and the block
+      // function takes it, NaN-ignoring amax and all.
+      const __m512 a = have_maxima ? _mm512_load_ps(multipliers + g * 16) : nvfp4_maxima16<Bf16, false>(x, (g0 + g) * 16);
       special[g] = nvfp4_scales16(a, encode, decode, zero_if_scale_zero, scales + (g0 + g) * 16, multipliers + g * 16);
     }
     for (std::int64_t g = 0; g < n; ++g) {
