@@ -129,6 +129,8 @@ QPOLICY_AVX512BW inline __m512 round_to_bf16(__m512 v) {
 /// Blocks [0, n) (n <= 16) of a bf16 row: codes (16 bytes a block) and E8M0 scales.
 QPOLICY_AVX512BW void rotated_mxfp4_even_group(const std::uint16_t* row, int n, float magnitude, std::uint8_t* codes, std::uint8_t* scales) {
   const __mmask16 lanes = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+  // The next group's 16 lines, fetched while this one is worked on: a gather waits for each of its lines.
+  for (int line = 0; line < 16; ++line) _mm_prefetch(reinterpret_cast<const char*>(row + 512) + 64 * line, _MM_HINT_T0);
   // Element i of each block, widened: gathers of the 32-bit word holding elements (2p, 2p + 1).
   __m512 x[32];
   const __m512i first = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
