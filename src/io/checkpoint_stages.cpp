@@ -458,9 +458,10 @@ void tensor_streamer::store_chunk(const member& m, chunk_writer& writer, std::ve
     // rows padded with zero bytes to whole int32s.
     const std::int64_t rows = parts_[0].shape[0], cols = parts_[0].shape[1], packed = (cols + 3) / 4 * 4;
     codes.assign(static_cast<std::size_t>(rows * packed), 0);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t k = 0; k < cols; ++k)
-        codes[static_cast<std::size_t>(r * packed + k)] = parts_[0].bytes[static_cast<std::size_t>(r * cols + k)] ^ 0x80u;
+    const auto offset = [](const std::uint8_t* __restrict in, std::int64_t n, std::uint8_t* __restrict out) {  // a loop GCC vectorizes
+      for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] ^ 0x80u;
+    };
+    for (std::int64_t r = 0; r < rows; ++r) offset(parts_[0].bytes.data() + r * cols, cols, codes.data() + r * packed);
     // The row scales are model-dtype values widened exactly: stored in that dtype.
     for (std::int64_t r = 0; r < rows; ++r) {
       float s;

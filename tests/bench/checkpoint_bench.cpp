@@ -2,7 +2,8 @@
 // layers, about QPOLICY_CHECKPOINT_BENCH_GB GB, default 2), then times `qpolicy quantize MODEL -o OUT`
 // for each online shorthand and `cp -r MODEL COPY && sync` in the same run (both read a warm page cache;
 // qpolicy's output is fsync'd, hence the sync), best of QPOLICY_CHECKPOINT_BENCH_RUNS (default 2).
-// Prints input GB/s, the FP8 schemes' ratio to the copy and the low-precision ones' to fp8_per_block,
+// Prints input GB/s, the FP8 schemes' ratio to the copy and the low-precision ones' to fp8_per_block
+// converted in turns with each,
 // and each conversion's peak RSS (wait4's ru_maxrss). Then
 // already-quantized inputs made from the model (NVFP4 experts; FP8 blocks) converted to what a bf16
 // conversion of the same model gives, against that bf16 conversion timed in the same run.
@@ -282,32 +283,45 @@ int main(int argc, char** argv) {
   fs::remove_all(copy);
   fmt::print("bench: checkpoint_cp_sync {:.2f} GB/s ({:.2f} s)\n", bytes / cp_best / 1e9, cp_best);
   int failed = 0;
+  // One conversion of the model with an online shorthand, its output removed before and after.
+  const auto convert = [&](const std::string& scheme) {
+    const auto out = root / ("out-" + scheme);
+    fs::remove_all(out);
+    // vLLM defers a bare -q mxfp8 / -q mxfp4 to the checkpoint's own config: those take theirs explicitly.
+    const bool deferred = scheme == "mxfp8" || scheme == "mxfp4";
+    const auto config = fmt::format(R"({{"linear": "{0}", "moe": "{0}"}})", scheme);
+    const auto r = deferred ? run({exe, "quantize", "-q", "online", "-c", config, "--threads", "2", model.string(), "-o", out.string()})
+                            : run({exe, "quantize", "-q", scheme, "--threads", "2", model.string(), "-o", out.string()});
+    if (r.status != 0) fmt::print(stderr, "checkpoint_bench: quantize -q {} exited {}\n", scheme, r.status);
+    fs::remove_all(out);
+    return r;
+  };
   // Every online shorthand: the FP8 ones against cp + sync, the low-precision ones against fp8_per_block
-  // (measured first, in this run). int8_per_channel_weight_only and nvfp4_per_token quantize the experts.
-  double fp8_per_block_seconds = 0.0;
+  // converted in turns with them (this disk's speed drifts between runs, as the page cache fills and
+  // drains). int8_per_channel_weight_only and nvfp4_per_token quantize the experts.
   for (const std::string scheme : {"fp8_per_tensor", "fp8_per_channel", "fp8_per_block", "mxfp8", "mxfp4", "mxfp4_hadamard32",
                                    "int8_per_channel_weight_only", "nvfp4_per_token"}) {
     const bool fp8 = scheme.starts_with("fp8");
     if (big && !fp8) continue;
-    const auto out = root / ("out-" + scheme);
     run_result best{1e300, 0, 0};
+    double fp8_per_block_seconds = 1e300;
     for (int i = 0; i < runs; ++i) {
-      fs::remove_all(out);
-      // vLLM defers a bare -q mxfp8 / -q mxfp4 to the checkpoint's own config: those take theirs explicitly.
-      const bool deferred = scheme == "mxfp8" || scheme == "mxfp4";
-      const auto config = fmt::format(R"({{"linear": "{0}", "moe": "{0}"}})", scheme);
-      const auto r = deferred ? run({exe, "quantize", "-q", "online", "-c", config, "--threads", "2", model.string(), "-o", out.string()})
-                              : run({exe, "quantize", "-q", scheme, "--threads", "2", model.string(), "-o", out.string()});
+      if (!fp8) {
+        const auto baseline = convert("fp8_per_block");
+        if (baseline.status != 0) {
+          ++failed;
+          break;
+        }
+        fp8_per_block_seconds = std::min(fp8_per_block_seconds, baseline.seconds);
+      }
+      const auto r = convert(scheme);
       if (r.status != 0) {
-        fmt::print(stderr, "checkpoint_bench: quantize -q {} exited {}\n", scheme, r.status);
         ++failed;
         break;
       }
       if (r.seconds < best.seconds) best.seconds = r.seconds;
       best.peak_rss_kb = std::max(best.peak_rss_kb, r.peak_rss_kb);
     }
-    fs::remove_all(out);
-    if (scheme == "fp8_per_block") fp8_per_block_seconds = best.seconds;
     if (fp8)
       fmt::print("bench: checkpoint_{}{} {:.2f} GB/s vs cp_sync {:.2f}x\n", scheme, big ? "_big_tensor" : "", bytes / best.seconds / 1e9,
                  cp_best / best.seconds);
