@@ -175,9 +175,15 @@ QPOLICY_AVX512_VBMI void pair_sums_of(const Row (&rows)[NT], const std::uint16_t
     for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + r] = _mm512_reduce_add_ps(s.acc[i][r]);
 }
 
-/// The weight rows of a block that block_sums_of takes together, and the most bytes of activations
-/// (per K slice) that it keeps in L1 while they pass.
-inline constexpr std::int64_t block_rows = 16, slice_activation_bytes = 8192;
+/// The weight rows of a block that block_sums_of takes together.
+inline constexpr std::int64_t block_rows = 16;
+
+/// The elements of a K slice of block_sums_of for MT activation rows beside Row's codes: activations
+/// of 64 KiB / code_bits per slice (16 KiB beside 4-bit codes, 8 KiB beside 8-bit ones), which stay in
+/// L1 with the slice's codes. At M = 8 on Zen 5 (48 KiB L1), 16 KiB slices ran MXFP4 and NVFP4 1.1x as
+/// fast as 8 KiB ones and INT8 0.85x as fast.
+template <int MT, class Row>
+inline constexpr std::int64_t slice_elements = std::max<std::int64_t>(128, 65536 / Row::code_bits / (2 * MT) / 128 * 128);
 
 /// The weight rows block_sums_of decodes side by side for MT rows of x: four for one row (more
 /// independent sums to hide vdpbf16ps's latency: 1.27x MXFP4's speed at M = 1 on Zen 5), else two
@@ -197,7 +203,7 @@ row_group<Row, NT> group_at(const std::array<Row, block_rows>& rows, std::int64_
 
 /// pair_sums_of for 16 weight rows (groups of group_rows) in K slices: every group's sums over one
 /// slice, then the next slice, the sums carried in memory between slices. A slice of MT activation
-/// rows is at most 8 KiB, so it stays in L1 while the groups read it; over the whole of K it would not
+/// rows (slice_elements) stays in L1 while the groups read it; over the whole of K it would not
 /// (64 KiB for 8 rows and K = 4096), and the groups' reads of it from L2 took the bandwidth that the
 /// weights' stream needs (1.35x the speed at M = 8 on Zen 5). Each sum takes its products in the
 /// same order.
@@ -206,7 +212,7 @@ QPOLICY_AVX512_VBMI void block_sums_of(const std::array<Row, block_rows>& rows, 
                                        std::int64_t m0, const group_scales* groups, float* y, std::int64_t ldy) {
   constexpr int NT = group_rows<MT>;
   constexpr std::int64_t count = block_rows / NT;
-  constexpr std::int64_t slice = std::max<std::int64_t>(128, slice_activation_bytes / (2 * MT) / 128 * 128);
+  constexpr std::int64_t slice = slice_elements<MT, Row>;
   __m512 carried[count][MT][NT];
   for (auto& group_sums : carried)
     for (auto& row_sums : group_sums)

@@ -54,6 +54,7 @@ constexpr pair_order pair_order_of() {
 /// A row with `word_pair(k0, count, first, second)` also gives 64 elements [k0, k0 + count) at a time
 /// as two steps' words in step_pair_element's order (zero past count), for the AMX tiles.
 struct e4m3_row {
+  static constexpr int code_bits = 8;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const std::uint8_t* codes;
   const e4m3_word_table* table;
@@ -78,6 +79,7 @@ struct formula_row;
 // least 2^-60 are normal floats); byte 0 gives zeros.
 template <>
 struct formula_row<formula::mxfp8_torch> {
+  static constexpr int code_bits = 8;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
@@ -122,6 +124,7 @@ struct formula_row<formula::mxfp8_torch> {
 // nonzero value in [2^-60, 2^128)).
 template <>
 struct formula_row<formula::mxfp4_even> {
+  static constexpr int code_bits = 4;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
@@ -157,6 +160,7 @@ struct formula_row<formula::mxfp4_even> {
 // of at least -10: always an exact, normal bf16.
 template <>
 struct formula_row<formula::nvfp4_weight> {
+  static constexpr int code_bits = 4;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
@@ -198,6 +202,7 @@ struct formula_row<formula::nvfp4_weight> {
 // MXFP8's). K is whole tiles, so a step is half a tile row.
 template <>
 struct formula_row<formula::lut_b> {
+  static constexpr int code_bits = 3;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
@@ -267,6 +272,7 @@ struct formula_row<formula::lut_b> {
 // INT8: the code itself (the row scale multiplies the sum).
 template <>
 struct formula_row<formula::int8_per_channel> {
+  static constexpr int code_bits = 8;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
   const lp_matrix* m;
   std::int64_t n;
