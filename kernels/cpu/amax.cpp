@@ -158,8 +158,11 @@ void segment_amax_bits(const std::uint16_t* words, std::int64_t stride, std::int
 bool amax_bf16(const std::uint16_t* v, std::int64_t n, float* amax) {
   bool nan = false;
   std::uint16_t bits = 0;
-  if (has_avx512_kernels()) segment_amax_bits(v, n, 1, n, n, &bits, &nan);
-  else bits = amax_bits_bf16(v, n, &nan);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (has_avx512_kernels()) rows::segment_amax_bits_avx512(v, n, 1, n, n, &bits, &nan);
+  else
+#endif
+    bits = amax_bits_bf16(v, n, &nan);
   *amax = from_bf16(bits);
   return !nan;
 }

@@ -186,9 +186,7 @@ QPOLICY_AVX512_F16C void run16(const void* in, std::int64_t n, std::int64_t widt
     if (i + 16 <= end) {
       const __m512 x = load16<Bf16>(in, i), y = scaled16<Multiply>(x, factor, by_reciprocal, divisor);
       any_nan = static_cast<__mmask16>(any_nan | _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q));
-      const __m256i half = _mm512_cvtps_ph(e4m3_half_values16<Folded>(y), _MM_FROUND_TO_NEAREST_INT);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                       e4m3_code_bytes<__m256i, __m128i, __mmask16>(half, sign_lanes16(Multiply ? y : x)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), codes_of16<Folded>(y, sign_lanes16(Multiply ? y : x)));
       i += 16;
     }
     scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);

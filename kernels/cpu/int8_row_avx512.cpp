@@ -57,7 +57,6 @@ QPOLICY_AVX512_F16C float any_int8_row(const std::uint16_t* words, std::int64_t 
   return s;
 }
 
-
 /// A finite, NaN-free INT8 row whose scale s takes quotients by its reciprocal, 32 elements a step:
 /// w / s by the reciprocal and one correction (a zero quotient's sign is lost, which code 0 does not
 /// keep anyway), rD by vcvtne2ps2bf16 (round-to-nearest-even, as to_bf16; tiny quotients it flushes to

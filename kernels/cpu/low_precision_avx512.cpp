@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -43,6 +42,15 @@ QPOLICY_AVX512 inline __m512 lane_maxima16(const __m512 (&v)[16]) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t);
 }
 
+/// The 16 code bytes of one MXFP4 block (e2m1_codes_avx512 of its values times `multiplier`), each pair
+/// (2i, 2i + 1) one byte, low nibble first: a code and its odd neighbour meet in their 64-bit lane.
+QPOLICY_AVX512 inline void mxfp4_codes(__m512 v0, __m512 v1, __m512 multiplier, std::uint8_t* codes) {
+  const __m512i c0 = detail::e2m1_codes_avx512(_mm512_mul_ps(v0, multiplier));
+  const __m512i c1 = detail::e2m1_codes_avx512(_mm512_mul_ps(v1, multiplier));
+  const __m512i p0 = _mm512_or_si512(c0, _mm512_srli_epi64(c0, 28)), p1 = _mm512_or_si512(c1, _mm512_srli_epi64(c1, 28));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm_unpacklo_epi64(_mm512_cvtepi64_epi8(p0), _mm512_cvtepi64_epi8(p1)));
+}
+
 /// One MXFP4 block held in two AVX-512 registers (§4.2 EVEN or §4.3 RCEIL): the block functions' scale and
 /// multiplier, e2m1_flat's codes (e2m1_codes_avx512), the amax as a NaN-ignoring max. Writes 16 code bytes
 /// and returns the scale byte.
@@ -59,15 +67,7 @@ QPOLICY_AVX512 inline std::uint8_t mxfp4_block_avx512(__m512 v0, __m512 v1, bool
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
   const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
-  const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
-  const __m512 multiplier = _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : even);
-  __m512i c[2];
-  for (int h = 0; h < 2; ++h) c[h] = detail::e2m1_codes_avx512(_mm512_mul_ps(h ? v1 : v0, multiplier));
-  // 32 codes as bytes, then each pair (2i, 2i + 1) into one byte: low nibble first.
-  const __m256i bytes = _mm256_set_m128i(_mm512_maskz_cvtepi32_epi8(0xFFFF, c[1]), _mm512_maskz_cvtepi32_epi8(0xFFFF, c[0]));
-  const __m256i pairs = _mm256_or_si256(_mm256_and_si256(bytes, _mm256_set1_epi16(0x000F)),
-                                        _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00F0)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm256_maskz_cvtepi16_epi8(0xFFFF, pairs));
+  mxfp4_codes(v0, v1, _mm512_set1_ps(rceil ? lp::flashinfer_inverse(b) : fp8::float_of(e8m0_reciprocal_bits(b))), codes);
   return b;
 }
 
@@ -402,21 +402,11 @@ QPOLICY_AVX512_F16C inline void mxfp4_scales16(const void* x, std::int64_t first
     b = e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
     _mm512_store_si512(multipliers, flashinfer_inverse16(b));
   } else {
-    const __m512i e = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_set1_epi32(0x200000)), 23);  // a >= 0: no sign
-    b = _mm512_mask_mov_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(2)), _mm512_setzero_si512()),
-                              _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(254));
-    _mm512_store_si512(multipliers, e8m0_reciprocal16(b));
+    const auto even = detail::mxfp4_even_scales_of(a);
+    b = even.bytes;
+    _mm512_store_ps(multipliers, even.multipliers);
   }
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(b));
-}
-
-/// The 16 code bytes of one MXFP4 block (e2m1_codes_avx512 of its values times `multiplier`), each pair
-/// (2i, 2i + 1) one byte, low nibble first: a code and its odd neighbour meet in their 64-bit lane.
-QPOLICY_AVX512 inline void mxfp4_codes(__m512 v0, __m512 v1, __m512 multiplier, std::uint8_t* codes) {
-  const __m512i c0 = detail::e2m1_codes_avx512(_mm512_mul_ps(v0, multiplier));
-  const __m512i c1 = detail::e2m1_codes_avx512(_mm512_mul_ps(v1, multiplier));
-  const __m512i p0 = _mm512_or_si512(c0, _mm512_srli_epi64(c0, 28)), p1 = _mm512_or_si512(c1, _mm512_srli_epi64(c1, 28));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm_unpacklo_epi64(_mm512_cvtepi64_epi8(p0), _mm512_cvtepi64_epi8(p1)));
 }
 
 /// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input, in

@@ -158,14 +158,7 @@ QPOLICY_AVX512BW void rotated_mxfp4_even_group(const std::uint16_t* row, int n, 
   for (int j = 0; j < 32; ++j)
     partial[j % 4] = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(rotated[j]), abs)), partial[j % 4]);
   const __m512 amax = _mm512_max_ps(_mm512_max_ps(partial[0], partial[1]), _mm512_max_ps(partial[2], partial[3]));
-  // lp::e8m0_even and the EVEN multiplier 2^(127 - (b - 127)), 2^-128 for b = 254, per lane.
-  const __m512i e = _mm512_srli_epi32(_mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(amax), _mm512_set1_epi32(0x200000)),
-                                                       _mm512_set1_epi32(0x7F800000)), 23);
-  const __mmask16 top = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
-  const __m512i b = _mm512_mask_mov_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(2)), _mm512_setzero_si512()), top,
-                                          _mm512_set1_epi32(254));
-  const __m512 multiplier = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), b), 23), top,
-                                                                      _mm512_set1_epi32(0x00400000)));
+  const auto [b, multiplier] = mxfp4_even_scales_of(amax);
   // Codes: byte p of a block holds elements 2p (low nibble) and 2p + 1; dword k of a block bytes 4k..4k+3.
   __m512i q[4];
   for (int k = 0; k < 4; ++k) {

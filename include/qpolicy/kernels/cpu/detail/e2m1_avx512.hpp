@@ -28,6 +28,23 @@ __attribute__((target("avx512f"))) inline __m512i e2m1_codes_avx512(__m512 y) {
   return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 28), _mm512_set1_epi32(7), 0xE4);
 }
 
+/// MXFP4's EVEN scales of 16 blocks from their NaN-free, non-negative amaxes (lp::e8m0_even per lane: the
+/// amax rounded to one significand bit, its exponent less 2, within [0, 254]) and their multipliers
+/// 2^(127 - (b - 127)), the subnormal 2^-127 for b = 254 (e8m0_reciprocal_bits).
+struct mxfp4_even_scales16 {
+  __m512i bytes;
+  __m512 multipliers;
+};
+__attribute__((target("avx512f"))) inline mxfp4_even_scales16 mxfp4_even_scales_of(__m512 amax) {
+  const __m512i e = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(amax), _mm512_set1_epi32(0x200000)), 23);  // no sign bit
+  const __m512i b254 = _mm512_set1_epi32(254);
+  const __mmask16 top = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+  const __m512i b = _mm512_mask_mov_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(2)), _mm512_setzero_si512()), top, b254);
+  const __m512i reciprocal = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
+                                                   _mm512_set1_epi32(0x00400000));
+  return {b, _mm512_castsi512_ps(reciprocal)};
+}
+
 }  // namespace qpolicy::cpu::detail
 
 #endif

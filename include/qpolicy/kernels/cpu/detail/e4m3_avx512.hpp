@@ -57,11 +57,17 @@ QPOLICY_AVX512_F16C inline __m256i e4m3_code_bytes(__m512i half, __mmask32 negat
 QPOLICY_AVX512_F16C inline __mmask16 sign_lanes16(__m512 v) { return _mm512_movepi32_mask(_mm512_castps_si512(v)); }
 
 /// e4m3 codes of sixteen lanes, saturating round-to-nearest-even (e4m3_half_values16), each byte the
-/// magnitude with y's sign bit. A NaN lane's code is wrong; callers set it again.
+/// magnitude with the sign of `negative`'s lane (codes_of32 says why it may differ from y's). A NaN
+/// lane's code is wrong; callers set it again.
+template <bool Folded>
+QPOLICY_AVX512_F16C inline __m128i codes_of16(__m512 y, __mmask16 negative) {
+  return e4m3_code_bytes<__m256i, __m128i, __mmask16>(_mm512_cvtps_ph(e4m3_half_values16<Folded>(y), _MM_FROUND_TO_NEAREST_INT), negative);
+}
+
+/// codes_of16 with y's own signs.
 template <bool Folded>
 QPOLICY_AVX512_F16C inline __m128i codes_of16(__m512 y) {
-  return e4m3_code_bytes<__m256i, __m128i, __mmask16>(_mm512_cvtps_ph(e4m3_half_values16<Folded>(y), _MM_FROUND_TO_NEAREST_INT),
-                                                      sign_lanes16(y));
+  return codes_of16<Folded>(y, sign_lanes16(y));
 }
 
 /// codes_of16 of y0 and y1 side by side (one shift and one narrowing for both), their signs from
