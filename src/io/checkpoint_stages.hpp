@@ -143,5 +143,9 @@ class tensor_streamer {
 std::string scale_name(const member& m);
 /// A quantized member's module, `P` of `P.weight`.
 std::string module_of(const member& m);
+/// How a member's weight is named in messages: its tensor, or the tensor its decode starts from.
+std::string weight_text(const member& m);
+/// The kernels' element type of a floating-point tensor dtype.
+element element_of(safetensors::dtype d);
 
 }  // namespace qpolicy::checkpoint_io
