@@ -86,13 +86,8 @@ inline constexpr std::int64_t panel_cols = 32, panel_depth = 128;
 template <class Weights>
 void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
 
-/// Weight row n's elements [k0, k0 + count) (count a multiple of 32 unless it ends the row) as
-/// float32, from the bf16 words of decode_gemm_bf16 (has_bf16_dot_kernels()). Defined in
-/// decode_gemm_avx512.cpp.
-template <schemes::formula F>
-void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out);
-
-/// decode_panel from those words, transposed in AVX-512 registers (has_bf16_dot_kernels()).
+/// decode_panel from the bf16 words of decode_gemm_bf16's row decoders (or their float32 pairs),
+/// transposed in AVX-512 registers (has_bf16_dot_kernels()). Defined in decode_panel_avx512.cpp.
 template <schemes::formula F>
 void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
 

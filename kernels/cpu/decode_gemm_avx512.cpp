@@ -232,12 +232,6 @@ QPOLICY_AVX512_VBMI void block_sums_of(const std::array<Row, block_rows>& rows, 
       for (int r = 0; r < NT; ++r) y[(m0 + i) * ldy + n0 + NT * g + r] = _mm512_reduce_add_ps(carried[g][i][r]);
 }
 
-/// Whether the CPU has the byte permutes of the pair decoders (AVX512-VBMI).
-bool has_byte_permutes() {
-  static const bool yes = __builtin_cpu_supports("avx512vbmi");
-  return yes;
-}
-
 /// Rows [m0, m0 + MT) of x (their block of packed_activations) times weight rows [n0, n0 + NT): y[m, n]
 /// = the sum of the sixteen lanes. With group scales (the block-scaled FP8 GEMM), each 128-wide chunk's
 /// lanes are scaled before they are added. Rows with a block that is not exact in bf16 take the loop

@@ -1,13 +1,13 @@
 // The weight-only GEMM's float32 operands on AVX-512 BF16 (decode_gemm.hpp): a weight row's elements
-// from the decode-batch GEMM's bf16 words (decode_rows_avx512.hpp), and the blocked GEMM's panels from
-// sixteen such rows transposed in registers. The words are exactly the formula's element values, so
-// these equal weight_operand's.
+// from the decode-batch GEMM's bf16 words (decode_rows_avx512.hpp), or in float32 from decoders that
+// give them (LUT-B, whose words would be widened back), and the blocked GEMM's panels from sixteen such
+// rows transposed in registers. Both are exactly the formula's element values, so these equal
+// weight_operand's.
 #include "decode_gemm.hpp"
 #include "decode_rows_avx512.hpp"
 
 // Each decoded formula's instantiations, on either branch below.
 #define QPOLICY_DECODE_PANEL(F)                                                                                 \
-  template void decode_row_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*); \
   template void decode_panel_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -26,11 +26,35 @@ using schemes::formula;
 using namespace decode_rows;
 
 namespace {
+/// How far ahead in its row a panel's decode fetches codes into L1: four panels. Between two panels of
+/// a row the blocked GEMM multiplies up to 512 rows, and the hardware prefetchers lose these streams
+/// (at M = 256 on Zen 5 the LUT-B panels waited on three quarters of their code loads; with the fetch
+/// the layer ran 1.13x as fast, MXFP8 and INT8 1.2x, MXFP4 and NVFP4 the same).
+constexpr std::int64_t panel_prefetch = 4 * panel_depth;
+
+/// Whether a row decoder gives a pair of steps as float32 (float_pair).
+template <class Row>
+concept decodes_float_pairs = requires(const Row& row, float* out) { row.float_pair(std::int64_t{}, out); };
+
+/// row_values for a decoder with float_pair, k0 and count whole pairs of steps.
+template <class Row>
+QPOLICY_AVX512_VBMI void float_pairs(const Row& row, std::int64_t k0, std::int64_t count, float* out) {
+  for (std::int64_t t = 0; t < count; t += 2 * step) {
+    _mm_prefetch(reinterpret_cast<const char*>(row.code_at(k0 + t + panel_prefetch)), _MM_HINT_T0);
+    if (row.exact(k0 + t)) row.float_pair(k0 + t, out + t);
+    else row.values(k0 + t, 2 * step, out + t);
+  }
+}
+
 template <formula F>
 QPOLICY_AVX512_BF16 void row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
   const auto row = row_of(w, n);
+  if constexpr (decodes_float_pairs<decltype(row)>) {
+    if (k0 % (2 * step) == 0 && count % (2 * step) == 0 && has_byte_permutes()) return float_pairs(row, k0, count, out);
+  }
   for (std::int64_t t = 0; t < count; t += step) {
     const std::int64_t c = std::min(step, count - t);
+    _mm_prefetch(reinterpret_cast<const char*>(row.code_at(k0 + t + panel_prefetch)), _MM_HINT_T0);
     if (!row.exact(k0 + t)) {
       row.values(k0 + t, c, out + t);
       continue;
@@ -92,11 +116,6 @@ void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int6
   panel_values(w, n0, k0, depth, panel);
 }
 
-template <formula F>
-void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
-  row_values(w, n, k0, count, out);
-}
-
 QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
 
 #pragma GCC diagnostic pop
@@ -108,11 +127,6 @@ QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
 
 namespace qpolicy::cpu::detail {
-template <schemes::formula F>
-void decode_row_values(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
-  for (std::int64_t t = 0; t < count; ++t)
-    out[t] = lp::weight_operand<F>(w.matrix->codes.data(), w.matrix->block_scales.data(), w.matrix->cols, n, k0 + t);
-}
 template <schemes::formula F>
 void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
   decode_panel(w, n0, k0, depth, panel);

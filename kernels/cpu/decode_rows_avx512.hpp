@@ -242,8 +242,16 @@ struct formula_row<formula::lut_b> {
     const __m512i high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, group_bytes_high), shifts), seven);
     return (__m512i)_mm512_cvtne2ps_pbh(_mm512_permutexvar_ps(high, values), _mm512_permutexvar_ps(low, values));
   }
-  /// The row's whole tile row at k0 (a pair of steps: K is whole tiles): the 24 bytes of indices spread
-  /// one group of eight per 64-bit lane and each index cut out by a multishift; the tile's eight values
+  /// The 64 indices of the row's tile row at k0 in the low 3 bits of bytes 0..63 (the bits above
+  /// them are the next indices'): the 24 bytes spread one group of eight per 64-bit lane, each index
+  /// cut out by a multishift.
+  QPOLICY_AVX512_VBMI __m512i indices_of(std::int64_t k0) const {
+    const __m512i groups = _mm512_set_epi64(0x1C1B1A1918171615, 0x1918171615141312, 0x161514131211100F, 0x131211100F0E0D0C,
+                                            0x100F0E0D0C0B0A09, 0x0D0C0B0A09080706, 0x0A09080706050403, 0x0706050403020100);
+    const __m512i spread = _mm512_permutexvar_epi8(groups, _mm512_maskz_loadu_epi8(0xFFFFFF, code_at(k0)));  // lane j: bytes 3j..
+    return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x15120F0C09060300), spread);                   // byte b: bits 3b..
+  }
+  /// The row's whole tile row at k0 (a pair of steps: K is whole tiles), its indices by indices_of; the tile's eight values
   /// as the bytes of their bf16 words, from its scale's MXFP8 byte tables indexed by the codebook's
   /// codes broadcast to every lane (so that a byte permute by an index's low 3 bits finds its value,
   /// whatever the higher bits hold).
@@ -255,13 +263,24 @@ struct formula_row<formula::lut_b> {
     const __m512i high_of = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.high[0], book, t.high[1]), book,
                                                       _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (code & sign)
     const __m512i low_of = _mm512_permutex2var_epi8(t.low[0], book, t.low[1]);
-    const __m512i groups = _mm512_set_epi64(0x1C1B1A1918171615, 0x1918171615141312, 0x161514131211100F, 0x131211100F0E0D0C,
-                                            0x100F0E0D0C0B0A09, 0x0D0C0B0A09080706, 0x0A09080706050403, 0x0706050403020100);
-    const __m512i spread = _mm512_permutexvar_epi8(groups, _mm512_maskz_loadu_epi8(0xFFFFFF, code_at(k0)));  // lane j: bytes 3j..
-    const __m512i indices = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x15120F0C09060300), spread);  // byte b: bits 3b..
+    const __m512i indices = indices_of(k0);
     const __m512i high = _mm512_permutexvar_epi8(indices, high_of), low = _mm512_permutexvar_epi8(indices, low_of);
     first = _mm512_unpacklo_epi8(low, high);
     second = _mm512_unpackhi_epi8(low, high);
+  }
+  /// The row's whole tile row at k0 as float32, for the blocked GEMM's panels (where exact(k0)): the
+  /// tile's eight values times its scale once, in both halves of a register, and word_pair's indices
+  /// widened to dwords, of which a float permute reads the low four bits (so the bits above an index
+  /// pick one of the two copies).
+  QPOLICY_AVX512_VBMI void float_pair(std::int64_t k0, float* out) const {
+    std::uint64_t book_codes;
+    std::memcpy(&book_codes, m->codebook.data() + (first_tile + k0 / lp::lut_cols) * lp::lut_entries, sizeof book_codes);
+    const __m512i book_words = e4m3_words<false>(_mm256_set1_epi64x(static_cast<long long>(book_codes)), *table, _mm512_setzero_si512());
+    const __m512 values = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(book_words)), 16)),
+                                        _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale(k0)) << 23)));
+    const __m512i indices = indices_of(k0);
+    for (int q = 0; q < 4; ++q)
+      _mm512_storeu_ps(out + 16 * q, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(indices, q)), values));
   }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)

@@ -28,6 +28,12 @@ using schemes::formula;
 
 inline constexpr std::int64_t step = 32;  // elements of a weight row per vdpbf16ps
 
+/// Whether the CPU has the byte permutes of the pair decoders (AVX512-VBMI).
+inline bool has_byte_permutes() {
+  static const bool yes = __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+
 /// Bits of the first `count` (<= 32) lanes.
 inline __mmask32 lanes32(std::int64_t count) { return count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1; }
 
