@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/detail/scratch.hpp"
 
 namespace qpolicy::cpu::detail {
 

@@ -269,7 +269,7 @@ QPOLICY_AVX512_BF16 void tile_rows(std::int64_t mt, const Row (&rows)[NT], const
 /// eight row pointers did not fit in the registers beside a row decoder's (GCC spilled them).
 struct packed_activations {
   std::int64_t steps;
-  std::vector<std::uint16_t> words;
+  scratch_vector<std::uint16_t> words;
   /// Each step's words in K order, or with an `order` each pair of steps in that order (element_of, the
   /// steps then whole pairs); zero past k. A pair's 64 words are one two-register word permute of its
   /// 64 elements (the order's indices), so that packing costs little beside the GEMM (done element by

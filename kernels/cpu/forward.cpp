@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
+#include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 
 namespace qpolicy::cpu {
 
@@ -20,13 +21,13 @@ void check_implementable(weight_scales weights, activation_quant act, std::int64
     throw std::invalid_argument(std::string(what) + ": " + why);
 }
 
-std::vector<float> widen_all(const input_view& x) {
-  std::vector<float> out(static_cast<std::size_t>(x.size()));
-  for (std::int64_t i = 0; i < x.size(); ++i) out[static_cast<std::size_t>(i)] = x.at(i);
+scratch_vector<float> widen_all(const input_view& x) {
+  scratch_vector<float> out(static_cast<std::size_t>(x.size()));
+  widen(x, 0, x.size(), out.data());
   return out;
 }
 
-void store_bf16(const std::vector<float>& from, std::uint16_t* out) {
+void store_bf16(std::span<const float> from, std::uint16_t* out) {
   for (std::size_t i = 0; i < from.size(); ++i) out[i] = fp8::to_bf16(from[i]);
 }
 
@@ -42,7 +43,7 @@ namespace {
 float round_bf16(float v) { return fp8::from_bf16(fp8::to_bf16(v)); }
 
 /// x's elements as float32: the data itself when it is float32 already, else a widened copy in `keep`.
-const float* as_f32(const input_view& x, std::vector<float>& keep) {
+const float* as_f32(const input_view& x, detail::scratch_vector<float>& keep) {
   if (x.type == element::f32) return static_cast<const float*>(x.data);
   keep = detail::widen_all(x);
   return keep.data();
@@ -55,7 +56,7 @@ void linear_forward_f32(const input_view& w, const float* bias, const input_view
   if (x.cols != w.cols)
     throw std::invalid_argument("linear_forward_f32: the input has " + std::to_string(x.cols) +
                                 " features per row, the weight " + std::to_string(w.cols));
-  std::vector<float> xk, wk;
+  detail::scratch_vector<float> xk, wk;
   gemm_f32(as_f32(x, xk), as_f32(w, wk), x.rows, w.rows, w.cols, out, {options.threads});
   if (bias) detail::add_bias(out, x.rows, w.rows, bias);
 }
@@ -111,25 +112,25 @@ void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std:
   const std::int64_t tokens = x.rows, slots = tokens * route.top_k;
   const auto plan = plan_routing(route, tokens, experts);
   auto keep = [&](float v) { return round_intermediates ? round_bf16(v) : v; };
-  std::vector<float> y(static_cast<std::size_t>(slots * hidden));  // per row (slots grouped per expert)
+  scratch_vector<float> y(static_cast<std::size_t>(slots * hidden));  // per row (slots grouped per expert)
   auto run_expert = [&](std::int64_t e, unsigned inner_threads) {
     const std::int64_t first = plan.first[static_cast<std::size_t>(e)], rows = plan.first[static_cast<std::size_t>(e) + 1] - first;
     if (rows == 0) return;
-    std::vector<float> xin(static_cast<std::size_t>(rows * hp), 0.0f);  // columns past H stay zero (padded blocks)
+    scratch_vector<float> xin(static_cast<std::size_t>(rows * hp), 0.0f);  // columns past H stay zero (padded blocks)
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t t = plan.token_of_row[static_cast<std::size_t>(first + r)];
       for (std::int64_t c = 0; c < hidden; ++c) xin[static_cast<std::size_t>(r * hp + c)] = x.at(t, c);
     }
-    std::vector<float> h13(static_cast<std::size_t>(rows * 2 * ip), 0.0f);
+    scratch_vector<float> h13(static_cast<std::size_t>(rows * 2 * ip), 0.0f);
     matmul(e, 13, xin.data(), rows, h13.data(), inner_threads);
-    std::vector<float> act(static_cast<std::size_t>(rows * ip), 0.0f);
+    scratch_vector<float> act(static_cast<std::size_t>(rows * ip), 0.0f);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t i = 0; i < inter; ++i) {
         const float g = keep(h13[static_cast<std::size_t>(r * 2 * ip + i)]);
         const float u = keep(h13[static_cast<std::size_t>(r * 2 * ip + ip + i)]);
         act[static_cast<std::size_t>(r * ip + i)] = keep(g / (1.0f + std::exp(-g)) * u);
       }
-    std::vector<float> y2(static_cast<std::size_t>(rows * hp), 0.0f);
+    scratch_vector<float> y2(static_cast<std::size_t>(rows * hp), 0.0f);
     matmul(e, 2, act.data(), rows, y2.data(), inner_threads);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < hidden; ++c)
@@ -164,7 +165,7 @@ void run_moe(std::int64_t experts, std::int64_t hidden, std::int64_t inter, std:
 void moe_forward_f32(const input_view& w13, const input_view& w2, std::int64_t experts, const input_view& x,
                      const routing& route, float* out, const forward_options& options) {
   const auto s = detail::check_moe_shape(w13, w2, experts);
-  std::vector<float> w13k, w2k;
+  detail::scratch_vector<float> w13k, w2k;
   const float* w13f = as_f32(w13, w13k);
   const float* w2f = as_f32(w2, w2k);
   detail::run_moe(experts, s.hidden, s.inter, s.hidden, s.inter, x, route, false, options.threads,

@@ -107,8 +107,8 @@ void accumulate_rows_avx512(const float* a, std::int64_t a_stride, std::int64_t 
 #endif
 
 /// A decoded into float32, rows split over threads.
-std::vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_t k, unsigned threads) {
-  std::vector<float> out(static_cast<std::size_t>(m * k));
+detail::scratch_vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_t k, unsigned threads) {
+  detail::scratch_vector<float> out(static_cast<std::size_t>(m * k));
   const auto& table = detail::e4m3_values();
   detail::parallel_ranges(m, threads, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t i = first * k; i < last * k; ++i) out[static_cast<std::size_t>(i)] = table[a[i]];
@@ -167,8 +167,8 @@ void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads
 /// A's codes decoded into float32 and bf16 (exact: e4m3 values are normal bf16 numbers), for the
 /// decode-batch GEMM.
 struct decoded_batch {
-  std::vector<float> values;
-  std::vector<std::uint16_t> bf16;
+  detail::scratch_vector<float> values;
+  detail::scratch_vector<std::uint16_t> bf16;
   decoded_batch(const std::uint8_t* a, std::int64_t m, std::int64_t k) : values(static_cast<std::size_t>(m * k)), bf16(values.size()) {
     const auto& table = detail::e4m3_values();
     for (std::size_t i = 0; i < values.size(); ++i) bf16[i] = fp8::to_bf16(values[i] = table[a[i]]);

@@ -67,7 +67,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   }
   if (schemes::rotates(t)) {
     // §A.3: every forward rotates x in the model dtype (bf16 here) before the wrapped method's treatment.
-    std::vector<float> rotated(n);
+    scratch_vector<float> rotated(n);
     const detail::hadamard_table h(hadamard_size ? hadamard_size : 32);
     detail::parallel_ranges(rows, threads, [&](std::int64_t first, std::int64_t last) {
       for (std::int64_t r = first; r < last; ++r) detail::rotate_row(x + r * k, k, h, element::bf16, rotated.data() + r * k);
@@ -81,7 +81,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   const input_view xv{x, element::f32, rows, k};
   if (t == activation_treatment::mxfp8_qdq) {
     // §B.5: the torch path's MXFP8 codes, dequantized in float32 (q * 2^(b - 127)) and rounded to bf16.
-    std::vector<std::uint8_t> q(n), b(n / 32);
+    scratch_vector<std::uint8_t> q(n), b(n / 32);
     lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
     a.values.resize(n);
     const auto& e4m3 = e4m3_values();
@@ -91,7 +91,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
     });
     return a;
   }
-  std::vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
+  scratch_vector<std::uint8_t> codes(n / 2), scales(static_cast<std::size_t>(rows * (k / 16)));
   a.values.resize(n);
   if (t == activation_treatment::mxfp4_qdq) {
     // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
@@ -150,7 +150,7 @@ void weight_only_matmul(const treated_activations& a, std::int64_t rows, const l
         out[m * n + j] = acc;
       }
   } else if (rows <= decode_batch_rows) {
-    std::vector<std::uint16_t> bf16(a.values.size());
+    scratch_vector<std::uint16_t> bf16(a.values.size());
     const bool exact = has_bf16_dot_kernels() && exact_bf16(a.values.data(), rows * k, bf16.data());
     decode_gemm(formula_weights<F>{&w}, {a.values.data(), exact ? bf16.data() : nullptr, rows}, nullptr, out, o.threads);
   } else {

@@ -13,10 +13,12 @@
 // are the unquantized float32 passes the accuracy tests and the demo compare against.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "qpolicy/kernels/cpu/gemm_reference.hpp"
 #include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 #include "qpolicy/numerics/gemm_desc.hpp"
@@ -183,9 +185,9 @@ namespace detail {
 /// Throws std::invalid_argument "WHAT: REASON" when can_implement refuses.
 void check_implementable(weight_scales weights, activation_quant activation, std::int64_t in_features, const char* what);
 /// x's elements widened to float32.
-std::vector<float> widen_all(const input_view& x);
+scratch_vector<float> widen_all(const input_view& x);
 /// Writes float32 values as bf16 bits.
-void store_bf16(const std::vector<float>& from, std::uint16_t* out);
+void store_bf16(std::span<const float> from, std::uint16_t* out);
 /// Adds bias[n] to every row of out[rows, n].
 void add_bias(float* out, std::int64_t rows, std::int64_t n, const float* bias);
 
@@ -212,9 +214,9 @@ void quantized_matmul(const float* x, std::int64_t rows, const std::uint8_t* w, 
   using pairing = forward_pairing<Scheme, Act>;
   if (rows == 0) return;
   const input_view xv{x, element::f32, rows, k};
-  std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * k));
+  scratch_vector<std::uint8_t> q(static_cast<std::size_t>(rows * k));
   const auto grid = schemes::scale_grid(Act::id, rows, k);
-  std::vector<float> sa(static_cast<std::size_t>(grid[0] * grid[1]));
+  scratch_vector<float> sa(static_cast<std::size_t>(grid[0] * grid[1]));
   const quantized_outputs qa{q.data(), sa.data(), nullptr};
   const bool vectorized = o.path == kernel_path::vectorized;
   if (vectorized) quantize<formula_of_key_t<Act>>(xv, qa, {}, cpu_options{o.threads});
@@ -262,7 +264,7 @@ void linear_forward(const scaled_linear_layer<Scheme, Act>& layer, const input_v
                                 " features per row, the layer takes " + std::to_string(layer.in_features));
   detail::check_implementable(layer.weights, layer.activation, layer.in_features, "linear_forward");
   const auto xf = detail::widen_all(x);
-  std::vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
+  detail::scratch_vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
   detail::quantized_matmul<Scheme, Act>(xf.data(), x.rows, layer.codes.data(), layer.scales.data(), layer.out_features,
                                         layer.in_features, layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options);
   detail::store_bf16(y, out);
@@ -325,7 +327,7 @@ void moe_forward(const scaled_moe_layer<Scheme, Act>& layer, const input_view& x
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
   detail::check_implementable(layer.weights, layer.activation, hp, "moe_forward w13");
   detail::check_implementable(layer.weights, layer.activation, ip, "moe_forward w2");
-  std::vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
+  detail::scratch_vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
   detail::run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true, options.threads,
                   [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
                     forward_options inner = options;

@@ -62,7 +62,8 @@ std::vector<float> decode_weights(const lp_matrix& w, unsigned threads);
 /// Activations after a layer's treatment: the GEMM operands [rows, k] and the per-row outer scale
 /// (NVFP4's token scale; empty when there is none).
 struct treated_activations {
-  std::vector<float> values, row_scale;
+  scratch_vector<float> values;
+  std::vector<float> row_scale;
 };
 treated_activations treat_activations(schemes::activation_treatment t, const float* x, std::int64_t rows, std::int64_t k,
                                       unsigned threads, std::int64_t hadamard_size = 0);
@@ -166,7 +167,7 @@ void linear_forward(const weight_only_linear_layer<Scheme, Act>& layer, const in
     throw std::invalid_argument("linear_forward: the input has " + std::to_string(x.cols) + " features per row, the layer takes " +
                                 std::to_string(layer.in_features));
   const auto xf = detail::widen_all(x);
-  std::vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
+  detail::scratch_vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
   detail::lp_matmul<Scheme>(Act::id, xf.data(), x.rows, layer.weight,
                             layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options, layer.hadamard_size);
   detail::store_bf16(y, out);
@@ -217,7 +218,7 @@ void moe_forward(const weight_only_moe_layer<Scheme, Act>& layer, const input_vi
                  const forward_options& options = {}) {
   const std::int64_t hp = layer.hidden_padded, ip = layer.intermediate_padded;
   constexpr auto treatment = Act::id;
-  std::vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
+  detail::scratch_vector<float> sum(static_cast<std::size_t>(x.rows * layer.hidden));
   detail::run_moe(layer.experts, layer.hidden, layer.intermediate, hp, ip, x, route, true, options.threads,
                   [&](std::int64_t e, int which, const float* in, std::int64_t rows, float* o, unsigned threads) {
                     forward_options inner = options;
