@@ -17,6 +17,7 @@
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
+#include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "low_precision_rows.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
@@ -269,17 +270,32 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   }
 }
 
-/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3), one tile row at a time.
+/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3), one tile row at a time: sixteen
+/// tiles at once where the CPU has AVX-512, else one by one.
 void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::outputs& out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols;
-  std::vector<float> rows(static_cast<std::size_t>(lp::lut_rows * x.cols));
+  std::vector<float> widened(static_cast<std::size_t>(lp::lut_rows * x.cols));
   lp::lut_scratch scratch;
   float tile[lp::lut_elements];
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (detail::has_avx512_kernels()) {
+    detail::scratch_vector<float> lanes(rows::lut_b_lanes_scratch_floats);
+    for (std::int64_t t = first; t < last; ++t) {
+      detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, widened.data());
+      for (std::int64_t j = 0; j < k_tiles; j += 16) {
+        const std::int64_t at = t * k_tiles + j;
+        rows::lut_b_tiles16(widened.data() + j * lp::lut_cols, x.cols, static_cast<int>(std::min<std::int64_t>(16, k_tiles - j)), lanes.data(), scratch,
+                      out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries, out.block_scales + at);
+      }
+    }
+    return;
+  }
+#endif
   for (std::int64_t t = first; t < last; ++t) {
-    detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, rows.data());
+    detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, widened.data());
     for (std::int64_t j = 0; j < k_tiles; ++j) {
       for (int r = 0; r < lp::lut_rows; ++r)
-        std::copy_n(rows.data() + r * x.cols + j * lp::lut_cols, lp::lut_cols, tile + r * lp::lut_cols);
+        std::copy_n(widened.data() + r * x.cols + j * lp::lut_cols, lp::lut_cols, tile + r * lp::lut_cols);
       const std::int64_t at = t * k_tiles + j;
       out.block_scales[at] = lp::lut_b_tile(tile, scratch, out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries);
     }

@@ -3,7 +3,8 @@
 // of its eight-entry e4m3 codebook (three initializations, 16 iterations each), the packing of its 512
 // 3-bit indices, and the decode of one element. __host__ __device__: the CPU paths and the CUDA kernel
 // run the same arithmetic, in vLLM's CPU order (the vectors' reference; GPU atomics in vLLM itself make
-// its CUDA results order-dependent, §B.3).
+// its CUDA results order-dependent, §B.3). The CPU's fast path runs the same operations on sixteen
+// tiles at once, a tile per register lane (kernels/cpu/lut_b_lanes_avx512.cpp).
 //
 // torch reductions are reproduced where their order can reach the result: the tile mean that seeds the
 // farthest-point init and the loss that picks the best init are torch-CPU's cascade sum over 8-lane
