@@ -241,7 +241,15 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* rows, std::int64_t cols, int
       }
     }
     normalize(s, zero);
-    for (int it = 0; it < lp::lut_iterations; ++it) iterate(v, s, zero);
+    // An iteration is a function of the centres alone: once it leaves every lane's centres as they
+    // were (bit for bit), the rest would too.
+    for (int it = 0; it < lp::lut_iterations; ++it) {
+      const centres before = s;
+      iterate(v, s, zero);
+      __mmask16 moved = 0;
+      for (int k = 0; k < entries; ++k) moved |= _mm512_cmpneq_epi32_mask(_mm512_castps_si512(s.c[k]), _mm512_castps_si512(before.c[k]));
+      if (!moved) break;
+    }
     const __m512 l = loss(v, s, work);
     // Strictly smaller replaces (ties keep the earlier init); the last init is taken if none was.
     const __mmask16 take = _mm512_cmp_ps_mask(l, best_loss, _CMP_LT_OQ) | (which == 2 ? static_cast<__mmask16>(~have_best) : __mmask16{0});
