@@ -270,27 +270,30 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   }
 }
 
-/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3), one tile row at a time: sixteen
-/// tiles at once where the CPU has AVX-512, else one by one.
+/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3): sixteen consecutive tiles at once
+/// where the CPU has AVX-512 (across tile rows: experts' K is often a few tiles), else one tile row at a
+/// time.
 void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::outputs& out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols;
-  std::vector<float> widened(static_cast<std::size_t>(lp::lut_rows * x.cols));
   lp::lut_scratch scratch;
-  float tile[lp::lut_elements];
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (detail::has_avx512_kernels()) {
-    detail::scratch_vector<float> lanes(rows::lut_b_lanes_scratch_floats);
-    for (std::int64_t t = first; t < last; ++t) {
-      detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, widened.data());
-      for (std::int64_t j = 0; j < k_tiles; j += 16) {
-        const std::int64_t at = t * k_tiles + j;
-        rows::lut_b_tiles16(widened.data() + j * lp::lut_cols, x.cols, static_cast<int>(std::min<std::int64_t>(16, k_tiles - j)), lanes.data(), scratch,
-                      out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries, out.block_scales + at);
+    detail::scratch_vector<float> lanes(rows::lut_b_lanes_scratch_floats), staged(16 * lp::lut_elements);
+    for (std::int64_t at = first * k_tiles; at < last * k_tiles; at += 16) {
+      const int count = static_cast<int>(std::min<std::int64_t>(16, last * k_tiles - at));
+      for (int l = 0; l < count; ++l) {
+        const std::int64_t t = (at + l) / k_tiles, j = (at + l) % k_tiles;
+        for (int r = 0; r < lp::lut_rows; ++r)
+          detail::widen(x, (t * lp::lut_rows + r) * x.cols + j * lp::lut_cols, lp::lut_cols, staged.data() + l * lp::lut_elements + r * lp::lut_cols);
       }
+      rows::lut_b_tiles16(staged.data(), count, lanes.data(), scratch, out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries,
+                          out.block_scales + at);
     }
     return;
   }
 #endif
+  std::vector<float> widened(static_cast<std::size_t>(lp::lut_rows * x.cols));
+  float tile[lp::lut_elements];
   for (std::int64_t t = first; t < last; ++t) {
     detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, widened.data());
     for (std::int64_t j = 0; j < k_tiles; ++j) {

@@ -60,12 +60,12 @@ QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::
 
 /// The floats of lut_b_tiles16's scratch (64-byte aligned): two sets of 512 registers and the indices.
 inline constexpr std::size_t lut_b_lanes_scratch_floats = 2 * 512 * 16 + 512 * 16 / 4;
-/// LUT-B tiles 0 .. count - 1 (count <= 16) of a tile row whose 8 widened rows are `rows` (row r at
-/// rows + r * cols, tile j at column 64 j), fitted sixteen at once (lut_b_lanes_avx512.cpp): tile j's
-/// packed indices at packed + 192 j, codebook at codebooks + 8 j and scale byte at scales[j], the bits
-/// of lp::lut_b_tile (which the tiles it cannot fit lane by lane take, with `scalar`).
-QPOLICY_AVX512_F16C void lut_b_tiles16(const float* rows, std::int64_t cols, int count, float* scratch, lp::lut_scratch& scalar,
-                                       std::uint8_t* packed, std::uint8_t* codebooks, std::uint8_t* scales);
+/// LUT-B tiles 0 .. count - 1 (count <= 16), tile j's 512 widened values row-major at tiles + 512 j,
+/// fitted sixteen at once (lut_b_lanes_avx512.cpp): tile j's packed indices at packed + 192 j, codebook
+/// at codebooks + 8 j and scale byte at scales[j], the bits of lp::lut_b_tile (which the tiles it
+/// cannot fit lane by lane take, with `scalar`).
+QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scratch, lp::lut_scratch& scalar, std::uint8_t* packed,
+                                       std::uint8_t* codebooks, std::uint8_t* scales);
 
 #endif
 

@@ -178,22 +178,20 @@ QPOLICY_AVX512_F16C __m512 loss(const __m512* v, const centres& s, __m512* squar
 
 }  // namespace
 
-QPOLICY_AVX512_F16C void lut_b_tiles16(const float* rows, std::int64_t cols, int count, float* scratch, lp::lut_scratch& scalar,
-                                       std::uint8_t* packed, std::uint8_t* codebooks, std::uint8_t* scales) {
+QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scratch, lp::lut_scratch& scalar, std::uint8_t* packed,
+                                       std::uint8_t* codebooks, std::uint8_t* scales) {
   __m512* v = reinterpret_cast<__m512*>(scratch);
   __m512* work = v + elements;
   std::uint8_t* indices = reinterpret_cast<std::uint8_t*>(work + elements);  // [element][lane]
-  // Lane j holds tile j (the last tile again past count): element (r, k) from row r, column 64 j + k.
+  // Lane j holds tile j (the last tile again past count).
   alignas(64) std::int32_t offsets[16];
-  for (int j = 0; j < 16; ++j) offsets[j] = std::min(j, count - 1) * lp::lut_cols;
+  for (int j = 0; j < 16; ++j) offsets[j] = std::min(j, count - 1) * elements;
   const __m512i offset = _mm512_load_si512(offsets);
   __m512 amax = _mm512_setzero_ps();
-  for (int r = 0; r < lp::lut_rows; ++r)
-    for (int k = 0; k < lp::lut_cols; ++k) {
-      const __m512 x = _mm512_i32gather_ps(offset, rows + r * cols + k, 4);
-      v[r * lp::lut_cols + k] = x;
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
-    }
+  for (int i = 0; i < elements; ++i) {
+    v[i] = _mm512_i32gather_ps(offset, tiles + i, 4);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+  }
   // The scale byte and v' = v * 2^-e per lane, as lut_b_tile.
   alignas(64) float lane_amax[16], lane_normalize[16];
   _mm512_store_ps(lane_amax, amax);
@@ -276,7 +274,7 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* rows, std::int64_t cols, int
     std::uint8_t* tile_book = codebooks + j * entries;
     if (scalar_lanes >> j & 1) {
       float tile[elements];
-      for (int r = 0; r < lp::lut_rows; ++r) std::copy_n(rows + r * cols + j * lp::lut_cols, lp::lut_cols, tile + r * lp::lut_cols);
+      std::copy_n(tiles + j * elements, elements, tile);
       scales[j] = lp::lut_b_tile(tile, scalar, tile_packed, tile_book);
       continue;
     }
