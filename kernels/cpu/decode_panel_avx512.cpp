@@ -5,6 +5,7 @@
 // weight_operand's.
 #include "decode_gemm.hpp"
 #include "decode_rows_avx512.hpp"
+#include "transpose_avx512.hpp"
 
 // Each decoded formula's instantiations, on either branch below.
 #define QPOLICY_DECODE_PANEL(F)                                                                                 \
@@ -66,29 +67,6 @@ QPOLICY_AVX512_BF16 void row_values(const formula_weights<F>& w, std::int64_t n,
     if (c > 16) _mm512_mask_storeu_ps(out + t + 16, static_cast<__mmask16>(lanes32(c - 16)), high);
   }
 }
-/// Sixteen rows of sixteen floats transposed in registers: r[i][j] becomes r[j][i].
-QPOLICY_AVX512_BF16 inline void transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4)
-    for (int h = 0; h < 2; ++h) {
-      r[i + 2 * h] = _mm512_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      r[i + 2 * h + 1] = _mm512_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-  for (int i = 0; i < 16; i += 8)
-    for (int h = 0; h < 4; ++h) {
-      t[i + h] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], _MM_SHUFFLE(2, 0, 2, 0));
-      t[i + h + 4] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], _MM_SHUFFLE(3, 1, 3, 1));
-    }
-  for (int h = 0; h < 8; ++h) {
-    r[h] = _mm512_shuffle_f32x4(t[h], t[h + 8], _MM_SHUFFLE(2, 0, 2, 0));
-    r[h + 8] = _mm512_shuffle_f32x4(t[h], t[h + 8], _MM_SHUFFLE(3, 1, 3, 1));
-  }
-}
-
 /// decode_panel for whole 16-row, 16-deep squares: rows decoded, then transposed in registers.
 template <formula F>
 QPOLICY_AVX512_BF16 void panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
