@@ -25,9 +25,10 @@ namespace qpolicy::cpu::detail {
 /// The most rows of x the decode-batch GEMM takes; more rows amortize a decoded panel (gemm_tiled).
 inline constexpr std::int64_t decode_batch_rows = 16;
 
-/// How far ahead of a weight row's bytes the AVX-512 kernels fetch: several rows interleave streams,
-/// which the hardware prefetcher follows late; 16 KiB ahead measured 1.6x (MXFP4) and 1.3x (FP8) the
-/// speed of no prefetch at M = 1, and more than 4 KiB or 8 KiB.
+/// How far ahead of a weight row's bytes the AVX-512 kernels fetch at least (the float32 kernel: this;
+/// the code rows: prefetch_ahead in decode_rows_avx512.hpp): several rows interleave streams, which the
+/// hardware prefetcher follows late; 16 KiB ahead measured 1.6x (MXFP4) and 1.3x (FP8) the speed of no
+/// prefetch at M = 1, and more than 4 KiB or 8 KiB.
 inline constexpr std::int64_t row_prefetch_bytes = 16384;
 
 /// Weights [n, k] in float32 (the baseline GEMM's).

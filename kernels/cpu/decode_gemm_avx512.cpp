@@ -75,7 +75,7 @@ QPOLICY_AVX512_BF16 __attribute__((always_inline)) inline void tile_step(const R
   __m512i w[NT];
   bool exact[NT];
   for (int r = 0; r < NT; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + row_prefetch_bytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + rows[r].ahead, _MM_HINT_T0);
     exact[r] = !Checked || rows[r].exact(k0);
     w[r] = exact[r] ? rows[r].words(k0, count) : _mm512_setzero_si512();
   }
@@ -127,7 +127,7 @@ QPOLICY_AVX512_VBMI __attribute__((always_inline)) inline void pair_step(const R
                                                                          std::int64_t count, bool grouped, tile_sums<MT, NT>& s) {
   __m512i first[NT], second[NT];
   for (int r = 0; r < NT; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + row_prefetch_bytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(rows[r].code_at(k0)) + rows[r].ahead, _MM_HINT_T0);
     rows[r].word_pair(k0, count, first[r], second[r]);
   }
   // Every sum's first-step product, then every sum's second: each sum's two dependent vdpbf16ps are
