@@ -176,14 +176,15 @@ QPOLICY_AVX512_F16C __m512 loss(const __m512* v, const centres& s, __m512* squar
   return torch_sum(squares);
 }
 
-}  // namespace
+/// What normalize_lanes found in each lane's v'.
+struct lane_masks {
+  __mmask16 zero;     // lanes holding an exact zero (preserve_zero)
+  __mmask16 scalar;   // lanes that lut_b_tile takes: a NaN, an infinity, or both signed zeros
+};
 
-QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scratch, lp::lut_scratch& scalar, std::uint8_t* packed,
-                                       std::uint8_t* codebooks, std::uint8_t* scales) {
-  __m512* v = reinterpret_cast<__m512*>(scratch);
-  __m512* work = v + elements;
-  std::uint8_t* indices = reinterpret_cast<std::uint8_t*>(work + elements);  // [element][lane]
-  // Lane j holds tile j (the last tile again past count).
+/// Tiles [0, count) into lanes (lane j: tile j, the last tile again past count) as v' = v * 2^-e, and
+/// each tile's scale byte e + 127, as lut_b_tile computes them.
+QPOLICY_AVX512_F16C lane_masks normalize_lanes(const float* tiles, int count, __m512* v, std::uint8_t* scales) {
   alignas(64) std::int32_t offsets[16];
   for (int j = 0; j < 16; ++j) offsets[j] = std::min(j, count - 1) * elements;
   const __m512i offset = _mm512_load_si512(offsets);
@@ -192,7 +193,6 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scr
     v[i] = _mm512_i32gather_ps(offset, tiles + i, 4);
     amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
   }
-  // The scale byte and v' = v * 2^-e per lane, as lut_b_tile.
   alignas(64) float lane_amax[16], lane_normalize[16];
   _mm512_store_ps(lane_amax, amax);
   for (int j = 0; j < count; ++j) {
@@ -202,26 +202,27 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scr
   }
   for (int j = count; j < 16; ++j) lane_normalize[j] = lane_normalize[count - 1];
   const __m512 normalize_by = _mm512_load_ps(lane_normalize);
-  __mmask16 zero = 0, negative_zero = 0, not_finite = 0;
+  __mmask16 zero = 0, positive_zero = 0, negative_zero = 0, not_finite = 0;
   for (int i = 0; i < elements; ++i) {
     v[i] = _mm512_mul_ps(v[i], normalize_by);
     const __m512i bits = _mm512_castps_si512(v[i]);
     zero |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
+    positive_zero |= _mm512_cmpeq_epi32_mask(bits, _mm512_setzero_si512());
     negative_zero |= _mm512_cmpeq_epi32_mask(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
     not_finite |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7F800000)), _mm512_set1_epi32(0x7F800000));
   }
-  // Both signed zeros: a lane with -0 and a zero that is not -0.
-  __mmask16 positive_zero = 0;
-  for (int i = 0; i < elements; ++i) positive_zero |= _mm512_cmpeq_epi32_mask(_mm512_castps_si512(v[i]), _mm512_setzero_si512());
-  const __mmask16 scalar_lanes = not_finite | (negative_zero & positive_zero);
+  return {zero, static_cast<__mmask16>(not_finite | (negative_zero & positive_zero))};
+}
 
+/// lp::lut_fit lane by lane, up to the best init's centres: the three inits in order, 16 Lloyd
+/// iterations each (fewer once they stop moving), the loss of each, the strictly smaller replacing.
+QPOLICY_AVX512_F16C centres fit_lanes(const __m512* v, __m512* work, __mmask16 preserve_zero) {
   // The inits' order statistics: the sorted values' ranks 0, 511 and 32, 96, ..., 480.
   std::copy_n(v, elements, work);
   sort_lanes(work);
   __m512 quantile[entries];
   for (int k = 0; k < entries; ++k) quantile[k] = work[(2 * k + 1) * (elements / entries) / 2];
   const __m512 low = work[0], high = work[elements - 1];
-
   centres best{};
   __m512 best_loss = _mm512_set1_ps(fp8::float_of(0x7F800000u));
   __mmask16 have_best = 0;
@@ -238,12 +239,12 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scr
         s.c[k] = _mm512_add_ps(low, _mm512_mul_ps(_mm512_sub_ps(high, low), _mm512_set1_ps(fraction)));
       }
     }
-    normalize(s, zero);
+    normalize(s, preserve_zero);
     // An iteration is a function of the centres alone: once it leaves every lane's centres as they
     // were (bit for bit), the rest would too.
     for (int it = 0; it < lp::lut_iterations; ++it) {
       const centres before = s;
-      iterate(v, s, zero);
+      iterate(v, s, preserve_zero);
       __mmask16 moved = 0;
       for (int k = 0; k < entries; ++k) moved |= _mm512_cmpneq_epi32_mask(_mm512_castps_si512(s.c[k]), _mm512_castps_si512(before.c[k]));
       if (!moved) break;
@@ -255,8 +256,11 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scr
     for (int k = 0; k < entries; ++k) best.c[k] = _mm512_mask_mov_ps(best.c[k], take, s.c[k]);
     have_best |= take;
   }
+  return best;
+}
 
-  // The best centres' indices, then each tile's packed indices and codebook.
+/// Each lane's indices under centres `best` (indices[16 i + j]: element i of lane j).
+QPOLICY_AVX512_F16C void lane_indices(const __m512* v, const centres& best, std::uint8_t* indices) {
   __m512 b[entries - 1];
   boundaries(best, b);
   for (int i = 0; i < elements; ++i) {
@@ -266,13 +270,25 @@ QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scr
     for (int k = 1; k < entries; ++k) index = _mm512_mask_mov_epi32(index, in[k], _mm512_set1_epi32(k));
     _mm_store_si128(reinterpret_cast<__m128i*>(indices + 16 * i), _mm512_cvtepi32_epi8(index));
   }
+}
+
+}  // namespace
+
+QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scratch, lp::lut_scratch& scalar, std::uint8_t* packed,
+                                       std::uint8_t* codebooks, std::uint8_t* scales) {
+  __m512* v = reinterpret_cast<__m512*>(scratch);
+  __m512* work = v + elements;
+  std::uint8_t* indices = reinterpret_cast<std::uint8_t*>(work + elements);  // [element][lane]
+  const lane_masks masks = normalize_lanes(tiles, count, v, scales);
+  const centres best = fit_lanes(v, work, masks.zero);
+  lane_indices(v, best, indices);
   alignas(64) float book[entries][16];
   for (int k = 0; k < entries; ++k) _mm512_store_ps(book[k], best.c[k]);
   std::uint8_t tile_indices[elements];
   for (int j = 0; j < count; ++j) {
     std::uint8_t* tile_packed = packed + j * lp::lut_packed_bytes;
     std::uint8_t* tile_book = codebooks + j * entries;
-    if (scalar_lanes >> j & 1) {
+    if (masks.scalar >> j & 1) {
       float tile[elements];
       std::copy_n(tiles + j * elements, elements, tile);
       scales[j] = lp::lut_b_tile(tile, scalar, tile_packed, tile_book);
