@@ -292,8 +292,11 @@ struct formula_row<formula::lut_b> {
     const __m512 values = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(book_words)), 16)),
                                         _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale(k0)) << 23)));
     const __m512i indices = indices_of(k0);
-    for (int q = 0; q < 4; ++q)
-      _mm512_storeu_ps(out + 16 * q, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(indices, q)), values));
+    // (Written out: the extracts take immediates, also where nothing is optimized.)
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(indices)), values));
+    _mm512_storeu_ps(out + 16, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(indices, 1)), values));
+    _mm512_storeu_ps(out + 32, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(indices, 2)), values));
+    _mm512_storeu_ps(out + 48, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(indices, 3)), values));
   }
   void values(std::int64_t k0, std::int64_t count, float* out) const {
     for (std::int64_t t = 0; t < count; ++t)
