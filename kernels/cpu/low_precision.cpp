@@ -318,11 +318,11 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
     constexpr bool backward = F == formula::nvfp4_weight;
     for (std::int64_t i = first; i < last; ++i) {
       const std::int64_t r = backward ? first + last - 1 - i : i;
-      if constexpr (f.transform == schemes::pre_transform::hadamard && f.base == formula::mxfp4_even) {
+      if constexpr (f.transform == schemes::pre_transform::hadamard && (f.base == formula::mxfp4_even || f.base == formula::mxfp4_rceil)) {
         // bf16 rows of size 32 straight from the input, in registers where the CPU has AVX-512.
         if (size == 32 && !out.swizzled && x.type == element::bf16 &&
-            detail::rotated_mxfp4_even_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols,
-                                                out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
+            detail::rotated_mxfp4_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, f.base == formula::mxfp4_rceil,
+                                           out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
           continue;
       }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

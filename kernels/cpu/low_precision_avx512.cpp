@@ -102,20 +102,6 @@ QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1,
   return b;
 }
 
-/// e8m0_round_up of 16 non-negative, NaN-free lanes: exponent + (mantissa != 0), at most 254; 0 at or
-/// below 2^-127.
-QPOLICY_AVX512 inline __m512i e8m0_round_up16(__m512 n) {
-  const __m512i u = _mm512_castps_si512(n), zero = _mm512_setzero_si512();
-  const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFF));
-  const __m512i b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, _mm512_set1_epi32(1)), _mm512_set1_epi32(254));
-  return _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
-}
-
-/// flashinfer_inverse of 16 scale bytes: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
-QPOLICY_AVX512 inline __m512i flashinfer_inverse16(__m512i b) {
-  return _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(_mm512_set1_epi32(254), b), 23);
-}
-
 /// e8m0_reciprocal_bits of 16 scale bytes: 2^(127 - b), the subnormal 2^-127 for b = 254.
 QPOLICY_AVX512 inline __m512i e8m0_reciprocal16(__m512i b) {
   const __m512i b254 = _mm512_set1_epi32(254);
@@ -140,8 +126,8 @@ QPOLICY_AVX512_F16C inline __mmask16 mxfp8_scales16(const void* x, std::int64_t 
   const __m512 a = lane_maxima16(blocks16);
   __m512i b;
   if (flashinfer) {
-    b = e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
-    _mm512_store_si512(multipliers, flashinfer_inverse16(b));
+    b = detail::e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(fp8::inv_448_bits))));
+    _mm512_store_si512(multipliers, detail::flashinfer_inverse16(b));
   } else {
     // e8m0_ceil(max(amax, tiny) / 448): normal exponent + (mantissa != 0), at most 254; subnormal 1
     // above 2^-127, else 0. The multiplier is e8m0_reciprocal_bits(b).
@@ -397,16 +383,9 @@ QPOLICY_AVX512_F16C inline void mxfp4_scales16(const void* x, std::int64_t first
     blocks16[b] = _mm512_maskz_max_ps(0xFFFF, a1, _mm512_maskz_max_ps(0xFFFF, a0, _mm512_setzero_ps()));  // NaN lanes give the other
   }
   const __m512 a = lane_maxima16(blocks16);
-  __m512i b;
-  if (rceil) {
-    b = e8m0_round_up16(_mm512_mul_ps(a, _mm512_set1_ps(fp8::float_of(0x3E2AAAABu))));
-    _mm512_store_si512(multipliers, flashinfer_inverse16(b));
-  } else {
-    const auto even = detail::mxfp4_even_scales_of(a);
-    b = even.bytes;
-    _mm512_store_ps(multipliers, even.multipliers);
-  }
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(b));
+  const auto s = rceil ? detail::mxfp4_rceil_scales_of(a) : detail::mxfp4_even_scales_of(a);
+  _mm512_store_ps(multipliers, s.multipliers);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(s.bytes));
 }
 
 /// mxfp4_blocks with AVX-512 registers, from a widened row or bf16 words straight from the input, in

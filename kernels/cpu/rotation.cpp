@@ -94,7 +94,7 @@ __attribute__((target("avx2,fma"))) void rotate_blocks32_avx2(const float* x, st
 #endif
 
 #ifdef QPOLICY_E2M1_AVX512
-// Rotation and MXFP4 EVEN of bf16 rows, 16 blocks at a time, transposed: lane b of every register is
+// Rotation and MXFP4 (EVEN or RCEIL) of bf16 rows, 16 blocks at a time, transposed: lane b of every register is
 // block b, register i its element i. The signs are then the same in every lane, so each chain step is one
 // fused multiply-add by +c or -c with no table load, the block amax is a maximum across registers and the
 // scales of 16 blocks are computed at once. Each lane's operations are the reference's, in its order.
@@ -127,8 +127,8 @@ QPOLICY_AVX512BW inline __m512 round_to_bf16(__m512 v) {
   return _mm512_castsi512_ps(_mm512_and_si512(_mm512_add_epi32(u, bias), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-/// Blocks [0, n) (n <= 16) of a bf16 row: codes (16 bytes a block) and E8M0 scales.
-QPOLICY_AVX512BW void rotated_mxfp4_even_group(const std::uint16_t* row, int n, float magnitude, std::uint8_t* codes, std::uint8_t* scales) {
+/// Blocks [0, n) (n <= 16) of a bf16 row: codes (16 bytes a block) and E8M0 scales, EVEN or RCEIL.
+QPOLICY_AVX512BW void rotated_mxfp4_group(const std::uint16_t* row, int n, float magnitude, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
   const __mmask16 lanes = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
   // The next group's 16 lines, fetched while this one is worked on.
   for (int line = 0; line < 16; ++line) _mm_prefetch(reinterpret_cast<const char*>(row + 512) + 64 * line, _MM_HINT_T0);
@@ -162,7 +162,7 @@ QPOLICY_AVX512BW void rotated_mxfp4_even_group(const std::uint16_t* row, int n, 
   for (int j = 0; j < 32; ++j)
     partial[j % 4] = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(rotated[j]), abs)), partial[j % 4]);
   const __m512 amax = _mm512_max_ps(_mm512_max_ps(partial[0], partial[1]), _mm512_max_ps(partial[2], partial[3]));
-  const auto [b, multiplier] = mxfp4_even_scales_of(amax);
+  const auto [b, multiplier] = rceil ? mxfp4_rceil_scales_of(amax) : mxfp4_even_scales_of(amax);
   // Codes: byte p of a block holds elements 2p (low nibble) and 2p + 1; dword k of a block bytes 4k..4k+3.
   __m512i q[4];
   for (int k = 0; k < 4; ++k) {
@@ -244,15 +244,15 @@ void rotate_row(const float* row, std::int64_t cols, const hadamard_table& h, el
     for (std::int64_t j = 0; j < cols; ++j) out[j] = lp::round_to(d, out[j]);
 }
 
-bool rotated_mxfp4_even_bf16_row(const std::uint16_t* row, std::int64_t cols, std::uint8_t* codes, std::uint8_t* scales) {
+bool rotated_mxfp4_bf16_row(const std::uint16_t* row, std::int64_t cols, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
 #ifdef QPOLICY_E2M1_AVX512
   if (rotation_isa() != 2) return false;
   const float magnitude = lp::hadamard_magnitude(32);
   for (std::int64_t b = 0; b < cols / 32; b += 16)
-    rotated_mxfp4_even_group(row + b * 32, static_cast<int>(std::min<std::int64_t>(16, cols / 32 - b)), magnitude, codes + b * 16, scales + b);
+    rotated_mxfp4_group(row + b * 32, static_cast<int>(std::min<std::int64_t>(16, cols / 32 - b)), magnitude, rceil, codes + b * 16, scales + b);
   return true;
 #else
-  (void)row, (void)cols, (void)codes, (void)scales;
+  (void)row, (void)cols, (void)rceil, (void)codes, (void)scales;
   return false;
 #endif
 }

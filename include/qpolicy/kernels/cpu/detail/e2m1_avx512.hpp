@@ -28,14 +28,16 @@ __attribute__((target("avx512f"))) inline __m512i e2m1_codes_avx512(__m512 y) {
   return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 28), _mm512_set1_epi32(7), 0xE4);
 }
 
-/// MXFP4's EVEN scales of 16 blocks from their NaN-free, non-negative amaxes (lp::e8m0_even per lane: the
-/// amax rounded to one significand bit, its exponent less 2, within [0, 254]) and their multipliers
-/// 2^(127 - (b - 127)), the subnormal 2^-127 for b = 254 (e8m0_reciprocal_bits).
-struct mxfp4_even_scales16 {
+/// The scale bytes of 16 MXFP4 blocks and the multipliers their values are scaled by before the encode.
+struct mxfp4_scales16 {
   __m512i bytes;
   __m512 multipliers;
 };
-__attribute__((target("avx512f"))) inline mxfp4_even_scales16 mxfp4_even_scales_of(__m512 amax) {
+
+/// MXFP4's EVEN scales of 16 blocks from their NaN-free, non-negative amaxes (lp::e8m0_even per lane: the
+/// amax rounded to one significand bit, its exponent less 2, within [0, 254]) and their multipliers
+/// 2^(127 - (b - 127)), the subnormal 2^-127 for b = 254 (e8m0_reciprocal_bits).
+__attribute__((target("avx512f"))) inline mxfp4_scales16 mxfp4_even_scales_of(__m512 amax) {
   const __m512i e = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(amax), _mm512_set1_epi32(0x200000)), 23);  // no sign bit
   const __m512i b254 = _mm512_set1_epi32(254);
   const __mmask16 top = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
@@ -43,6 +45,27 @@ __attribute__((target("avx512f"))) inline mxfp4_even_scales16 mxfp4_even_scales_
   const __m512i reciprocal = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
                                                    _mm512_set1_epi32(0x00400000));
   return {b, _mm512_castsi512_ps(reciprocal)};
+}
+
+/// e8m0_round_up of 16 non-negative, NaN-free lanes: exponent + (mantissa != 0), at most 254; 0 at or
+/// below 2^-127.
+__attribute__((target("avx512f"))) inline __m512i e8m0_round_up16(__m512 n) {
+  const __m512i u = _mm512_castps_si512(n), zero = _mm512_setzero_si512();
+  const __m512i exp = _mm512_srli_epi32(u, 23), man = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFF));
+  const __m512i b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, _mm512_set1_epi32(1)), _mm512_set1_epi32(254));
+  return _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero) & _mm512_cmple_epu32_mask(man, _mm512_set1_epi32(0x400000)), zero);
+}
+
+/// flashinfer_inverse of 16 scale bytes: 0 for b = 0, else (254 - b) << 23 (0.0f for b = 254 too).
+__attribute__((target("avx512f"))) inline __m512i flashinfer_inverse16(__m512i b) {
+  return _mm512_maskz_slli_epi32(_mm512_test_epi32_mask(b, b), _mm512_sub_epi32(_mm512_set1_epi32(254), b), 23);
+}
+
+/// MXFP4's RCEIL scales of 16 blocks from their NaN-free, non-negative amaxes (§4.3: e8m0_round_up of
+/// amax * f32(1/6)) and FlashInfer's multipliers.
+__attribute__((target("avx512f"))) inline mxfp4_scales16 mxfp4_rceil_scales_of(__m512 amax) {
+  const __m512i b = e8m0_round_up16(_mm512_mul_ps(amax, _mm512_castsi512_ps(_mm512_set1_epi32(0x3E2AAAAB))));
+  return {b, _mm512_castsi512_ps(flashinfer_inverse16(b))};
 }
 
 }  // namespace qpolicy::cpu::detail

@@ -22,11 +22,11 @@ struct hadamard_table {
 /// Rotates each size-column block of row[0..cols) into out, rounded once to d (cols a multiple of the size).
 void rotate_row(const float* row, std::int64_t cols, const hadamard_table& h, element d, float* out);
 
-/// Hadamard-32 and then MXFP4 EVEN of one bf16 row (cols a multiple of 32) in AVX-512 registers, 16 blocks
-/// at a time: codes (cols / 2 bytes) and E8M0 scales (cols / 32, row-major), the bits of rotate_row and the
-/// MXFP4 EVEN block function. Returns false, writing nothing, where the CPU lacks AVX-512 (F, BW) or
-/// QPOLICY_CPU_ENCODER is `portable`: the caller runs those.
-bool rotated_mxfp4_even_bf16_row(const std::uint16_t* row, std::int64_t cols, std::uint8_t* codes, std::uint8_t* scales);
+/// Hadamard-32 and then MXFP4 EVEN (or RCEIL) of one bf16 row (cols a multiple of 32) in AVX-512 registers,
+/// 16 blocks at a time: codes (cols / 2 bytes) and E8M0 scales (cols / 32, row-major), the bits of
+/// rotate_row and the MXFP4 block function. Returns false, writing nothing, where the CPU lacks AVX-512
+/// (F, BW) or QPOLICY_CPU_ENCODER is `portable`: the caller runs those.
+bool rotated_mxfp4_bf16_row(const std::uint16_t* row, std::int64_t cols, bool rceil, std::uint8_t* codes, std::uint8_t* scales);
 
 /// Rotates every row of x into `out` (float32 values of dtype d's grid), rows split over threads.
 void rotate_rows(const input_view& x, std::int64_t size, float* out, unsigned threads);
