@@ -1,8 +1,10 @@
 // The forward passes' kept blocks (kernels/cpu/scratch.cpp): a freed block serves the thread's next
-// vector of about its size, stays within the per-thread bound, and is freed by release_scratch.
+// vector of about its size, stays within the per-thread bound, and release_scratch frees every thread's.
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
@@ -62,4 +64,34 @@ TEST_CASE("a thread keeps at most scratch_cache_bytes, and its own frees only", 
   CHECK(other_kept == (std::size_t{3} << 20));
   CHECK(scratch_kept_bytes() == before);
   cpu::release_scratch();
+}
+
+TEST_CASE("release_scratch frees the blocks other threads keep", "[unit][scratch]") {
+  cpu::release_scratch();
+  std::mutex m;
+  std::condition_variable cv;
+  int stage = 0;  // 1: the worker keeps a block; 2: released; 3: the worker has looked
+  std::size_t kept_before = 0, kept_after = 0;
+  std::thread worker([&] {
+    { scratch_vector<char> v(std::size_t{2} << 20); }
+    kept_before = scratch_kept_bytes();
+    std::unique_lock<std::mutex> l(m);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(l, [&] { return stage == 2; });
+    kept_after = scratch_kept_bytes();
+    stage = 3;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return stage == 1; });
+    cpu::release_scratch();
+    stage = 2;
+    cv.notify_all();
+    cv.wait(l, [&] { return stage == 3; });
+  }
+  worker.join();
+  CHECK(kept_before == (std::size_t{2} << 20));
+  CHECK(kept_after == 0);
 }

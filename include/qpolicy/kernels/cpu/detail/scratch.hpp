@@ -9,8 +9,9 @@
 
 namespace qpolicy::cpu {
 
-/// Frees the blocks the calling thread keeps for the forward passes' temporaries (at most
-/// detail::scratch_cache_bytes); they are allocated again by its next forward pass that needs them.
+/// Frees the blocks every thread keeps for the forward passes' temporaries (at most
+/// detail::scratch_cache_bytes a thread: the calling thread's and the worker threads', which run a MoE
+/// layer's experts); the next forward passes allocate them again.
 void release_scratch();
 
 namespace detail {
