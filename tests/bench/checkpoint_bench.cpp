@@ -3,7 +3,7 @@
 // for each online shorthand and `cp -r MODEL COPY && sync` in the same run (both read a warm page cache;
 // qpolicy's output is fsync'd, hence the sync), best of QPOLICY_CHECKPOINT_BENCH_RUNS (default 3: a
 // conversion's time swings by 20% with the disk from run to run, so that with two runs one of the five
-// low-precision ratios came out under 0.8x in half the runs, each time another one).
+// low-precision ratios came out under 0.8x in most passes, each time another one).
 // Prints input GB/s, the FP8 schemes' ratio to the copy and the low-precision ones' to fp8_per_block
 // converted in turns with each,
 // and each conversion's peak RSS (wait4's ru_maxrss). Then
