@@ -78,9 +78,7 @@ QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blo
       int nan = 0, finite = 1;
       const float a = lane_amax<4>(x + (j0 + j) * 32, nan, finite);
       const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
-      // EVEN: 1 / E8(b) = 2^(127 - b) exactly, from its bits (2^-127 for b = 254 is the subnormal 0x00400000).
-      const float even = fp8::float_of(b == 254 ? 0x00400000u : static_cast<std::uint32_t>(254 - b) << 23);
-      multipliers[j] = rceil ? lp::flashinfer_inverse(b) : even;
+      multipliers[j] = rceil ? lp::flashinfer_inverse(b) : fp8::float_of(e8m0_reciprocal_bits(b));  // EVEN: 1 / E8(b), exactly
       scales[j0 + j] = b;
     }
     for (std::int64_t j = 0; j < n; ++j) {

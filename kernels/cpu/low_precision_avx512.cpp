@@ -102,11 +102,6 @@ QPOLICY_AVX512_F16C inline std::uint8_t mxfp8_block_avx512(__m512 v0, __m512 v1,
   return b;
 }
 
-/// e8m0_reciprocal_bits of 16 scale bytes: 2^(127 - b), the subnormal 2^-127 for b = 254.
-QPOLICY_AVX512 inline __m512i e8m0_reciprocal16(__m512i b) {
-  const __m512i b254 = _mm512_set1_epi32(254);
-  return _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254), _mm512_set1_epi32(0x00400000));
-}
 
 /// The scales of 16 MXFP8 blocks from `first` on: their amaxes by reductions, then the 16 scale bytes and
 /// multipliers as one register from the bits (mxfp8_block_avx512's scalar steps over lanes). Returns the
@@ -137,7 +132,7 @@ QPOLICY_AVX512_F16C inline __mmask16 mxfp8_scales16(const void* x, std::int64_t 
     b = _mm512_min_epi32(_mm512_mask_add_epi32(exp, _mm512_test_epi32_mask(man, man), exp, one), b254);
     b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(exp, zero),
                               _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(man, _mm512_set1_epi32(0x400000)), one));
-    _mm512_store_si512(multipliers, e8m0_reciprocal16(b));
+    _mm512_store_si512(multipliers, detail::e8m0_reciprocal16(b));
   }
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_maskz_cvtepi32_epi8(0xFFFF, b));
   return special;

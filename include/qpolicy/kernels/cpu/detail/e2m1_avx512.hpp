@@ -34,6 +34,12 @@ struct mxfp4_scales16 {
   __m512 multipliers;
 };
 
+/// e8m0_reciprocal_bits of 16 scale bytes: 2^(127 - b), the subnormal 2^-127 for b = 254.
+__attribute__((target("avx512f"))) inline __m512i e8m0_reciprocal16(__m512i b) {
+  const __m512i b254 = _mm512_set1_epi32(254);
+  return _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254), _mm512_set1_epi32(0x00400000));
+}
+
 /// MXFP4's EVEN scales of 16 blocks from their NaN-free, non-negative amaxes (lp::e8m0_even per lane: the
 /// amax rounded to one significand bit, its exponent less 2, within [0, 254]) and their multipliers
 /// 2^(127 - (b - 127)), the subnormal 2^-127 for b = 254 (e8m0_reciprocal_bits).
@@ -42,9 +48,7 @@ __attribute__((target("avx512f"))) inline mxfp4_scales16 mxfp4_even_scales_of(__
   const __m512i b254 = _mm512_set1_epi32(254);
   const __mmask16 top = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
   const __m512i b = _mm512_mask_mov_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(2)), _mm512_setzero_si512()), top, b254);
-  const __m512i reciprocal = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(b254, b), 23), _mm512_cmpeq_epi32_mask(b, b254),
-                                                   _mm512_set1_epi32(0x00400000));
-  return {b, _mm512_castsi512_ps(reciprocal)};
+  return {b, _mm512_castsi512_ps(e8m0_reciprocal16(b))};
 }
 
 /// e8m0_round_up of 16 non-negative, NaN-free lanes: exponent + (mantissa != 0), at most 254; 0 at or
