@@ -18,6 +18,13 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Holds an informational stderr line (a note, a warning, what was derived) until the command ends:
+/// print_informed prints the held lines after the command's `error:` line when it fails, so that the
+/// error is stderr's first line (cli.md), or once it has succeeded.
+void inform(std::string line);
+/// Prints and clears the held lines.
+void print_informed();
+
 /// The usage text of every command.
 extern const char* const usage_text;
 

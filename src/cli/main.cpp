@@ -35,7 +35,7 @@ using cli::usage_error;
 using cli::usage_text;
 
 void print_warnings(const std::vector<std::string>& warnings) {
-  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", text::escape_lone_surrogates(w));
+  for (const auto& w : warnings) cli::inform("warning: " + text::escape_lone_surrogates(w));
 }
 
 /// "1.23 GB" or "45.6 MB".
@@ -95,6 +95,7 @@ int print_plan_text(const std::string& text, const std::string* first_error, std
   if (!first_error) return 0;
   fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(*first_error));
   if (failed > 1) fmt::print(stderr, "({} layers have errors; every one is in the plan output)\n", failed);
+  cli::print_informed();
   return 2;
 }
 
@@ -119,6 +120,7 @@ int run(const cli::options& o) {
   if (o.command == "quantize-tensor") return cli::quantize_tensor(o);
   if (o.command == "quantize" && !o.finalize.empty()) {
     const auto s = finalize_model_dir(o.finalize);
+    cli::print_informed();
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     if (s.finished && !s.files_written.empty()) fmt::print(stderr, "finished '{}': all {} shards complete\n", o.finalize, s.shards_total);
     return 0;
@@ -132,6 +134,7 @@ int run(const cli::options& o) {
   const auto resolved = resolve(request);
   if (o.command == "resolve") {
     print_warnings(resolved.warnings);
+    cli::print_informed();
     fmt::print("{}\n", resolved_to_json(resolved.config));
     return 0;
   }
@@ -162,9 +165,11 @@ int run(const cli::options& o) {
       if (!std::filesystem::exists(std::filesystem::path(o.output) / ".qpolicy" / "run.json")) throw;
       fmt::print(stderr, "error: {}\nnote: '{}' is unfinished (no config.json); its complete shards stay, and the same command with "
                  "--resume finishes it\n", e.what(), o.output);
+      cli::print_informed();
       return 1;
     }
-    print_warnings(s.warnings);
+    cli::print_informed();
+    for (const auto& w : s.warnings) fmt::print(stderr, "warning: {}\n", text::escape_lone_surrogates(w));
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
     for (const auto& line : s.composition) fmt::print(stderr, "{}\n", line);
@@ -197,7 +202,7 @@ int run(const cli::options& o) {
   if (!o.model_dir.empty()) {
     const auto dir = read_model_dir_model(o.model_dir, model ? maybe<model_desc>(*model) : maybe<model_desc>());
     print_warnings(dir.warnings);
-    fmt::print(stderr, "{}\n", dir.convention);
+    cli::inform(dir.convention);
     if (dir.checkpoint) return print_composed_plan(plan_quantized_model_dir(dir, request, o.plan), dir.model, o.format);
     model = dir.model;
   }
@@ -211,6 +216,34 @@ int run(const cli::options& o) {
 
 }  // namespace
 
+namespace qpolicy::cli {
+
+namespace {
+std::vector<std::string>& informed_lines() {
+  static std::vector<std::string> lines;
+  return lines;
+}
+}  // namespace
+
+void inform(std::string line) { informed_lines().push_back(std::move(line)); }
+
+void print_informed() {
+  for (const auto& line : informed_lines()) fmt::print(stderr, "{}\n", line);
+  informed_lines().clear();
+}
+
+}  // namespace qpolicy::cli
+
+namespace {
+
+/// The command's outcome: its status, after the held informational lines (which follow an error line).
+int exit_with(int status) {
+  cli::print_informed();
+  return status;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   install_signal_cleanup();
   if (const auto problem = environment_problem()) {
@@ -218,27 +251,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    return run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc)));
+    return exit_with(run(cli::parse_args(std::vector<std::string>(argv + 1, argv + argc))));
   } catch (const config_errors& e) {
     for (const auto& d : e.all()) fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(d.text()));
-    return 2;
+    return exit_with(2);
   } catch (const config_error& e) {
     fmt::print(stderr, "error: {}\n", text::escape_lone_surrogates(e.diag().text()));
-    return 2;
+    return exit_with(2);
   } catch (const usage_error& e) {
     fmt::print(stderr, "error: {}\n\n{}", e.what(), usage_text);
-    return 1;
+    return exit_with(1);
   } catch (const qpolicy::io_error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
+    return exit_with(1);
   } catch (const cuda::cuda_error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
+    return exit_with(1);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "error: out of memory\n");
-    return 1;
+    return exit_with(1);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: internal error: {}\n", e.what());
-    return 1;
+    return exit_with(1);
   }
 }

@@ -32,7 +32,7 @@ void write_output(const options& o, const std::vector<std::pair<safetensors::ten
   for (const auto& t : tensors) out.write(std::as_bytes(std::span(t.second)));
   out.finish();
   outputs.commit();
-  for (const auto& n : outputs.notes()) fmt::print(stderr, "note: {}\n", n);
+  for (const auto& n : outputs.notes()) inform("note: " + n);
 }
 
 /// The codes' tensor of formula f for [rows, cols] (or an [E, ...] stack of a tiled formula), from its
@@ -82,8 +82,8 @@ int dequantize(const options& o, schemes::formula id) {
     if (is_part(t.name)) continue;
     const auto shape = code_shape(f, t);
     if (!shape) {
-      fmt::print(stderr, "note: {} ({} {}) is not a code tensor of {}; left out\n", t.name, safetensors::to_string(t.type),
-                 checked::shape_text(t.shape), f.name);
+      inform(fmt::format("note: {} ({} {}) is not a code tensor of {}; left out", t.name, safetensors::to_string(t.type),
+                         checked::shape_text(t.shape), f.name));
       continue;
     }
     const auto [experts, rows, cols] = *shape;
@@ -120,7 +120,7 @@ int dequantize(const options& o, schemes::formula id) {
   }
   if (results.empty()) throw config_error("", o.inputs.front() + ": no code tensor of " + std::string(f.name) + " to decode");
   write_output(o, results, std::string(f.name) + " --dequantize");
-  fmt::print(stderr, "decoded {} tensors of {}\n", results.size(), f.name);
+  inform(fmt::format("decoded {} tensors of {}", results.size(), f.name));
   return 0;
 }
 
@@ -147,12 +147,12 @@ int quantize_tensor(const options& o) {
                           t.type == safetensors::dtype::F32;
     const bool rank = t.shape.size() == 2 || (t.shape.size() == 3 && row.tiled());
     if (!rank || !floating) {
-      fmt::print(stderr, "note: {} ({}, {}-D) is not a {} bf16/fp16/fp32 tensor; left out\n", t.name,
-                 safetensors::to_string(t.type), t.shape.size(), row.tiled() ? "2-D or 3-D" : "2-D");
+      inform(fmt::format("note: {} ({}, {}-D) is not a {} bf16/fp16/fp32 tensor; left out", t.name, safetensors::to_string(t.type),
+                         t.shape.size(), row.tiled() ? "2-D or 3-D" : "2-D"));
       continue;
     }
     if (t.elements() == 0) {
-      fmt::print(stderr, "note: {} {} has no elements; left out\n", t.name, checked::shape_text(t.shape));
+      inform(fmt::format("note: {} {} has no elements; left out", t.name, checked::shape_text(t.shape)));
       continue;
     }
     chosen.push_back(&t);
@@ -188,8 +188,8 @@ int quantize_tensor(const options& o) {
   }
   write_output(o, tensors, row.name);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print(stderr, "quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s\n", chosen.size(), schemes::formula_of(*formula).name,
-             bytes_in / 1e6, bytes_out / 1e6, secs);
+  inform(fmt::format("quantized {} tensors with {}: {:.1f} MB in, {:.1f} MB out, {:.3f} s", chosen.size(), schemes::formula_of(*formula).name,
+                     bytes_in / 1e6, bytes_out / 1e6, secs));
   return 0;
 }
 

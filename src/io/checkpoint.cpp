@@ -213,12 +213,7 @@ void compose_with_checkpoint(const checkpoint& ck, conversion& c, quantized_inpu
     throw config_error("", "--format vllm-fp8 cannot express an already-quantized checkpoint's layers beside the online ones (one fp8 "
                            "quantization_config describes one weight layout); --format compressed-tensors can (mixed-precision)");
   // Every module the checkpoint's method quantizes must be stored as its format says.
-  std::map<std::string, source::tensor_header> headers;
-  for (const auto& t : ck.order) headers.emplace(t.info->name, source::tensor_header{t.info->type, t.info->shape});
-  source::check_stored_tensors(s, c.model, [&](const std::string& name) -> const source::tensor_header* {
-    const auto it = headers.find(name);
-    return it == headers.end() ? nullptr : &it->second;
-  });
+  check_stored_tensors(ck, s, c.model);
   auto composed = compose(c.decisions, c.model, s);
   // What vLLM refuses when it builds the model is refused here too; a layer whose requantization fails
   // only when vLLM loads the weights (the checkpoint method has no dequantize_weight) is one qpolicy

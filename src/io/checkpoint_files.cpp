@@ -94,4 +94,13 @@ checkpoint open_checkpoint(const std::vector<std::string>& paths, const std::vec
   return c;
 }
 
+void check_stored_tensors(const checkpoint& ck, const source::checkpoint_source& method, const model_desc& model) {
+  std::map<std::string, source::tensor_header> headers;
+  for (const auto& t : ck.order) headers.emplace(t.info->name, source::tensor_header{t.info->type, t.info->shape, t.file->path()});
+  source::check_stored_tensors(method, model, [&](const std::string& name) -> const source::tensor_header* {
+    const auto it = headers.find(name);
+    return it == headers.end() ? nullptr : &it->second;
+  });
+}
+
 }  // namespace qpolicy::checkpoint_io

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "qpolicy/io/safetensors.hpp"
+#include "qpolicy/model/model.hpp"
+#include "qpolicy/source/checkpoint_source.hpp"
 
 namespace qpolicy::checkpoint_io {
 
@@ -39,5 +41,8 @@ std::vector<std::string> checkpoint_files(const std::vector<std::string>& inputs
                                           std::vector<std::string>& warnings);
 /// Opens every file; a tensor in two files is an error; each index is checked against its shards.
 checkpoint open_checkpoint(const std::vector<std::string>& paths, const std::vector<checkpoint_index>& indexes);
+/// source::check_stored_tensors over the opened files' headers: every module the checkpoint's method
+/// quantizes stored as its format says, a mismatch naming the tensor and its file.
+void check_stored_tensors(const checkpoint& ck, const source::checkpoint_source& method, const model_desc& model);
 
 }  // namespace qpolicy::checkpoint_io

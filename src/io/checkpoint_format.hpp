@@ -99,8 +99,9 @@ std::optional<std::string_view> modelopt_algo(method m, layer_kind kind, std::op
 /// Those pairs in words, for messages.
 std::string modelopt_algos_text();
 
-/// The quantized_layers entry of a kept ModelOpt NVFP4 module: NVFP4 in 16-blocks, as its stored tensors are.
-boost::json::object modelopt_nvfp4_entry();
+/// The quantized_layers entry of a kept ModelOpt NVFP4 module: NVFP4 in blocks of `group_size`, as its stored
+/// tensors are.
+boost::json::object modelopt_nvfp4_entry(std::int64_t group_size);
 
 /// ModelOpt's MIXED_PRECISION quantization_config for a conversion that keeps ModelOpt NVFP4 layers:
 /// `kept` (module -> entry) and every module the online plan quantizes (its modelopt_algo) in

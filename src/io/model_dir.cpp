@@ -165,6 +165,15 @@ std::string pretty_json(const json::value& v, int level) {
   return json_text::serialize(v);
 }
 
+source::checkpoint_source checkpoint_source_of(const model_dir_inventory& inv) {
+  if (!inv.quantization_config) throw std::logic_error("checkpoint_source_of takes a quantized model directory");
+  try {
+    return source::read_checkpoint_source(*inv.quantization_config, inv.model_type);
+  } catch (const config_error& e) {
+    throw config_error(inv.config_path, e.diag().text());
+  }
+}
+
 std::string with_quantization_config(const std::string& config_text, const json::object& qc) {
   // An already-quantized model's config: the block replaced where it stands, the file written again as
   // transformers writes it.

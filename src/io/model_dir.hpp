@@ -30,6 +30,10 @@ struct model_dir_inventory {
 /// config_error (exit 2) for a directory that is no such model, io_error for one that cannot be read.
 model_dir_inventory read_model_dir(const std::string& dir, bool quantized_ok = false);
 
+/// The checkpoint method of a quantized directory's config.json (source::read_checkpoint_source), a
+/// refusal naming config.json's path before the field.
+source::checkpoint_source checkpoint_source_of(const model_dir_inventory& inv);
+
 /// One output shard: its file name and the range of input tensors (input order) it holds.
 struct output_shard {
   std::string file_name;

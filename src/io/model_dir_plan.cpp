@@ -15,7 +15,7 @@ model_dir_model read_model_dir_model(const std::string& dir, const maybe<model_d
   using namespace checkpoint_io;
   model_dir_model out;
   const auto inv = read_model_dir(dir, true);
-  if (inv.quantization_config) out.checkpoint = source::read_checkpoint_source(*inv.quantization_config, inv.model_type);
+  if (inv.quantization_config) out.checkpoint = checkpoint_source_of(inv);
   std::vector<checkpoint_index> indexes;
   const auto files = checkpoint_files(inv.weight_inputs, indexes, out.warnings);
   const auto ck = open_checkpoint(files, indexes);
@@ -34,12 +34,7 @@ model_dir_model read_model_dir_model(const std::string& dir, const maybe<model_d
   }
   if (out.checkpoint) {
     // Every module the checkpoint's method quantizes must be stored as its format says.
-    std::map<std::string, source::tensor_header> headers;
-    for (const auto& t : ck.order) headers.emplace(t.info->name, source::tensor_header{t.info->type, t.info->shape});
-    source::check_stored_tensors(*out.checkpoint, out.model, [&](const std::string& name) -> const source::tensor_header* {
-      const auto it = headers.find(name);
-      return it == headers.end() ? nullptr : &it->second;
-    });
+    check_stored_tensors(ck, *out.checkpoint, out.model);
   }
   return out;
 }

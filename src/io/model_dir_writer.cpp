@@ -272,7 +272,7 @@ found check_output(const std::string& out, const std::string& input_dir, const r
 std::optional<quantized_input> quantized_input_of(const model_dir_inventory& inv) {
   if (!inv.quantization_config) return std::nullopt;
   quantized_input in;
-  in.source = source::read_checkpoint_source(*inv.quantization_config, inv.model_type);
+  in.source = checkpoint_source_of(inv);
   in.config = inv.quantization_config->as_object();
   const auto doc = json::parse(inv.config_text).as_object();
   const json::value* d = nullptr;

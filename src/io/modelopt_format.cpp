@@ -61,10 +61,9 @@ std::string modelopt_algos_text() {
   return out;
 }
 
-json::object modelopt_nvfp4_entry() {
-  // check_stored_tensors has proved the kept tensors NVFP4 16-blocks (weight_scale [N, K/16]), whatever the
-  // checkpoint's group_size said: the entry states what the bytes are.
-  return {{"group_size", 16}, {"quant_algo", "NVFP4"}};
+json::object modelopt_nvfp4_entry(std::int64_t group_size) {
+  // check_stored_tensors has proved the kept tensors NVFP4 blocks of group_size (weight_scale [N, K/group_size]).
+  return {{"group_size", group_size}, {"quant_algo", "NVFP4"}};
 }
 
 json::object modelopt_mixed_quantization_config(const model_desc& model, const plan& online,

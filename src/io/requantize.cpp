@@ -112,6 +112,8 @@ stored_weight stored_weight_of(const checkpoint& ck, const quantized_input& in, 
       w.formula = formula::fp8_per_tensor_static, w.codes = m + "weight", w.scales = m + "weight_scale";
       break;
     case checkpoint_method::modelopt_fp4:
+      if (s.group_size != 16)
+        no_decoder(module, layer, w.format, "the NVFP4 decoder reads groups of 16, and group_size is " + std::to_string(s.group_size));
       w.formula = formula::nvfp4_weight, w.codes = m + "weight", w.scales = m + "weight_scale", w.second = m + "weight_scale_2";
       break;
     case checkpoint_method::compressed_tensors: {
@@ -272,7 +274,7 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
         if (s.method == checkpoint_method::modelopt_fp4 && requested != checkpoint_format::compressed_tensors) {
           out.format = checkpoint_format::modelopt;
           for (const auto& module : stored_modules(model, layer, s.expert_projections))
-            out.groups.emplace_back(module, modelopt_nvfp4_entry());
+            out.groups.emplace_back(module, modelopt_nvfp4_entry(s.group_size));
           break;
         }
         [[fallthrough]];

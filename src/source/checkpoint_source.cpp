@@ -1,12 +1,10 @@
-// A quantized checkpoint's quantization_config read, and vLLM's checkpoint methods' layer rules
-// (checkpoint_source.hpp names the vLLM sources each follows).
+// vLLM's checkpoint methods' layer rules (checkpoint_source.hpp names the vLLM sources each follows);
+// checkpoint_config.cpp reads the quantization_config they take.
 #include "qpolicy/source/checkpoint_source.hpp"
 
-#include <boost/json.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/detail/checked.hpp"
@@ -18,7 +16,6 @@ namespace qpolicy::source {
 
 namespace {
 
-namespace json = boost::json;
 using detail::is_layer_skipped;
 using detail::matched_group;
 using detail::should_ignore;
@@ -64,44 +61,6 @@ constexpr method_row method_table[] = {
     {checkpoint_method::modelopt_fp8, "modelopt", "linear layers, the LM head and experts not in exclude_modules (FP8)"},
     {checkpoint_method::modelopt_fp4, "modelopt_fp4", "linear layers, the LM head and experts not in exclude_modules (NVFP4)"},
 };
-
-/// Python's type of a JSON value, as `type(v)` prints.
-std::string py_type(const json::value& v) {
-  if (v.is_string()) return "<class 'str'>";
-  if (v.is_bool()) return "<class 'bool'>";
-  if (v.is_int64() || v.is_uint64()) return "<class 'int'>";
-  if (v.is_double()) return "<class 'float'>";
-  if (v.is_object()) return "<class 'dict'>";
-  if (v.is_array()) return "<class 'list'>";
-  return "<class 'NoneType'>";
-}
-
-/// Python's str of a JSON value a message quotes.
-std::string quoted(const json::value& v) {
-  if (v.is_string()) return text::py_repr(std::string_view(v.get_string()));
-  return json::serialize(v);
-}
-
-/// A list of strings at `key` (absent or null: empty); anything else is refused.
-std::vector<std::string> string_list(const json::object& o, std::string_view key, std::string_view where) {
-  std::vector<std::string> out;
-  const auto* v = o.if_contains(key);
-  if (!v || v->is_null()) return out;
-  if (!v->is_array())
-    throw config_error("", std::string(where) + "." + std::string(key) + " is " + quoted(*v) + "; expected a list of module names");
-  for (const auto& e : v->get_array()) {
-    if (!e.is_string())
-      throw config_error("", std::string(where) + "." + std::string(key) + " holds " + quoted(e) + "; expected module names (strings)");
-    out.emplace_back(e.get_string());
-  }
-  return out;
-}
-
-/// vLLM's get_from_keys: a required key, or its ValueError.
-const json::value& required(const json::object& o, std::string_view key) {
-  if (const auto* v = o.if_contains(key)) return *v;
-  throw config_error("", "Cannot find any of ['" + std::string(key) + "'] in the model's quantization config.");
-}
 
 /// A group's scheme in words: its format and weight arguments (and input activations).
 std::string group_scheme(const config_group& g) {
@@ -224,38 +183,6 @@ source_layer decide_modelopt(const checkpoint_source& s, const model_desc& model
   return {method_class::modelopt_linear, fp4 ? "ModelOpt NVFP4" : "ModelOpt FP8", rule, std::nullopt};
 }
 
-/// One compressed-tensors QuantizationArgs object's fields the rules read.
-void read_args(const json::object& a, const std::string& where, bool weights, config_group& g) {
-  auto str = [&](std::string_view key) -> std::string {
-    const auto* v = a.if_contains(key);
-    if (!v || v->is_null()) return "";
-    if (!v->is_string()) throw config_error("", where + "." + std::string(key) + " is " + quoted(*v) + "; expected a string");
-    return std::string(v->get_string());
-  };
-  const auto* bits = a.if_contains("num_bits");
-  const int num_bits = bits && bits->is_int64() ? static_cast<int>(bits->get_int64()) : 8;  // pydantic's default
-  const auto type = str("type").empty() ? std::string("int") : str("type");
-  if (weights) {
-    g.has_weights = true;
-    g.num_bits = num_bits;
-    g.weight_type = type;
-    g.strategy = str("strategy");
-    g.scale_dtype = str("scale_dtype");
-    const auto* sym = a.if_contains("symmetric");
-    g.symmetric = !sym || !sym->is_bool() || sym->get_bool();  // pydantic's default is True
-    if (const auto* gs = a.if_contains("group_size"); gs && gs->is_int64()) g.group_size = gs->get_int64();
-    if (const auto* b = a.if_contains("block_structure"); b && b->is_array() && b->get_array().size() == 2 &&
-                                                           b->get_array()[0].is_int64() && b->get_array()[1].is_int64())
-      g.block_structure = std::array<std::int64_t, 2>{b->get_array()[0].get_int64(), b->get_array()[1].get_int64()};
-  } else {
-    g.has_input_activations = true;
-    g.input_bits = num_bits;
-    g.input_type = type;
-    const auto* d = a.if_contains("dynamic");
-    g.input_dynamic = d && ((d->is_bool() && d->get_bool()) || (d->is_string() && d->get_string() == "local"));
-  }
-}
-
 }  // namespace
 
 const class_row& class_of(method_class c) { return class_table[static_cast<std::size_t>(c)]; }
@@ -289,104 +216,6 @@ std::string checkpoint_source::describe() const {
   if (!groups.empty()) out += fmt::format(", {} config group{}", groups.size(), groups.size() == 1 ? "" : "s");
   if (!skipped_key.empty()) out += fmt::format(", {} {} entr{}", skipped.size(), skipped_key, skipped.size() == 1 ? "y" : "ies");
   return out;
-}
-
-checkpoint_source read_checkpoint_source(const json::value& qc, std::string_view model_type) {
-  if (!qc.is_object()) throw config_error("", "the checkpoint's quantization_config is " + quoted(qc) + "; expected an object");
-  const auto& o = qc.get_object();
-  const auto& m = required(o, "quant_method");
-  if (!m.is_string()) throw config_error("", "the checkpoint's quant_method is " + quoted(m) + "; expected a method name (a string)");
-  checkpoint_source s;
-  s.quant_method = std::string(m.get_string());
-  std::string lower = s.quant_method;
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string where = "quantization_config";
-  if (s.quant_method == "fp8") {
-    s.method = checkpoint_method::fp8;
-    const auto& act = required(o, "activation_scheme");
-    if (!act.is_string() || (act.get_string() != "static" && act.get_string() != "dynamic"))
-      throw config_error("", "Unsupported activation scheme " + (act.is_string() ? std::string(act.get_string()) : quoted(act)));
-    s.skipped = string_list(o, "ignored_layers", where);
-    s.skipped_key = "ignored_layers";
-    if (s.skipped.empty()) {
-      s.skipped = string_list(o, "modules_to_not_convert", where);
-      if (!s.skipped.empty()) s.skipped_key = "modules_to_not_convert";
-    }
-    if (const auto* b = o.if_contains("weight_block_size"); b && !b->is_null()) {
-      if (!b->is_array() || b->get_array().size() != 2 || !b->get_array()[0].is_int64() || !b->get_array()[1].is_int64())
-        throw config_error("", "The quantization block size of weight must have 2 dimensions, but got " + quoted(*b));
-      if (act.get_string() != "dynamic")
-        throw config_error("", "The block-wise quantization only supports dynamic activation scheme for now, but got " +
-                                   std::string(act.get_string()) + " activation scheme.");
-      s.weight_block_size = std::array<std::int64_t, 2>{b->get_array()[0].get_int64(), b->get_array()[1].get_int64()};
-    }
-    if (const auto* d = o.if_contains("store_dtype"); d && d->is_string()) s.store_dtype = std::string(d->get_string());
-    return s;
-  }
-  if (s.quant_method == "compressed-tensors") {
-    s.method = checkpoint_method::compressed_tensors;
-    s.skipped = string_list(o, "ignore", where);
-    s.skipped_key = "ignore";
-    std::string format;
-    if (const auto* f = o.if_contains("format"); f && f->is_string()) format = std::string(f->get_string());
-    if (const auto* groups = o.if_contains("config_groups"); groups && !groups->is_null()) {
-      if (!groups->is_object()) throw config_error("", "quantization_config.config_groups is " + quoted(*groups) + "; expected an object");
-      for (const auto& [name, value] : groups->get_object()) {
-        const std::string at = where + ".config_groups." + std::string(name);
-        if (!value.is_object()) throw config_error("", at + " is " + quoted(value) + "; expected an object");
-        const auto& go = value.get_object();
-        config_group g;
-        g.name = std::string(name);
-        g.targets = string_list(go, "targets", at);
-        // vLLM drops a group whose only target is an attention module (KV-cache quantization).
-        if (g.targets.size() == 1 && g.targets.front().ends_with("Attention")) continue;
-        g.format = format;
-        if (const auto* f = go.if_contains("format"); f && f->is_string()) g.format = std::string(f->get_string());
-        if (const auto* w = go.if_contains("weights"); w && w->is_object()) read_args(w->get_object(), at + ".weights", true, g);
-        if (const auto* a = go.if_contains("input_activations"); a && a->is_object())
-          read_args(a->get_object(), at + ".input_activations", false, g);
-        s.groups.push_back(std::move(g));
-      }
-    }
-    if (const auto* t = o.if_contains("transform_config"); t && t->is_object() && !t->get_object().empty()) {
-      s.has_transform_config = true;
-      if (const auto* groups = t->get_object().if_contains("config_groups"); groups && groups->is_object())
-        for (const auto& [name, value] : groups->get_object()) s.transform_schemes.emplace_back(name);
-    }
-    return s;
-  }
-  if (s.quant_method == "mxfp4" || s.quant_method == "gpt_oss_mxfp4") {
-    s.method = model_type == "gpt_oss" ? checkpoint_method::gpt_oss_mxfp4 : checkpoint_method::mxfp4;
-    return s;
-  }
-  if (lower.starts_with("modelopt")) {
-    const json::object* from = &o;
-    s.skipped_key = "ignore";
-    if (const auto* nested = o.if_contains("quantization")) {
-      if (!nested->is_object()) throw config_error("", "Expected 'quantization' to be a dictionary in config");
-      from = &nested->get_object();
-      s.skipped_key = "exclude_modules";
-    } else if (!o.contains("ignore")) {
-      s.skipped_key = "exclude_modules";
-    }
-    const auto* algo = from->if_contains("quant_algo");
-    if (!algo || algo->is_null() || (algo->is_string() && algo->get_string().empty()))
-      throw config_error("", "Missing 'quant_algo' in quantization config");
-    s.quant_algo = algo->is_string() ? std::string(algo->get_string()) : json::serialize(*algo);
-    for (auto& c : s.quant_algo) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (s.quant_algo == "FP8") s.method = checkpoint_method::modelopt_fp8;
-    else if (s.quant_algo == "NVFP4") s.method = checkpoint_method::modelopt_fp4;
-    else
-      throw config_error("", "the checkpoint's ModelOpt quant_algo is " + text::py_repr(s.quant_algo) +
-                                 ", which this build does not read; it reads 'FP8' and 'NVFP4'");
-    const auto* list = from->if_contains(s.skipped_key);
-    if (list && !list->is_array()) throw config_error("", "exclude_modules must be a list, got " + py_type(*list));
-    s.skipped = string_list(*from, s.skipped_key, where);
-    return s;
-  }
-  throw config_error("", "the checkpoint's quantization_config has quant_method " + text::py_repr(s.quant_method) +
-                             ", which this build does not read; it reads 'fp8', 'compressed-tensors', 'mxfp4' (gpt-oss) and "
-                             "'modelopt' (FP8 and NVFP4)");
 }
 
 }  // namespace qpolicy::source

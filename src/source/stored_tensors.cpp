@@ -32,7 +32,17 @@ std::string part_text(const part& p) {
   return p.suffix + " " + types + " " + std::string(p.shape_text);
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+/// a / b rounded up, for a >= 0 and a divisor the config reader has proved positive.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  if (b <= 0) throw std::logic_error("a block or group size that is not positive reached the stored-tensor checks");
+  return checked::ceil_div(a, b);
+}
+
+/// a * b of two header dimensions, or config_error naming the tensor when that leaves 64-bit sizes.
+std::int64_t product(std::int64_t a, std::int64_t b, const std::string& tensor) {
+  if (const auto p = checked::mul(a, b)) return *p;
+  throw config_error("", fmt::format("tensor {} has a dimension of {}, which times {} leaves 64-bit sizes", text::py_repr(tensor), a, b));
+}
 
 /// The parts of one module under the checkpoint's format, given its codes' logical [N, K] (found from the
 /// main tensor); empty when the format's layout is not one this build knows.
@@ -47,7 +57,8 @@ std::vector<part> module_parts(const checkpoint_source& s, const config_group* g
     case checkpoint_method::modelopt_fp8:
       return {{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"}, {"weight_scale", {st::F32}, {one, scalar}, "[1] or []"}};
     case checkpoint_method::modelopt_fp4:
-      return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, k / 16}}, "[N, K/16]"},
+      if (s.group_size <= 0) throw std::logic_error("a ModelOpt group_size that is not positive reached the stored-tensor checks");
+      return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, k / s.group_size}}, "[N, K/group_size]"},
               {"weight_scale_2", {st::F32}, {one, scalar}, "[1] or []"}};
     case checkpoint_method::compressed_tensors: {
       if (!g) return {};
@@ -70,7 +81,7 @@ std::vector<part> module_parts(const checkpoint_source& s, const config_group* g
       if (g->format == "pack-quantized" && (g->num_bits == 4 || g->num_bits == 8)) {
         const std::vector<std::int64_t> scale = g->strategy == "group" && g->group_size ? std::vector<std::int64_t>{n, ceil_div(k, *g->group_size)}
                                                                                          : std::vector<std::int64_t>{n, 1};
-        return {{"weight_packed", {st::I32}, {{n, ceil_div(k * g->num_bits, 32)}}, "[N, K*bits/32]"},
+        return {{"weight_packed", {st::I32}, {{n, ceil_div(product(k, g->num_bits, "weight_packed"), 32)}}, "[N, K*bits/32]"},
                 {"weight_scale", floats, {scale}, g->strategy == "group" ? "[N, K/group_size]" : "[N, 1]"},
                 {"weight_shape", {st::I64, st::I32}, {{2}}, "[2]"}};
       }
@@ -81,6 +92,9 @@ std::vector<part> module_parts(const checkpoint_source& s, const config_group* g
   }
   return {};
 }
+
+/// ", in FILE" for a header that knows its file.
+std::string stored_in(const tensor_header& t) { return t.file.empty() ? std::string() : ", in " + t.file; }
 
 void fail(const std::string& module, const std::string& scheme, const std::vector<part>& parts, const std::string& problem) {
   std::string layout;
@@ -99,12 +113,13 @@ void check_module(const checkpoint_source& s, const source_layer& decided, const
   if (!main) fail(module, decided.scheme, nominal, "tensor " + text::py_repr(main_name) + " is missing");
   if (main->shape.size() != 2 || std::find(nominal.front().types.begin(), nominal.front().types.end(), main->type) == nominal.front().types.end())
     fail(module, decided.scheme, nominal,
-         "tensor " + text::py_repr(main_name) + " is " + std::string(safetensors::to_string(main->type)) + " " + checked::shape_text(main->shape));
+         "tensor " + text::py_repr(main_name) + " is " + std::string(safetensors::to_string(main->type)) + " " + checked::shape_text(main->shape) +
+             stored_in(*main));
   const std::int64_t n = main->shape[0];
   std::int64_t k = main->shape[1];
-  if (nominal.front().suffix == "weight_packed" && main->type == st::U8) k *= 2;
-  if (s.method == checkpoint_method::modelopt_fp4) k *= 2;
-  if (main->type == st::I32 && g) k = main->shape[1] * 32 / g->num_bits;  // at most; weight_shape holds the true K
+  if ((nominal.front().suffix == "weight_packed" && main->type == st::U8) || s.method == checkpoint_method::modelopt_fp4)
+    k = product(k, 2, main_name);
+  if (main->type == st::I32 && g) k = product(main->shape[1], 32, main_name) / g->num_bits;  // at most; weight_shape holds the true K
   const auto parts = module_parts(s, g, n, k);
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const auto& p = parts[i];
@@ -119,7 +134,8 @@ void check_module(const checkpoint_source& s, const source_layer& decided, const
     if (!type_ok || !shape_ok)
       fail(module, decided.scheme, parts,
            "tensor " + text::py_repr(name) + " is " + std::string(safetensors::to_string(t->type)) + " " + checked::shape_text(t->shape) +
-               ", expected " + checked::shape_text(p.shapes.front()) + " for codes of [N, K] = " + checked::shape_text(std::vector<std::int64_t>{n, k}));
+               ", expected " + checked::shape_text(p.shapes.front()) + " for codes of [N, K] = " + checked::shape_text(std::vector<std::int64_t>{n, k}) +
+               stored_in(*t));
   }
 }
 
@@ -133,13 +149,13 @@ void check_gpt_oss_experts(const source_layer& decided, const std::string& layer
     const std::string layout = std::string(proj) + "_blocks U8 [E, N, K/32, 16] and " + proj + "_scales U8 [E, N, K/32]";
     if (!b || b->type != st::U8 || b->shape.size() != 4 || b->shape[3] != 16)
       throw config_error("", "the checkpoint's " + decided.scheme + " stores " + layer + " as " + layout + "; tensor " + text::py_repr(blocks) +
-                                 (b ? " is " + std::string(safetensors::to_string(b->type)) + " " + checked::shape_text(b->shape) : " is missing"));
+                                 (b ? " is " + std::string(safetensors::to_string(b->type)) + " " + checked::shape_text(b->shape) + stored_in(*b) : " is missing"));
     const std::vector<std::int64_t> want{b->shape[0], b->shape[1], b->shape[2]};
     const auto* sc = find(scales);
     if (!sc || sc->type != st::U8 || sc->shape != want)
       throw config_error("", "the checkpoint's " + decided.scheme + " stores " + layer + " as " + layout + "; tensor " + text::py_repr(scales) +
                                  (sc ? " is " + std::string(safetensors::to_string(sc->type)) + " " + checked::shape_text(sc->shape) +
-                                           ", expected U8 " + checked::shape_text(want)
+                                           ", expected U8 " + checked::shape_text(want) + stored_in(*sc)
                                      : " is missing"));
   }
 }
@@ -198,7 +214,11 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
       continue;
     }
     // gpt-oss: L.experts.gate_up_proj_blocks [E, 2I, K/32, 16] and L.experts.down_proj_blocks [E, H, I/32, 16].
-    for (std::string_view fused : {".gate_up_proj_blocks", ".down_proj_blocks"})
+    const bool fused_blocks = checkpoint.method == checkpoint_method::mxfp4 || checkpoint.method == checkpoint_method::gpt_oss_mxfp4;
+    for (std::string_view fused : {".gate_up_proj_blocks", ".down_proj_blocks"}) {
+      if (fused_blocks && name.ends_with(fused) && shape.size() != 4)
+        throw config_error("", "tensor " + text::py_repr(name) + " has shape " + checked::shape_text(shape) +
+                                   "; gpt-oss's MXFP4 expert blocks are [E, N, K/32, 16]");
       if (name.ends_with(fused) && shape.size() == 4) {
         const auto layer = name.substr(0, name.size() - fused.size());
         const auto blocks = checked::mul(shape[2], shape[3]);
@@ -218,6 +238,7 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
           }
         }
       }
+    }
     if (name.ends_with(".weight")) out.emplace_back(name, shape);
   }
   return out;

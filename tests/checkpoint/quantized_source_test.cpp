@@ -125,7 +125,7 @@ TEST_CASE("checkpoint quantization_configs are read with vLLM's required fields 
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8"})"), "Cannot find any of ['activation_scheme'] in the model's quantization config.");
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8", "activation_scheme": "sometimes"})"), "Unsupported activation scheme sometimes");
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128, 1]})"),
-                    "The quantization block size of weight must have 2 dimensions, but got [128,128,1]");
+                    "The quantization block size of weight must have 2 dimensions, but got 3 dimensions");
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]})"),
                     "The block-wise quantization only supports dynamic activation scheme for now, but got static activation scheme.");
   CHECK_THROWS_WITH(read(R"({"quant_method": "modelopt", "quant_algo": "MXFP8"})"),
@@ -145,6 +145,72 @@ TEST_CASE("checkpoint quantization_configs are read with vLLM's required fields 
   CHECK(read(R"({"quant_method": "mxfp4"})", "llama").method == src::checkpoint_method::mxfp4);
   CHECK(read(R"({"quant_method": "modelopt", "quantization": {"quant_algo": "nvfp4", "exclude_modules": ["lm_head"]}})").method ==
         src::checkpoint_method::modelopt_fp4);
+}
+
+TEST_CASE("every field of a checkpoint's quantization_config the rules read is validated, naming the field", "[checkpoint][source]") {
+  const std::string fp8 = R"({"quant_method": "fp8", "activation_scheme": "dynamic", )";
+  const std::string block = "; expected two positive integers [block_n, block_k]: the rows and columns of a weight block, which the "
+                            "weight's dimensions are divided by";
+  CHECK_THROWS_WITH(read(fp8 + R"("weight_block_size": [128, 0]})"), "quantization_config.weight_block_size is [128,0]" + block);
+  CHECK_THROWS_WITH(read(fp8 + R"("weight_block_size": [-128, 128]})"), "quantization_config.weight_block_size is [-128,128]" + block);
+  CHECK_THROWS_WITH(read(fp8 + R"("weight_block_size": [128, 18446744073709551615]})"),
+                    "quantization_config.weight_block_size is [128,18446744073709551615]" + block);
+  CHECK_THROWS_WITH(read(fp8 + R"("weight_block_size": "128"})"),
+                    "quantization_config.weight_block_size is '128'; expected a list of two positive integers [block_n, block_k]");
+  CHECK_THROWS_WITH(read(fp8 + R"("store_dtype": 5})"), "quantization_config.store_dtype is 5; expected a storage dtype name such as 'mxfp4'");
+  CHECK(read(fp8 + R"("store_dtype": "mxfp4"})").store_dtype == "mxfp4");
+
+  // compressed-tensors' QuantizationArgs, as its pydantic model validates them.
+  auto ct = [](std::string weights) {
+    return read(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": )" + weights + "}}}");
+  };
+  const std::string at = "quantization_config.config_groups.g.weights.";
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4, "strategy": "group", "group_size": 0})"),
+                    at + "group_size is 0: strategy group requires group_size to be set to a positive value");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4, "strategy": "tensor_group"})"),
+                    at + "group_size is null: strategy tensor_group requires group_size to be set to a positive value");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4, "group_size": -2})"),
+                    at + "group_size is -2; expected group_size > 0 for strategy='group' and group_size = -1 for 'channel'");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4, "group_size": 0})"),
+                    at + "group_size is 0; expected group_size > 0 for strategy='group' and group_size = -1 for 'channel'");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4, "strategy": "channel", "group_size": 128})"),
+                    at + "group_size is 128 with strategy channel: group_size requires strategy to be set to 'group'");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 0})"), at + "num_bits is 0; expected a number of bits from 1 to 64");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": "four"})"), at + "num_bits is 'four'; expected a number of bits from 1 to 64");
+  CHECK_THROWS_WITH(ct(R"({"num_bits": 4.5})"), at + "num_bits is 4.5E0; expected a number of bits from 1 to 64");
+  CHECK(ct(R"({"num_bits": "4"})").groups.front().num_bits == 4);  // pydantic's lax int
+  CHECK(ct(R"({"num_bits": 4.0})").groups.front().num_bits == 4);
+  CHECK_THROWS_WITH(ct(R"({"type": "fp"})"), at + "type is 'fp'; expected 'int' or 'float'");
+  CHECK_THROWS_WITH(ct(R"({"strategy": "rows"})"),
+                    at + "strategy is 'rows'; expected one of 'tensor', 'channel', 'group', 'block', 'token', 'tensor_group' or 'attn_head'");
+  CHECK_THROWS_WITH(ct(R"({"strategy": "block", "block_structure": [0, 128]})"),
+                    at + "block_structure is [0,128]: Invalid block_structure '[0,128]'. Must be a list of positive ints [rows, cols].");
+  CHECK_THROWS_WITH(ct(R"({"strategy": "block"})"), at + "strategy is block: Block strategy requires block structure");
+  CHECK_THROWS_WITH(ct(R"({"strategy": "tensor", "block_structure": [128, 128]})"),
+                    at + "block_structure is set with strategy tensor: Block structure requires block strategy");
+  CHECK_THROWS_WITH(ct(R"({"dynamic": "sometimes"})"), at + "dynamic is 'sometimes'; expected true, false or 'local'");
+  CHECK_THROWS_WITH(ct(R"({"strategy": "token"})"),
+                    at + "strategy is token: Cannot perform static token quantization, please use `dynamic=True`");
+  CHECK_THROWS_WITH(ct(R"({"symmetric": "yes"})"), at + "symmetric is 'yes'; expected true or false");
+  CHECK_THROWS_WITH(ct("5"), "quantization_config.config_groups.g.weights is 5; expected an object of quantization arguments");
+  // pydantic infers the strategy from group_size, and reads the older "RxC" block text.
+  CHECK(ct(R"({"num_bits": 4, "group_size": 128})").groups.front().strategy == "group");
+  CHECK(ct(R"({"num_bits": 4, "group_size": -1})").groups.front().strategy == "channel");
+  CHECK(ct(R"({"num_bits": 8})").groups.front().strategy == "tensor");
+  CHECK(ct(R"({"type": "FLOAT", "strategy": "block", "block_structure": "128x64"})").groups.front().block_structure ==
+        std::array<std::int64_t, 2>{128, 64});
+
+  // ModelOpt: group_size as vLLM's from_config takes it, and kv_cache_quant_algo a string.
+  auto mo = [](std::string fields) {
+    return read(R"({"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4", "exclude_modules": [], )" + fields + "}}");
+  };
+  CHECK_THROWS_WITH(mo(R"("group_size": 0)"),
+                    "quantization_config.quantization.group_size is 0; expected a positive number of weights per NVFP4 scale (16)");
+  CHECK_THROWS_WITH(mo(R"("group_size": "sixteen")"), "group_size must be an integer, got <class 'str'>");
+  CHECK_THROWS_WITH(mo(R"("group_size": [16])"), "group_size must be an integer, got <class 'list'>");
+  CHECK(mo(R"("group_size": "32")").group_size == 32);
+  CHECK(mo(R"("group_size": null)").group_size == 16);
+  CHECK_THROWS_WITH(mo(R"("kv_cache_quant_algo": 5)"), "kv_cache_quant_algo must be a string, got <class 'int'>");
 }
 
 TEST_CASE("each checkpoint method quantizes the layers vLLM's rules give it", "[checkpoint][source]") {

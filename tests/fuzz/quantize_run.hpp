@@ -54,10 +54,21 @@ inline void put(const fs::path& p, std::string_view bytes) {
   std::abort();
 }
 
-/// Runs quantize on `request` (inputs in run_dir()); `inputs` are the files that must stay unchanged.
+/// A file's bytes, or a directory's files (names and bytes, in name order).
+inline std::string snapshot(const fs::path& p) {
+  if (!fs::is_directory(p)) return slurp(p);
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(p)) files[e.path().string()] = e.is_directory() ? "/" : slurp(e.path());
+  std::string out;
+  for (const auto& [name, bytes] : files) out += name + '\0' + std::to_string(bytes.size()) + '\0' + bytes;
+  return out;
+}
+
+/// Runs quantize on `request` (inputs in run_dir()); `inputs` are the files (or model directories) that
+/// must stay unchanged.
 inline void quantize_and_check(checkpoint_request request, const std::set<std::string>& inputs) {
   std::map<std::string, std::string> before;
-  for (const auto& name : inputs) before[name] = slurp(run_dir() / name);
+  for (const auto& name : inputs) before[name] = snapshot(run_dir() / name);
   bool ok = false;
   try {
     (void)quantize_checkpoint(request);
@@ -66,13 +77,13 @@ inline void quantize_and_check(checkpoint_request request, const std::set<std::s
   } catch (const io_error&) {  // a shard the index names may be missing: exit 1, and still nothing left
   }
   for (const auto& [name, bytes] : before)
-    if (slurp(run_dir() / name) != bytes) finding("input " + name + " changed");
+    if (snapshot(run_dir() / name) != bytes) finding("input " + name + " changed");
   for (const auto& e : fs::directory_iterator(run_dir())) {
     const auto name = e.path().filename().string();
     if (inputs.count(name)) continue;
     if (!ok) finding("a refused run left " + name + " behind");
     if (name.find(".qpolicy-tmp-") != std::string::npos) finding("a successful run left " + name + " behind");
-    fs::remove(e.path());
+    fs::remove_all(e.path());
   }
 }
 

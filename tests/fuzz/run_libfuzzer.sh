@@ -52,7 +52,7 @@ fuzz_one() {
   echo "$rc" >"$work/$t.status"
 }
 # One target per CPU at a time (each fuzzer is one process); QPOLICY_FUZZ_TARGETS picks some.
-targets=(${QPOLICY_FUZZ_TARGETS:-config safetensors_header model_json cli_args safetensors_file index derive_model quantize checkpoint_source})
+targets=(${QPOLICY_FUZZ_TARGETS:-config safetensors_header model_json cli_args safetensors_file index derive_model quantize checkpoint_source checkpoint_dir})
 for t in "${targets[@]}"; do
   fuzz_one "$t" &
   while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done

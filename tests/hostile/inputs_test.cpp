@@ -187,3 +187,24 @@ TEST_CASE("a 600 000-character expert tensor name is parsed, not a stack overflo
   check_refused(run_qpolicy({"quantize", "-q", "fp8_per_tensor", "-o", d / "out.safetensors", d / "in.safetensors"}), 2,
                 "experts.0.up_proj.weight'", d.path(), before);
 }
+
+TEST_CASE("on exit 2 the error line is stderr's first; notes and warnings follow it", "[hostile][cli]") {
+  temp_dir d("hostile-first-line");
+  // quantize-tensor: a tensor it leaves out (a note), then nothing to quantize.
+  write_file(d / "bias.safetensors", safetensors(R"({"b": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}})", std::string(8, '\x3c')));
+  auto before = list(d.path());
+  auto r = run_qpolicy({"quantize-tensor", "--key", "fp8_per_tensor_static", d / "bias.safetensors", "-o", d / "out.safetensors"});
+  check_refused(r, 2, "no 2-D bf16/fp16/fp32 tensor to quantize", d.path(), before);
+  CHECK(r.err.starts_with("error: "));
+  CHECK_THAT(r.err, Catch::Contains("\nnote: b (BF16, 1-D) is not a 2-D bf16/fp16/fp32 tensor; left out"));
+  // quantize: a duplicate key in the config (a warning), then a weight holding NaN.
+  std::string nan;
+  for (int i = 0; i < 4 * 16; ++i) nan += std::string{'\xc0', '\x7f'};
+  write_file(d / "nan.safetensors", safetensors(R"({"m.layers.0.mlp.down_proj.weight": {"dtype": "BF16", "shape": [4, 16], "data_offsets": [0, 128]}})", nan));
+  before = list(d.path());
+  r = run_qpolicy({"quantize", "-q", "online", "-c", R"({"linear": "fp8_per_tensor", "linear": "fp8_per_tensor"})", d / "nan.safetensors", "-o",
+                   d / "out.safetensors"});
+  check_refused(r, 2, "NaN or infinite values", d.path(), before);
+  CHECK(r.err.starts_with("error: "));
+  CHECK_THAT(r.err, Catch::Contains("\nwarning: duplicate key 'linear'"));
+}

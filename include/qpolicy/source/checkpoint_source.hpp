@@ -117,6 +117,7 @@ struct checkpoint_source {
   std::string store_dtype;                // fp8: "mxfp4" stores the experts as MXFP4
   std::vector<config_group> groups;       // compressed-tensors, in the config's order
   std::string quant_algo;                 // ModelOpt, upper-cased
+  std::int64_t group_size = 16;           // ModelOpt NVFP4: weights per scale (`group_size`, vLLM's default 16)
   bool has_transform_config = false;      // compressed-tensors: online rotations wrap some layers
   std::vector<std::string> transform_schemes;  // their scheme names: `M.{scheme}_{location}.weight` is a transform's
   /// The checkpoint's names of an expert's projections (vLLM's ckpt_gate/up/down_proj_name), which
@@ -143,6 +144,7 @@ const config_group* decided_group(const checkpoint_source& checkpoint, const sou
 struct tensor_header {
   safetensors::dtype type;
   std::vector<std::int64_t> shape;
+  std::string file;  // the file that holds it, for messages ("" when unknown)
 };
 
 /// Checks that the checkpoint stores every module of every layer its method quantizes as the method's
