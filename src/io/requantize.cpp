@@ -169,6 +169,13 @@ stored_weight stored_weight_of(const checkpoint& ck, const quantized_input& in, 
       throw config_error("", "tensor " + text::py_repr(m + "weight_shape") + " says " + checked::shape_text(std::vector<std::int64_t>{v[0], v[1]}) +
                                  ", which the packed words " + checked::shape_text(codes) + " of " + text::py_repr(w.codes) + " do not hold");
     w.cols = v[1];
+    // The per-channel decoder reads one scale a row; the header check lets grouped scales' columns follow
+    // weight_shape, so the row scales are checked here.
+    const auto& scale_shape = tensor(ck, w.scales, module, w.format).info->shape;
+    if (scale_shape != std::vector<std::int64_t>{w.rows, 1})
+      throw config_error("", "tensor " + text::py_repr(w.scales) + " is " + checked::shape_text(scale_shape) + "; the per-channel INT8 decoder reads " +
+                                 checked::shape_text(std::vector<std::int64_t>{w.rows, 1}) + " for codes of [N, K] = " +
+                                 checked::shape_text(std::vector<std::int64_t>{w.rows, w.cols}));
   }
   return w;
 }

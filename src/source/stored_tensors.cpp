@@ -45,7 +45,8 @@ std::int64_t product(std::int64_t a, std::int64_t b, const std::string& tensor) 
 }
 
 /// The parts of one module under the checkpoint's format, given its codes' logical [N, K] (found from the
-/// main tensor); empty when the format's layout is not one this build knows.
+/// main tensor); empty when the format's layout is not one this build knows. Block scales count a partial
+/// last block, as the decoders read them.
 std::vector<part> module_parts(const checkpoint_source& s, const config_group* g, std::int64_t n, std::int64_t k) {
   const std::vector<std::int64_t> one{1}, scalar{};
   switch (s.method) {
@@ -58,17 +59,17 @@ std::vector<part> module_parts(const checkpoint_source& s, const config_group* g
       return {{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"}, {"weight_scale", {st::F32}, {one, scalar}, "[1] or []"}};
     case checkpoint_method::modelopt_fp4:
       if (s.group_size <= 0) throw std::logic_error("a ModelOpt group_size that is not positive reached the stored-tensor checks");
-      return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, k / s.group_size}}, "[N, K/group_size]"},
+      return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, ceil_div(k, s.group_size)}}, "[N, K/group_size]"},
               {"weight_scale_2", {st::F32}, {one, scalar}, "[1] or []"}};
     case checkpoint_method::compressed_tensors: {
       if (!g) return {};
       const std::vector<st> floats{st::F32, st::BF16, st::F16};
       if (g->format == "nvfp4-pack-quantized")
-        return {{"weight_packed", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, k / 16}}, "[N, K/16]"},
+        return {{"weight_packed", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, ceil_div(k, 16)}}, "[N, K/16]"},
                 {"weight_global_scale", {st::F32}, {one}, "[1]"}};
       if (g->format == "mxfp4-pack-quantized")
-        return {{"weight_packed", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::U8}, {{n, k / 32}}, "[N, K/32]"}};
-      if (g->format == "mxfp8-quantized") return {{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"}, {"weight_scale", {st::U8}, {{n, k / 32}}, "[N, K/32]"}};
+        return {{"weight_packed", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::U8}, {{n, ceil_div(k, 32)}}, "[N, K/32]"}};
+      if (g->format == "mxfp8-quantized") return {{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"}, {"weight_scale", {st::U8}, {{n, ceil_div(k, 32)}}, "[N, K/32]"}};
       if (g->format == "float-quantized") {
         std::vector<std::int64_t> scale{1};
         std::string_view scale_text = "[1]";
