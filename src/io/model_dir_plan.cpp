@@ -43,7 +43,8 @@ void check_quantization_argument(const source::checkpoint_source& checkpoint, co
   using source::checkpoint_method;
   // gpt-oss's MXFP4 and ModelOpt claim the checkpoint in their override step, whatever the argument says.
   const auto m = checkpoint.method;
-  if (!quantization || m == checkpoint_method::gpt_oss_mxfp4 || m == checkpoint_method::modelopt_fp8 || m == checkpoint_method::modelopt_fp4)
+  if (!quantization || m == checkpoint_method::gpt_oss_mxfp4 || m == checkpoint_method::modelopt_fp8 || m == checkpoint_method::modelopt_fp4 ||
+      m == checkpoint_method::modelopt_mixed)
     return;
   if (*quantization != checkpoint.quant_method)
     throw config_error("", "Quantization method specified in the model config (" + checkpoint.quant_method +

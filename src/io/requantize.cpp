@@ -63,6 +63,33 @@ std::optional<formula> float_quantized_formula(const source::config_group& g) {
                              " of " + module + "): " + why);
 }
 
+/// A kept Quark layer's config as the checkpoint has it (`entry`: its layer_quant_config key, "" for the
+/// global config). The output's export names no KV-cache group, so an output spec vLLM would have cleared
+/// for the KV cache is cleared here.
+json::object quark_kept_config(const json::object& config, const std::string& entry) {
+  auto out = entry.empty() ? config.at("global_quant_config").as_object() : config.at("layer_quant_config").at(entry).as_object();
+  if (out.contains("output_tensors")) out["output_tensors"] = nullptr;
+  return out;
+}
+
+/// A kept layer's quantized_layers entries, as the checkpoint has them: the one that decided it and every
+/// one under its name (its shards, its experts' modules).
+std::vector<std::pair<std::string, json::object>> modelopt_kept_entries(const json::object& config, const model_desc& model, const layer_desc& layer,
+                                                                        const std::string& entry) {
+  const auto* nested = config.if_contains("quantization");
+  const auto& from = nested && nested->is_object() ? nested->get_object() : config;
+  std::vector<std::string> names{layer.name};
+  if (const auto* fused = model.fused_entry(layer.name))
+    for (const auto& shard : fused->shards) names.push_back(text::replace_all(layer.name, fused->fused, shard));
+  std::vector<std::pair<std::string, json::object>> out;
+  for (const auto& [key, value] : from.at("quantized_layers").as_object()) {
+    const std::string k(key);
+    if (k == entry || std::find(names.begin(), names.end(), k) != names.end() || k.starts_with(layer.name + "."))
+      out.emplace_back(k, value.as_object());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::span<const std::byte> read_tensor(const tensor_ref& t, std::vector<std::uint32_t>& into) {
@@ -144,6 +171,29 @@ stored_weight stored_weight_of(const checkpoint& ck, const quantized_input& in, 
     case checkpoint_method::mxfp4:
     case checkpoint_method::gpt_oss_mxfp4:
       no_decoder(module, layer, w.format, "gpt-oss's fused expert blocks are planned, not yet converted");
+    case checkpoint_method::modelopt_mixed:
+    case checkpoint_method::quark:
+      // The layer's own config named the layout; ModelOpt's 4-D block scales hold the 2-D grid's bytes.
+      w.codes = m + "weight", w.scales = m + "weight_scale";
+      switch (decided.layout) {
+        case source::stored_layout::fp8_tensor: w.formula = formula::fp8_per_tensor_static; break;
+        case source::stored_layout::fp8_channel: w.formula = formula::fp8_per_channel_static; break;
+        case source::stored_layout::fp8_blocks:
+        case source::stored_layout::fp8_blocks_4d: w.formula = formula::fp8_per_block_static; break;
+        case source::stored_layout::mxfp8: w.formula = formula::mxfp8_torch; break;
+        case source::stored_layout::mxfp4:
+          if (decided.cls == source::method_class::quark_ocp_mx_moe)
+            no_decoder(module, layer, w.format, "gpt-oss's fused expert blocks are planned, not yet converted");
+          w.formula = formula::mxfp4_even;
+          break;
+        case source::stored_layout::nvfp4:
+          if (s.group_size != 16)
+            no_decoder(module, layer, w.format, "the NVFP4 decoder reads groups of 16, and group_size is " + std::to_string(s.group_size));
+          w.formula = formula::nvfp4_weight, w.second = m + "weight_scale_2";
+          break;
+        case source::stored_layout::unknown: no_decoder(module, layer, w.format, "the decoders do not read this layout");
+      }
+      break;
   }
   const auto& codes = tensor(ck, w.codes, module, w.format).info->shape;
   tensor(ck, w.scales, module, w.format);
@@ -256,6 +306,20 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
       case checkpoint_method::compressed_tensors:
         target(source::decided_group(s, c.checkpoint)->name, names);
         break;
+      case checkpoint_method::quark:
+      case checkpoint_method::modelopt_mixed: {
+        const bool quark = s.method == checkpoint_method::quark;
+        if (requested == checkpoint_format::compressed_tensors)
+          throw config_error("", "layer " + layer.name + " stays in the checkpoint's " + c.checkpoint.scheme + ", which quantize keeps in the " +
+                                     (quark ? "Quark" : "ModelOpt MIXED_PRECISION") + " config it came from; --format compressed-tensors "
+                                     "cannot hold it as stored (leave --format out)");
+        out.format = quark ? checkpoint_format::quark : checkpoint_format::modelopt;
+        if (quark)
+          for (const auto& name : layer_module_names(model, layer, false)) out.groups.emplace_back(name, quark_kept_config(in.config, c.checkpoint.entry));
+        else
+          for (auto& entry : modelopt_kept_entries(in.config, model, layer, c.checkpoint.entry)) out.groups.push_back(std::move(entry));
+        break;
+      }
       case checkpoint_method::fp8:
       case checkpoint_method::modelopt_fp8:
         // vLLM's fp8 blocks keep their scales as weight_scale_inv; compressed-tensors names a block scale
@@ -294,10 +358,15 @@ kept_layers keep_layers(const checkpoint& ck, const quantized_input& in, const m
                                    "); quantize does not convert this checkpoint yet: `qpolicy plan --model-dir` shows what vLLM does with it");
     }
   }
-  if (out.format == checkpoint_format::modelopt)
+  if (out.format == checkpoint_format::modelopt && s.method == checkpoint_method::modelopt_mixed)
+    out.notes.push_back("kept: the MIXED_PRECISION checkpoint's layers stay as stored, byte for byte, each with its quantized_layers entry");
+  else if (out.format == checkpoint_format::quark && s.method == checkpoint_method::quark)
+    out.notes.push_back("kept: the Quark checkpoint's layers stay as stored, byte for byte, each named in layer_quant_config with the config "
+                        "that decided it");
+  else if (out.format == checkpoint_format::modelopt)
     out.notes.push_back("kept: the ModelOpt NVFP4 layers stay as stored, byte for byte; the quantization_config is ModelOpt's "
                         "MIXED_PRECISION (quantized_layers names each module's algo), which vLLM reads them with beside the online layers");
-  if (out.format == checkpoint_format::quark)
+  else if (out.format == checkpoint_format::quark)
     out.notes.push_back("kept: gpt-oss's MXFP4 experts stay in their fused *_blocks/*_scales tensors, byte for byte; the "
                         "quantization_config is Quark's (quant_method quark), the one vLLM's gpt-oss loader reads those tensors with "
                         "beside quantized linear layers (transformers reads Quark checkpoints only through the amd-quark package)");

@@ -47,8 +47,9 @@ std::optional<std::string> decode_error(const source::source_layer& s, vllm_rele
   const auto& c = source::class_of(s.cls);
   const bool implemented = c.decode != decode_support::none && r >= c.since;
   if (implemented && c.decode == decode_support::decodes) return std::nullopt;
-  // ModelOptLinearMethod decodes MXFP8 weights only, and this build reads FP8 and NVFP4 ModelOpt checkpoints.
-  if (implemented && c.decode == decode_support::mxfp8_only) return "ModelOpt weight dequantization is only supported for MXFP8.";
+  // ModelOptLinearMethod and QuarkLinearMethod decode MXFP8 weights only.
+  if (implemented && c.decode == decode_support::mxfp8_only)
+    return s.layout == source::stored_layout::mxfp8 ? std::nullopt : std::optional<std::string>(c.partial_text);
   return "The quantization method <class '" + std::string(c.qualified_name) + "'>" + std::string(composition_of(r).no_decode);
 }
 

@@ -5,6 +5,7 @@
 // compressed-tensors' QuantizationArgs are checked as its pydantic model validates them (quant_args.py),
 // which vLLM runs on every config group.
 #include <boost/json.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,14 +14,14 @@
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/source/checkpoint_source.hpp"
+#include "config_fields.hpp"
 
 namespace qpolicy::source {
 
-namespace {
+namespace detail {
 
 namespace json = boost::json;
 
-/// Python's type of a JSON value, as `type(v)` prints.
 std::string py_type(const json::value& v) {
   if (v.is_string()) return "<class 'str'>";
   if (v.is_bool()) return "<class 'bool'>";
@@ -31,14 +32,57 @@ std::string py_type(const json::value& v) {
   return "<class 'NoneType'>";
 }
 
-/// A JSON value as a message quotes it: a string as Python's repr, anything else as JSON.
+std::string py_value_repr(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "None";
+    case json::kind::bool_: return v.get_bool() ? "True" : "False";
+    case json::kind::int64: return std::to_string(v.get_int64());
+    case json::kind::uint64: return std::to_string(v.get_uint64());
+    case json::kind::double_: {
+      const double d = v.get_double();
+      if (std::isnan(d)) return "nan";
+      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+      auto t = fmt::format("{}", d);
+      if (t.find_first_of(".en") == std::string::npos) t += ".0";  // Python's repr keeps a float's point
+      return t;
+    }
+    case json::kind::string: return text::py_repr(std::string_view(v.get_string()));
+    case json::kind::array: {
+      std::string out = "[";
+      for (const auto& e : v.get_array()) out += (out.size() > 1 ? ", " : "") + py_value_repr(e);
+      return out + "]";
+    }
+    case json::kind::object: {
+      std::string out = "{";
+      for (const auto& [k, e] : v.get_object())
+        out += (out.size() > 1 ? ", " : "") + text::py_repr(std::string_view(k)) + ": " + py_value_repr(e);
+      return out + "}";
+    }
+  }
+  return "None";
+}
+
 std::string quoted(const json::value& v) {
   if (v.is_string()) return text::py_repr(std::string_view(v.get_string()));
   return json::serialize(v);
 }
 
-[[noreturn]] void refuse(const std::string& field, const json::value& v, std::string_view expected) {
+void refuse(const std::string& field, const json::value& v, std::string_view expected) {
   throw config_error("", field + " is " + quoted(v) + "; expected " + std::string(expected));
+}
+
+bool truthy(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return false;
+    case json::kind::bool_: return v.get_bool();
+    case json::kind::int64: return v.get_int64() != 0;
+    case json::kind::uint64: return v.get_uint64() != 0;
+    case json::kind::double_: return v.get_double() != 0.0;
+    case json::kind::string: return !v.get_string().empty();
+    case json::kind::array: return !v.get_array().empty();
+    case json::kind::object: return !v.get_object().empty();
+  }
+  return false;
 }
 
 std::string lower(std::string_view s) {
@@ -47,28 +91,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-/// A JSON integer that fits int64 (a bool or a float is not one).
 std::optional<std::int64_t> integer(const json::value& v) {
   if (v.is_int64()) return v.get_int64();
   if (v.is_uint64() && v.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(v.get_uint64());
   return std::nullopt;
 }
 
-/// An int as pydantic's lax mode reads one: a JSON integer, a float without a fraction, or the text of
-/// an integer.
-std::optional<std::int64_t> pydantic_int(const json::value& v) {
-  if (const auto i = integer(v)) return i;
-  if (v.is_double() && std::isfinite(v.get_double()) && std::trunc(v.get_double()) == v.get_double() && std::abs(v.get_double()) < 9e18)
-    return static_cast<std::int64_t>(v.get_double());
-  if (!v.is_string()) return std::nullopt;
-  const std::string_view t = v.get_string();
-  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
-  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return std::stoll(std::string(t));
-}
-
-/// A list of strings at `key` (absent or null: empty); anything else is refused.
 std::vector<std::string> string_list(const json::object& o, std::string_view key, std::string_view where) {
   std::vector<std::string> out;
   const auto* v = o.if_contains(key);
@@ -82,7 +110,6 @@ std::vector<std::string> string_list(const json::object& o, std::string_view key
   return out;
 }
 
-/// A string at `key`, or "" when absent or null; anything else is refused.
 std::string optional_string(const json::object& o, std::string_view key, const std::string& where, std::string_view expected) {
   const auto* v = o.if_contains(key);
   if (!v || v->is_null()) return "";
@@ -90,10 +117,45 @@ std::string optional_string(const json::object& o, std::string_view key, const s
   return std::string(v->get_string());
 }
 
-/// vLLM's get_from_keys: a required key, or its ValueError.
 const json::value& required(const json::object& o, std::string_view key) {
   if (const auto* v = o.if_contains(key)) return *v;
   throw config_error("", "Cannot find any of ['" + std::string(key) + "'] in the model's quantization config.");
+}
+
+std::string canonical_json(const json::value& v) {
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const auto& e : v.get_array()) out += (out.size() > 1 ? "," : "") + canonical_json(e);
+    return out + "]";
+  }
+  if (!v.is_object()) return json::serialize(v);
+  std::vector<std::pair<std::string_view, const json::value*>> entries;
+  for (const auto& [k, e] : v.get_object()) entries.emplace_back(k, &e);
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "{";
+  for (const auto& [k, e] : entries) out += (out.size() > 1 ? "," : "") + json::serialize(json::value(k)) + ":" + canonical_json(*e);
+  return out + "}";
+}
+
+}  // namespace detail
+
+namespace {
+
+namespace json = boost::json;
+using namespace detail;
+
+/// An int as pydantic's lax mode reads one: a JSON integer, a float without a fraction, or the text of
+/// an integer.
+std::optional<std::int64_t> pydantic_int(const json::value& v) {
+  if (const auto i = integer(v)) return i;
+  if (v.is_double() && std::isfinite(v.get_double()) && std::trunc(v.get_double()) == v.get_double() && std::abs(v.get_double()) < 9e18)
+    return static_cast<std::int64_t>(v.get_double());
+  if (!v.is_string()) return std::nullopt;
+  const std::string_view t = v.get_string();
+  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
+  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(std::string(t));
 }
 
 constexpr std::string_view strategies[] = {"tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"};
@@ -307,10 +369,19 @@ checkpoint_source read_modelopt(const json::object& o, checkpoint_source s) {
   }
   if (s.quant_algo == "FP8") s.method = checkpoint_method::modelopt_fp8;
   else if (s.quant_algo == "NVFP4") s.method = checkpoint_method::modelopt_fp4;
+  else if (s.quant_algo == "MIXED_PRECISION") s.method = checkpoint_method::modelopt_mixed;
   else
     throw config_error("", "the checkpoint's ModelOpt quant_algo is " + text::py_repr(s.quant_algo) +
-                               ", which this build does not read; it reads 'FP8' and 'NVFP4'");
+                               ", which this build does not read; it reads 'FP8', 'NVFP4' and 'MIXED_PRECISION'");
   s.skipped = string_list(*from, s.skipped_key, "quantization_config");
+  if (s.method == checkpoint_method::modelopt_mixed) {
+    // _from_config reads quantized_layers from `quantization` when the config has one, else from the top.
+    const bool nested = o.contains("quantization");
+    const auto had_group_size = from->contains("group_size") && !from->at("group_size").is_null();
+    const auto group_size = s.group_size;
+    read_modelopt_mixed(*from, nested ? "quantization_config.quantization" : "quantization_config", s);
+    if (had_group_size) s.group_size = group_size;  // the config's own group_size wins over the first NVFP4 entry's
+  }
   return s;
 }
 
@@ -330,9 +401,13 @@ checkpoint_source read_checkpoint_source(const json::value& qc, std::string_view
     return s;
   }
   if (lower(s.quant_method).starts_with("modelopt")) return read_modelopt(o, std::move(s));
+  if (s.quant_method == "quark") {
+    read_quark(o, s);
+    return s;
+  }
   throw config_error("", "the checkpoint's quantization_config has quant_method " + text::py_repr(s.quant_method) +
-                             ", which this build does not read; it reads 'fp8', 'compressed-tensors', 'mxfp4' (gpt-oss) and "
-                             "'modelopt' (FP8 and NVFP4)");
+                             ", which this build does not read; it reads 'fp8', 'compressed-tensors', 'mxfp4' (gpt-oss), "
+                             "'modelopt' (FP8, NVFP4 and MIXED_PRECISION) and 'quark'");
 }
 
 }  // namespace qpolicy::source

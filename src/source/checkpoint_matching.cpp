@@ -96,6 +96,15 @@ bool should_ignore(const model_desc& model, const std::string& name, const std::
   return ignored == shards.size();
 }
 
+bool fnmatch_case(std::string_view pattern, std::string_view name) {
+  // match_one reads a leading "re:" as a regex; to fnmatch it is three literal characters.
+  if (match::is_regex_pattern(pattern)) {
+    if (!match::is_regex_pattern(name)) return false;
+    pattern.remove_prefix(3), name.remove_prefix(3);
+  }
+  return match::match_one(pattern, name, match::glob_mode::on).matched;
+}
+
 /// compressed-tensors' find_matched_target over the groups' targets (later groups replace a target's
 /// group, as the config's dict does): the name, then every shard of a fused layer, then the class name.
 const config_group* matched_group(const checkpoint_source& s, const model_desc& model, const std::string& name,

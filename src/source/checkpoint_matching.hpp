@@ -19,6 +19,8 @@ std::vector<std::string> shard_names(const model_desc& model, const std::string&
 bool is_layer_skipped(const model_desc& model, const std::string& prefix, const std::vector<std::string>& ignored, std::string& which);
 /// compressed-tensors' should_ignore_layer; `which` receives the pattern that matched.
 bool should_ignore(const model_desc& model, const std::string& name, const std::vector<std::string>& ignore, std::string& which);
+/// Python's fnmatch.fnmatchcase: `*`, `?` and `[...]` globs over the whole name ("re:" is no prefix here).
+bool fnmatch_case(std::string_view pattern, std::string_view name);
 /// compressed-tensors' find_matched_target over the groups' targets; `which` receives the target.
 const config_group* matched_group(const checkpoint_source& s, const model_desc& model, const std::string& name,
                                   std::string_view class_name, bool moe, std::string& which);

@@ -47,9 +47,29 @@ std::int64_t product(std::int64_t a, std::int64_t b, const std::string& tensor) 
 /// The parts of one module under the checkpoint's format, given its codes' logical [N, K] (found from the
 /// main tensor); empty when the format's layout is not one this build knows. Block scales count a partial
 /// last block, as the decoders read them.
-std::vector<part> module_parts(const checkpoint_source& s, const config_group* g, std::int64_t n, std::int64_t k) {
+std::vector<part> module_parts(const checkpoint_source& s, const source_layer& decided, const config_group* g, std::int64_t n, std::int64_t k) {
   const std::vector<std::int64_t> one{1}, scalar{};
   switch (s.method) {
+    case checkpoint_method::modelopt_mixed:
+    case checkpoint_method::quark: {
+      const part fp8_weight{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"};
+      switch (decided.layout) {
+        case stored_layout::unknown: return {};
+        case stored_layout::fp8_tensor: return {fp8_weight, {"weight_scale", {st::F32}, {one, scalar}, "[1] or []"}};
+        case stored_layout::fp8_channel: return {fp8_weight, {"weight_scale", {st::F32}, {{n}, {n, 1}}, "[N]"}};
+        case stored_layout::fp8_blocks:
+          return {fp8_weight, {"weight_scale", {st::F32}, {{ceil_div(n, 128), ceil_div(k, 128)}}, "[N/128, K/128] (rounded up)"}};
+        case stored_layout::fp8_blocks_4d:
+          return {fp8_weight, {"weight_scale", {st::F32}, {{ceil_div(n, 128), 1, ceil_div(k, 128), 1}}, "[N/128, 1, K/128, 1] (rounded up)"}};
+        case stored_layout::mxfp8: return {fp8_weight, {"weight_scale", {st::U8}, {{n, ceil_div(k, 32)}}, "[N, K/32]"}};
+        case stored_layout::mxfp4:
+          return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::U8}, {{n, ceil_div(k, 32)}}, "[N, K/32]"}};
+        case stored_layout::nvfp4:
+          return {{"weight", {st::U8}, {{n, k / 2}}, "[N, K/2]"}, {"weight_scale", {st::F8_E4M3}, {{n, ceil_div(k, s.group_size)}}, "[N, K/group_size]"},
+                  {"weight_scale_2", {st::F32}, {one, scalar}, "[1] or []"}};
+      }
+      return {};
+    }
     case checkpoint_method::fp8:
       if (s.weight_block_size)
         return {{"weight", {st::F8_E4M3}, {{n, k}}, "[N, K]"},
@@ -107,7 +127,7 @@ void fail(const std::string& module, const std::string& scheme, const std::vecto
 void check_module(const checkpoint_source& s, const source_layer& decided, const config_group* g, const std::string& module,
                   const std::function<const tensor_header*(const std::string&)>& find) {
   // The main tensor's name and how its columns relate to K, from the format's parts at a nominal shape.
-  const auto nominal = module_parts(s, g, 2, 64);
+  const auto nominal = module_parts(s, decided, g, 2, 64);
   if (nominal.empty()) return;
   const auto main_name = module + "." + nominal.front().suffix;
   const auto* main = find(main_name);
@@ -118,10 +138,11 @@ void check_module(const checkpoint_source& s, const source_layer& decided, const
              stored_in(*main));
   const std::int64_t n = main->shape[0];
   std::int64_t k = main->shape[1];
-  if ((nominal.front().suffix == "weight_packed" && main->type == st::U8) || s.method == checkpoint_method::modelopt_fp4)
+  const bool fp4_layout = decided.layout == stored_layout::nvfp4 || decided.layout == stored_layout::mxfp4;
+  if ((nominal.front().suffix == "weight_packed" && main->type == st::U8) || s.method == checkpoint_method::modelopt_fp4 || fp4_layout)
     k = product(k, 2, main_name);
   if (main->type == st::I32 && g) k = product(main->shape[1], 32, main_name) / g->num_bits;  // at most; weight_shape holds the true K
-  const auto parts = module_parts(s, g, n, k);
+  const auto parts = module_parts(s, decided, g, n, k);
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const auto& p = parts[i];
     const auto name = module + "." + p.suffix;
@@ -175,12 +196,15 @@ void check_stored_tensors(const checkpoint_source& s, const model_desc& model,
   for (const auto& layer : model.layers) {
     const auto decided = s.decide(model, layer);
     if (!decided.quantized() || decided.error) continue;
-    if (s.method == checkpoint_method::mxfp4 || s.method == checkpoint_method::gpt_oss_mxfp4) {
-      // gpt-oss's HF format fuses the experts; per-expert tensors are another MXFP4 layout, not checked.
-      if (find(layer.name + ".gate_up_proj_blocks") || !find(layer.name + ".0." + s.expert_projections[0] + ".weight"))
-        check_gpt_oss_experts(decided, layer.name, find);
+    // gpt-oss's HF format fuses MXFP4 experts (mxfp4 methods, and Quark's OCP MX experts as gpt-oss stores
+    // them); the mxfp4 methods' per-expert tensors are another MXFP4 layout, not checked.
+    const bool mxfp4_method = s.method == checkpoint_method::mxfp4 || s.method == checkpoint_method::gpt_oss_mxfp4;
+    const bool fused = find(layer.name + ".gate_up_proj_blocks") || !find(layer.name + ".0." + s.expert_projections[0] + ".weight");
+    if ((mxfp4_method || (decided.cls == method_class::quark_ocp_mx_moe && decided.layout == stored_layout::mxfp4)) && fused) {
+      check_gpt_oss_experts(decided, layer.name, find);
       continue;
     }
+    if (mxfp4_method) continue;
     const auto* g = decided_group(s, decided);
     std::vector<std::string> modules;
     if (layer.kind == layer_kind::moe) {
@@ -215,7 +239,8 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_names_of(
       continue;
     }
     // gpt-oss: L.experts.gate_up_proj_blocks [E, 2I, K/32, 16] and L.experts.down_proj_blocks [E, H, I/32, 16].
-    const bool fused_blocks = checkpoint.method == checkpoint_method::mxfp4 || checkpoint.method == checkpoint_method::gpt_oss_mxfp4;
+    const bool fused_blocks = checkpoint.method == checkpoint_method::mxfp4 || checkpoint.method == checkpoint_method::gpt_oss_mxfp4 ||
+                              checkpoint.method == checkpoint_method::quark;
     for (std::string_view fused : {".gate_up_proj_blocks", ".down_proj_blocks"}) {
       if (fused_blocks && name.ends_with(fused) && shape.size() != 4)
         throw config_error("", "tensor " + text::py_repr(name) + " has shape " + checked::shape_text(shape) +

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "../support/checkpoint_fixture.hpp"
+#include "../support/quantized_dirs.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
 #include "../support/reference_decode.hpp"
@@ -28,129 +29,8 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using qpolicy::schemes::formula;
 
-namespace {
-
-qpolicy::test::process_result run(std::vector<std::string> args) { return qpolicy::test::run_qpolicy(std::move(args)); }
-
-/// Runs a command that must succeed.
-std::string ok(std::vector<std::string> args) {
-  const auto r = run(std::move(args));
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  return r.err;
-}
-
-/// The synthetic Qwen3-MoE model (bf16) as a model directory.
-fs::path bf16_dir(const fs::path& root) {
-  const auto d = root / "bf16";
-  fs::create_directories(d);
-  qpolicy::test::write_bf16_checkpoint(qpolicy::test::synthetic(), (d / "model.safetensors").string());
-  std::ofstream(d / "config.json") << "{\n  \"model_type\": \"qwen3_moe\",\n  \"torch_dtype\": \"bfloat16\"\n}\n";
-  return d;
-}
-
-/// `name` under `root`: the synthetic bf16 model quantized online with `config` (an already-quantized input).
-fs::path quantized_input(const fs::path& bf16, const fs::path& root, const std::string& name, const std::string& config) {
-  const auto d = root / name;
-  ok({"quantize", "-q", "online", "-c", config, bf16.string(), "-o", d.string()});
-  return d;
-}
-
-/// Every tensor of a directory's model.safetensors: name -> (dtype, shape, bytes).
-struct stored {
-  st::dtype type;
-  std::vector<std::int64_t> shape;
-  std::string bytes;
-};
-std::map<std::string, stored> tensors_of(const fs::path& dir) {
-  std::map<std::string, stored> out;
-  st::file f((dir / "model.safetensors").string());
-  for (const auto& t : f.tensors()) {
-    const auto d = f.data(t);
-    out[t.name] = {t.type, t.shape, std::string(reinterpret_cast<const char*>(d.data()), d.size())};
-  }
-  return out;
-}
-
-/// Writes model directory `d`: `tensors` as `change` leaves them (it edits a spec and its bytes, or
-/// returns false to leave one out) in one model.safetensors, and config.json with `config`.
-template <class Change>
-fs::path write_dir(const fs::path& d, const std::map<std::string, stored>& tensors, Change&& change, const std::string& config) {
-  fs::create_directories(d);
-  std::vector<st::tensor_spec> specs;
-  std::vector<std::string> data;
-  for (const auto& [n, t] : tensors) {
-    st::tensor_spec s{n, t.type, t.shape};
-    std::string bytes = t.bytes;
-    if (!change(s, bytes)) continue;
-    specs.push_back(s);
-    data.push_back(bytes);
-  }
-  st::file_writer w((d / "model.safetensors").string(), specs, {});
-  for (const auto& b : data) w.write(std::as_bytes(std::span(b.data(), b.size())));
-  w.finish();
-  std::ofstream(d / "config.json") << config;
-  return d;
-}
-
-json::object quantization_config(const fs::path& dir) {
-  return json::parse(qpolicy::test::slurp(dir / "config.json")).as_object().at("quantization_config").as_object();
-}
-
-template <class T>
-std::vector<T> values(const std::string& bytes) {
-  std::vector<T> v(bytes.size() / sizeof(T));
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
-/// What the online formula `f` stores for `module`'s weight decoded (as bf16) from `decoder`'s stored
-/// tensors: the codes and the scales.
-std::pair<std::string, std::string> requantized(formula decoder, const std::map<std::string, stored>& in, const std::string& codes,
-                                                const std::string& scales, const float* second, std::int64_t rows, std::int64_t cols,
-                                                formula f) {
-  // The decode written from the formats (tests/support), not the library's decoder.
-  const auto& code_bytes = in.at(codes).bytes;
-  const auto& scale_bytes = in.at(scales).bytes;
-  const auto& row = qpolicy::schemes::formula_of(decoder);
-  std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t k = 0; k < cols; ++k)
-      w[static_cast<std::size_t>(r * cols + k)] = qpolicy::test::bf16_of(qpolicy::test::reference_element(
-          row, reinterpret_cast<const std::uint8_t*>(code_bytes.data()), reinterpret_cast<const std::uint8_t*>(scale_bytes.data()),
-          reinterpret_cast<const std::uint8_t*>(second), r, k, cols));
-  const auto parts = qpolicy::quantize_tensor_parts(f, {w.data(), qpolicy::element::bf16, rows, cols}, {});
-  return {std::string(parts[0].bytes.begin(), parts[0].bytes.end()), std::string(parts[1].bytes.begin(), parts[1].bytes.end())};
-}
-
-/// A quantized input converted with `config` into `out`, and the bf16 model converted with the same config
-/// (compressed-tensors) into `direct`: the conversion's stderr and both outputs' tensors.
-struct beside_bf16 {
-  std::string err;
-  std::map<std::string, stored> got, want;
-};
-beside_bf16 convert_beside_bf16(const fs::path& input, const fs::path& bf16, const fs::path& out, const fs::path& direct, const std::string& config) {
-  beside_bf16 r;
-  r.err = ok({"quantize", "-c", config, input.string(), "-o", out.string()});
-  ok({"quantize", "-q", "online", "-c", config, "--format", "compressed-tensors", bf16.string(), "-o", direct.string()});
-  r.got = tensors_of(out);
-  r.want = tensors_of(direct);
-  return r;
-}
-
-/// Runs `args INPUT -o OUT`, which must exit 2 with `message` on stderr and write nothing.
-void refused(std::vector<std::string> args, const fs::path& input, const fs::path& out, const std::string& message) {
-  args.insert(args.end(), {input.string(), "-o", out.string()});
-  const auto r = run(args);
-  INFO(r.err);
-  CHECK(r.status == 2);
-  CHECK_THAT(r.err, Catch::Contains(message));
-  CHECK(!fs::exists(out));
-}
-
+using namespace qpolicy::test::quantized_dirs;
 using qpolicy::test::listing;
-
-}  // namespace
 
 TEST_CASE("quantize on NVFP4 experts keeps them, or requantizes them as vLLM decodes them", "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-nvfp4");
@@ -390,42 +270,7 @@ TEST_CASE("quantize refuses a quantized checkpoint whose tensors are not what it
 TEST_CASE("quantize on gpt-oss keeps its fused MXFP4 experts in a Quark checkpoint beside online FP8 attention",
           "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-gpt-oss");
-  // gpt-oss's layout at H 128, 4 experts of I 32: bf16 attention, router and biases; each expert
-  // projection's MXFP4 codes in fused [E, N, K/32, 16] blocks with [E, N, K/32] E8M0 scales.
-  std::mt19937 rng(7);
-  std::map<std::string, stored> tensors;
-  auto add = [&](std::string name, st::dtype type, std::vector<std::int64_t> shape) {
-    std::size_t n = 1;
-    for (auto d : shape) n *= static_cast<std::size_t>(d);
-    std::string bytes;
-    if (type == st::dtype::BF16) {
-      const auto v = qpolicy::test::random_bf16(n, 0.05f, rng);
-      bytes.assign(reinterpret_cast<const char*>(v.data()), n * 2);
-    } else {  // codes: any byte; E8M0 scales near 1
-      const bool scales = name.ends_with("_scales");
-      for (std::size_t i = 0; i < n; ++i) bytes.push_back(static_cast<char>(scales ? 120 + rng() % 10 : rng() % 256));
-    }
-    tensors[name] = {type, std::move(shape), std::move(bytes)};
-  };
-  add("model.embed_tokens.weight", st::dtype::BF16, {16, 128});
-  for (int l = 0; l < 2; ++l) {
-    const auto p = "model.layers." + std::to_string(l) + ".";
-    add(p + "self_attn.q_proj.weight", st::dtype::BF16, {128, 128});
-    add(p + "self_attn.k_proj.weight", st::dtype::BF16, {128, 128});
-    add(p + "self_attn.v_proj.weight", st::dtype::BF16, {128, 128});
-    add(p + "self_attn.o_proj.weight", st::dtype::BF16, {128, 128});
-    add(p + "mlp.router.weight", st::dtype::BF16, {4, 128});
-    add(p + "mlp.experts.gate_up_proj_blocks", st::dtype::U8, {4, 64, 4, 16});
-    add(p + "mlp.experts.gate_up_proj_scales", st::dtype::U8, {4, 64, 4});
-    add(p + "mlp.experts.gate_up_proj_bias", st::dtype::BF16, {4, 64});
-    add(p + "mlp.experts.down_proj_blocks", st::dtype::U8, {4, 128, 1, 16});
-    add(p + "mlp.experts.down_proj_scales", st::dtype::U8, {4, 128, 1});
-    add(p + "mlp.experts.down_proj_bias", st::dtype::BF16, {4, 128});
-  }
-  add("lm_head.weight", st::dtype::BF16, {16, 128});
-  const auto oss = write_dir(tmp.path() / "gpt-oss", tensors, [](st::tensor_spec&, std::string&) { return true; },
-                             R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4", )"
-                             R"("modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "lm_head"]}})");
+  const auto oss = gpt_oss_dir(tmp.path());
   const auto in = tensors_of(oss);
 
   SECTION("experts byte for byte, attention as quantize-tensor gives it, one Quark quantization_config") {
@@ -501,22 +346,7 @@ TEST_CASE("quantize on ModelOpt NVFP4 keeps its layers in a MIXED_PRECISION chec
           "[checkpoint][quantize][requantize]") {
   const qpolicy::test::temp_dir tmp("quantized-input-modelopt");
   const auto bf16 = bf16_dir(tmp.path());
-  const auto nvfp4 = quantized_input(bf16, tmp.path(), "nvfp4", R"({"moe": "nvfp4_per_token"})");
-  // The same experts as ModelOpt stores them: M.weight packed, M.weight_scale e4m3, M.weight_scale_2 the decode
-  // multiplier (1 / compressed-tensors' global scale); the attention and routers excluded.
-  const auto modelopt = write_dir(
-      tmp.path() / "modelopt", tensors_of(nvfp4),
-      [](st::tensor_spec& s, std::string& bytes) {
-        if (s.name.ends_with(".weight_packed")) s.name.replace(s.name.size() - 7, 7, "");
-        if (s.name.ends_with(".weight_global_scale")) {
-          s.name.replace(s.name.size() - 12, 12, "scale_2");
-          const float inverse = 1.0f / values<float>(bytes).at(0);
-          std::memcpy(bytes.data(), &inverse, 4);
-        }
-        return true;
-      },
-      R"({"model_type": "qwen3_moe", "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "modelopt", "quantization": )"
-      R"({"quant_algo": "NVFP4", "group_size": 16, "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head", "*self_attn*", "*mlp.gate"]}}})");
+  const auto modelopt = modelopt_nvfp4_dir(bf16, tmp.path());
   const auto in = tensors_of(modelopt);
 
   SECTION("kept modules byte for byte, online ones as from the bf16 model, one MIXED_PRECISION config") {

@@ -120,7 +120,7 @@ std::vector<st::tensor_spec> moe_specs(stored_as how) {
 TEST_CASE("checkpoint quantization_configs are read with vLLM's required fields and refusals", "[checkpoint][source]") {
   CHECK_THROWS_WITH(read(R"({"quant_method": "gptq", "bits": 4})"),
                     "the checkpoint's quantization_config has quant_method 'gptq', which this build does not read; it reads 'fp8', "
-                    "'compressed-tensors', 'mxfp4' (gpt-oss) and 'modelopt' (FP8 and NVFP4)");
+                    "'compressed-tensors', 'mxfp4' (gpt-oss), 'modelopt' (FP8, NVFP4 and MIXED_PRECISION) and 'quark'");
   CHECK_THROWS_WITH(read(R"({"bits": 4})"), "Cannot find any of ['quant_method'] in the model's quantization config.");
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8"})"), "Cannot find any of ['activation_scheme'] in the model's quantization config.");
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8", "activation_scheme": "sometimes"})"), "Unsupported activation scheme sometimes");
@@ -129,7 +129,7 @@ TEST_CASE("checkpoint quantization_configs are read with vLLM's required fields 
   CHECK_THROWS_WITH(read(R"({"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]})"),
                     "The block-wise quantization only supports dynamic activation scheme for now, but got static activation scheme.");
   CHECK_THROWS_WITH(read(R"({"quant_method": "modelopt", "quant_algo": "MXFP8"})"),
-                    "the checkpoint's ModelOpt quant_algo is 'MXFP8', which this build does not read; it reads 'FP8' and 'NVFP4'");
+                    "the checkpoint's ModelOpt quant_algo is 'MXFP8', which this build does not read; it reads 'FP8', 'NVFP4' and 'MIXED_PRECISION'");
   CHECK_THROWS_WITH(read(R"({"quant_method": "modelopt", "quantization": {"exclude_modules": []}})"),
                     "Missing 'quant_algo' in quantization config");
   CHECK_THROWS_WITH(read(R"({"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": "lm_head"})"),

@@ -10,7 +10,13 @@
 //                      name contained; "Linear" also targets the experts), weight arguments or none;
 //   mxfp4.py           Mxfp4Config / GptOssMxfp4Config: the experts only (linear layers stay unquantized);
 //   modelopt.py        ModelOptFp8Config / ModelOptNvFp4Config: `exclude_modules` (or `ignore`) as exact
-//                      names, substrings and fnmatch wildcards.
+//                      names, substrings and fnmatch wildcards; ModelOptMixedPrecisionConfig (quant_algo
+//                      MIXED_PRECISION): the same exclusions, then each layer's algo from `quantized_layers`
+//                      (_resolve_quant_algo: the name, its fused shards, or a key under its prefix);
+//   quark/quark.py     QuarkConfig: `exclude` (should_ignore_layer; experts by their children too), then
+//                      `layer_quant_config` (containment without `*`, else fnmatch; fused shards agree), else
+//                      `global_quant_config`; the scheme from the weight and input specs (_is_fp8_w8a8,
+//                      _is_w_ocp_mx_a_x, ...).
 #include <boost/json/fwd.hpp>
 
 #include <array>
@@ -29,7 +35,7 @@ namespace qpolicy::source {
 
 /// The checkpoint methods qpolicy reads, by the name vLLM gives each after its override step
 /// (config/model.py _verify_quantization): one row each in method_table.
-enum class checkpoint_method : std::uint8_t { fp8, compressed_tensors, mxfp4, gpt_oss_mxfp4, modelopt_fp8, modelopt_fp4 };
+enum class checkpoint_method : std::uint8_t { fp8, compressed_tensors, mxfp4, gpt_oss_mxfp4, modelopt_fp8, modelopt_fp4, modelopt_mixed, quark };
 
 /// vLLM's quantization method class for a layer of a checkpoint method: one row each in class_table,
 /// with whether (and from which release) vLLM can decode its weights for requantization.
@@ -48,13 +54,31 @@ enum class method_class : std::uint8_t {
   modelopt_linear,
   modelopt_fp8_moe,
   modelopt_nvfp4_moe,
+  modelopt_mxfp8_moe,
+  quark_linear,
+  quark_fp8_moe,
+  quark_ocp_mx_moe,
 };
 
 /// How a class answers vLLM's dequantize_weight (base_config.py and the classes that override it).
 enum class decode_support : std::uint8_t {
   none,           // the base method: "does not implement dequantize_weight"
   decodes,        // decodes its weights (from `since`)
-  mxfp8_only,     // ModelOptLinearMethod: "ModelOpt weight dequantization is only supported for MXFP8."
+  mxfp8_only,     // ModelOptLinearMethod and QuarkLinearMethod: MXFP8 weights only (class_row::partial_text otherwise)
+};
+
+/// How a layer's weight is stored, where the checkpoint's config names it per layer (ModelOpt
+/// MIXED_PRECISION, Quark): the tensors beside `M.weight`, which the stored-tensor checks read and the
+/// decoders take.
+enum class stored_layout : std::uint8_t {
+  unknown,        // a layout this build does not check or decode
+  fp8_tensor,     // weight F8_E4M3 [N, K], weight_scale F32 [1] or []
+  fp8_channel,    // weight F8_E4M3 [N, K], weight_scale F32 [N] (or [N, 1])
+  fp8_blocks,     // weight F8_E4M3 [N, K], weight_scale F32 [N/128, K/128] (rounded up; Quark)
+  fp8_blocks_4d,  // weight F8_E4M3 [N, K], weight_scale F32 [N/128, 1, K/128, 1] (ModelOpt FP8_PB_WO)
+  mxfp8,          // weight F8_E4M3 [N, K], weight_scale U8 [N, K/32]
+  mxfp4,          // weight U8 [N, K/2], weight_scale U8 [N, K/32]; gpt-oss's experts as fused *_blocks/*_scales
+  nvfp4,          // weight U8 [N, K/2], weight_scale F8_E4M3 [N, K/group_size], weight_scale_2 F32 [1] or []
 };
 
 /// One vLLM method class: its qualified name (as Python prints `type(self)`), what it decodes and since
@@ -64,6 +88,7 @@ struct class_row {
   std::string_view qualified_name;
   decode_support decode = decode_support::none;
   vllm_release since = vllm_release::v0_30;
+  std::string_view partial_text = "";  // mxfp8_only: vLLM's error for any other weight
 };
 
 /// The row of class `c`.
@@ -85,6 +110,8 @@ struct source_layer {
   std::string scheme;  // what the checkpoint stores for the layer, in words ("" when unquantized)
   std::string rule;    // which entry of the checkpoint's quantization_config decided, in words
   std::optional<std::string> error;  // vLLM's error when it builds the layer (shards that disagree, ...)
+  stored_layout layout = stored_layout::unknown;  // ModelOpt MIXED_PRECISION and Quark: how the weight is stored
+  std::string entry = {};  // ModelOpt MIXED_PRECISION and Quark: the config entry that decided ("" for Quark's global config)
   bool quantized() const { return cls != method_class::unquantized_linear && cls != method_class::unquantized_moe; }
 };
 
@@ -107,6 +134,21 @@ struct config_group {
   std::string input_type;
 };
 
+/// One Quark layer config (a `layer_quant_config` entry or `global_quant_config`), read: what vLLM builds
+/// from it for a linear layer and for the experts (QuarkConfig._get_scheme_cls_from_config,
+/// QuarkMoEMethod.get_moe_method_target), or its error.
+struct quark_layer_config {
+  std::string pattern;    // the layer_quant_config key ("" for the global config)
+  std::string canonical;  // the config as sorted JSON: equal configs compare equal (vLLM's deep_compare)
+  struct target {
+    method_class cls = method_class::unquantized_linear;
+    std::string scheme;  // in words
+    stored_layout layout = stored_layout::unknown;
+    std::optional<std::string> error;
+  };
+  target linear, moe;
+};
+
 /// A checkpoint's quantization_config, read: the method and the fields its layer rules use.
 struct checkpoint_source {
   checkpoint_method method = checkpoint_method::fp8;
@@ -118,6 +160,10 @@ struct checkpoint_source {
   std::vector<config_group> groups;       // compressed-tensors, in the config's order
   std::string quant_algo;                 // ModelOpt, upper-cased
   std::int64_t group_size = 16;           // ModelOpt NVFP4: weights per scale (`group_size`, vLLM's default 16)
+  /// ModelOpt MIXED_PRECISION's `quantized_layers`: module -> its quant_algo (upper-cased), in the config's order.
+  std::vector<std::pair<std::string, std::string>> quantized_layers;
+  std::vector<quark_layer_config> quark_layers;  // Quark's layer_quant_config, in the config's order
+  quark_layer_config quark_global;               // Quark's global_quant_config
   bool has_transform_config = false;      // compressed-tensors: online rotations wrap some layers
   std::vector<std::string> transform_schemes;  // their scheme names: `M.{scheme}_{location}.weight` is a transform's
   /// The checkpoint's names of an expert's projections (vLLM's ckpt_gate/up/down_proj_name), which
@@ -133,7 +179,7 @@ struct checkpoint_source {
 /// Reads config.json's `quantization_config` (`model_type` from config.json: gpt-oss's MXFP4 is its own
 /// method). Throws config_error naming the value for an unknown `quant_method` (and the methods this
 /// build reads), a missing or ill-typed field vLLM requires, and a ModelOpt quant_algo other than FP8
-/// and NVFP4.
+/// and NVFP4 (or MIXED_PRECISION); Quark and MIXED_PRECISION configs are checked entry by entry.
 checkpoint_source read_checkpoint_source(const boost::json::value& quantization_config, std::string_view model_type);
 
 /// The compressed-tensors config group that decided a layer (its rule names it); nullptr for another
