@@ -97,6 +97,20 @@ std::optional<std::int64_t> integer(const json::value& v) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> python_int(const json::value& v) {
+  if (const auto i = integer(v)) return i;
+  if (v.is_bool()) return v.get_bool() ? 1 : 0;  // Python's bool is an int
+  if (v.is_double() && std::isfinite(v.get_double()) && std::abs(v.get_double()) < 1e18) return static_cast<std::int64_t>(v.get_double());  // truncated
+  if (!v.is_string()) return std::nullopt;
+  std::string t(v.get_string());
+  t.erase(0, t.find_first_not_of(" \t\n"));
+  t.erase(t.find_last_not_of(" \t\n") + 1);
+  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
+  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(t);
+}
+
 std::vector<std::string> string_list(const json::object& o, std::string_view key, std::string_view where) {
   std::vector<std::string> out;
   const auto* v = o.if_contains(key);
@@ -349,19 +363,7 @@ checkpoint_source read_modelopt(const json::object& o, checkpoint_source s) {
     throw config_error("", "exclude_modules must be a list, got " + py_type(*list));
   // vLLM's from_config takes an int, or a string int() reads; the NVFP4 scales are [N, K/group_size].
   if (const auto* gs = from->if_contains("group_size"); gs && !gs->is_null()) {
-    std::optional<std::int64_t> size = integer(*gs);
-    if (gs->is_bool()) size = gs->get_bool() ? 1 : 0;  // Python's bool is an int
-    if (gs->is_double() && std::isfinite(gs->get_double()) && std::abs(gs->get_double()) < 1e18)
-      size = static_cast<std::int64_t>(gs->get_double());  // int() truncates
-    if (!size && gs->is_string()) {
-      std::string t(gs->get_string());
-      t.erase(0, t.find_first_not_of(" \t\n"));
-      t.erase(t.find_last_not_of(" \t\n") + 1);
-      const bool digits = !t.empty() && t.size() <= 18 &&
-                          std::all_of(t.begin() + (t[0] == '-' || t[0] == '+'), t.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                          t.size() > static_cast<std::size_t>(t[0] == '-' || t[0] == '+');
-      if (digits) size = std::stoll(t);
-    }
+    const auto size = python_int(*gs);
     if (!size) throw config_error("", "group_size must be an integer, got " + py_type(*gs));
     if (*size <= 0) refuse("quantization_config." + std::string(from != &o ? "quantization." : "") + "group_size", *gs,
                            "a positive number of weights per NVFP4 scale (16)");

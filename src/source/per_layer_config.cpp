@@ -125,6 +125,31 @@ std::string spec_words(const json::value* w, const json::value* in) {
   return "Quark " + one(w) + " weights, " + one(in) + " activations";
 }
 
+/// The sizes of a Quark config's specs, which the scale shapes are divided by: a `block_size` of two positive
+/// ints and a positive `group_size` (or null), refused naming the field otherwise.
+void check_spec_sizes(const json::value& config, const std::string& where) {
+  if (!config.is_object()) return;
+  for (const char* key : {"weight", "input_tensors", "output_tensors"}) {
+    const auto* v = config.get_object().if_contains(key);
+    if (!v) continue;
+    std::vector<const json::value*> specs{v};
+    if (v->is_array()) {
+      specs.clear();
+      for (const auto& e : v->get_array()) specs.push_back(&e);
+    }
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const auto at = where + "." + key + (v->is_array() ? "[" + std::to_string(i) + "]" : "");
+      if (const auto* b = field(specs[i], "block_size"); b && !b->is_null()) {
+        const bool ok = b->is_array() && b->get_array().size() == 2 &&
+                        std::all_of(b->get_array().begin(), b->get_array().end(), [](const json::value& d) { return integer(d).value_or(0) > 0; });
+        if (!ok) refuse(at + ".block_size", *b, "two positive integers [rows, cols]");
+      }
+      if (const auto* g = field(specs[i], "group_size"); g && !g->is_null() && integer(*g).value_or(0) <= 0)
+        refuse(at + ".group_size", *g, "a positive group size, or null");
+    }
+  }
+}
+
 /// What vLLM builds from one Quark layer config for a linear layer and for the experts.
 quark_layer_config evaluate(const std::string& pattern, const json::value& config, const std::string& where, bool output_cleared) {
   quark_layer_config out;
@@ -249,6 +274,8 @@ void read_quark(const json::object& o, checkpoint_source& s) {
     const auto* v = o.if_contains(key);
     if (!v || !v->is_object()) refuse(where + "." + key, v ? *v : json::value(nullptr), "an object");
   }
+  for (const auto& [name, config] : layers) check_spec_sizes(config, where + ".layer_quant_config[" + text::py_repr(std::string_view(name)) + "]");
+  check_spec_sizes(o.at("global_quant_config"), where + ".global_quant_config");
   for (const auto& [name, config] : layers)
     s.quark_layers.push_back(evaluate(std::string(name), config, where + ".layer_quant_config[" + text::py_repr(std::string_view(name)) + "]",
                                       cleared.count(std::string(name)) != 0));
@@ -291,7 +318,7 @@ void read_modelopt_mixed(const json::object& from, const std::string& where, che
       // int(layer_info.get("group_size", 128)) for every block-FP8 entry.
       std::int64_t g = 128;
       if (gs && !gs->is_null()) {
-        const auto i = integer(*gs);
+        const auto i = python_int(*gs);
         if (!i || *i <= 0) refuse(at + ".group_size", *gs, "a positive block size (128)");
         g = *i;
       }

@@ -13,6 +13,7 @@
 #include "../support/checkpoint_fixture.hpp"
 #include "../support/files.hpp"
 #include "../support/process.hpp"
+#include "../support/source_models.hpp"
 #include "../support/temp_dir.hpp"
 #include "qpolicy/core/detail/text.hpp"
 #include "qpolicy/io/json_front.hpp"
@@ -33,32 +34,8 @@ src::checkpoint_source read(std::string_view qc, std::string_view model_type = "
   return src::read_checkpoint_source(json::parse(qc), model_type);
 }
 
-/// A Qwen3-MoE-shaped layer list: embeddings, two blocks (qkv, o, router, experts), the LM head.
-qpolicy::model_desc moe_model() {
-  qpolicy::model_desc m;
-  m.packed = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
-  m.layers.push_back({"model.embed_tokens", "VocabParallelEmbedding", qpolicy::layer_kind::other});
-  for (int l = 0; l < 2; ++l) {
-    const auto p = "model.layers." + std::to_string(l) + ".";
-    m.layers.push_back({p + "self_attn.qkv_proj", "QKVParallelLinear", qpolicy::layer_kind::linear});
-    m.layers.push_back({p + "self_attn.o_proj", "RowParallelLinear", qpolicy::layer_kind::linear});
-    qpolicy::layer_desc router{p + "mlp.gate", "ReplicatedLinear", qpolicy::layer_kind::linear};
-    router.quantizable = false;
-    m.layers.push_back(router);
-    qpolicy::layer_desc experts{p + "mlp.experts", "FusedMoE", qpolicy::layer_kind::moe};
-    experts.num_experts = 4;
-    m.layers.push_back(experts);
-  }
-  m.layers.push_back({"lm_head", "ParallelLMHead", qpolicy::layer_kind::other});
-  return m;
-}
-
-const qpolicy::layer_desc& layer(const qpolicy::model_desc& m, std::string_view name) {
-  for (const auto& l : m.layers)
-    if (l.name == name) return l;
-  FAIL("no layer " << name);
-  throw;
-}
+using qpolicy::test::moe_model;
+using qpolicy::test::layer;
 
 /// The config's online plan for `model`, composed with `checkpoint` in release `release`.
 qpolicy::composed_plan composed(const src::checkpoint_source& checkpoint, const qpolicy::model_desc& model, const char* config,

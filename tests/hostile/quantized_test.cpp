@@ -137,6 +137,37 @@ std::vector<quantized_case> cases() {
                  "", "", with(mo("FP8", "null"), "\"kv_cache_quant_algo\": null", "\"kv_cache_quant_algo\": 8")});
   out.push_back({"modelopt nvfp4", "llama", mo("NVFP4", "16"), block_tensors(modelopt_nvfp4, false), q + "weight", q + "weight_scale",
                  "group_size", mo("NVFP4", "0"), mo("NVFP4", "-16"), mo("NVFP4", "[16]")});
+  // Quark as quantize writes it for gpt-oss: FP8 128x128 blocks on the attention, the fused MXFP4 experts kept.
+  auto fp8_block_grid = [](const std::string& m, std::vector<stored>& out) {
+    out.push_back({m + ".weight", "F8_E4M3", {128, 128}});
+    out.push_back({m + ".weight_scale", "F32", {1, 1}});
+  };
+  const std::string quark = R"({"quant_method": "quark", "export": {"kv_cache_group": [], "pack_method": "reorder"}, "exclude": ["lm_head"],
+      "layer_type_quant_config": {}, "global_quant_config": {"weight": null}, "layer_quant_config": {
+      "model.layers.0.mlp.experts": {"weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}},
+      "re:never": null, "*self_attn*": {"weight": {"dtype": "fp8_e4m3", "qscheme": "per_block", "block_size": BLOCK, "symmetric": true},
+        "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_group", "group_size": 128, "is_dynamic": true, "symmetric": true}}}})";
+  out.push_back({"quark fp8 blocks and gpt-oss mxfp4", "gpt_oss", with(quark, "BLOCK", "[128, 128]"), block_tensors(fp8_block_grid, true), q + "weight",
+                 q + "weight_scale", "block_size", with(quark, "BLOCK", "[128, 0]"), with(quark, "BLOCK", "[-128, 128]"),
+                 with(with(quark, "BLOCK", "[128, 128]"), "\"exclude\": [\"lm_head\"]", "\"exclude\": \"lm_head\"")});
+  // ModelOpt MIXED_PRECISION as quantize writes it: FP8_PB_WO attention (4-D block scales), NVFP4 experts kept.
+  auto mixed_layout = [&](const std::string& m, std::vector<stored>& out) {
+    if (m.find("self_attn") == std::string::npos) return modelopt_nvfp4(m, out);
+    out.push_back({m + ".weight", "F8_E4M3", {128, 128}});
+    out.push_back({m + ".weight_scale", "F32", {1, 1, 1, 1}});
+  };
+  auto mixed = [](const std::string& group) {
+    std::string layers;
+    for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"})
+      layers += std::string(layers.empty() ? "" : ", ") + "\"model.layers.0.self_attn." + p + "\": {\"quant_algo\": \"FP8_PB_WO\"}";
+    for (int e = 0; e < 2; ++e)
+      for (const char* p : {"gate_proj", "up_proj", "down_proj"})
+        layers += ", \"model.layers.0.mlp.experts." + std::to_string(e) + "." + p + "\": {\"quant_algo\": \"NVFP4\", \"group_size\": " + group + "}";
+    return R"({"quant_method": "modelopt", "quantization": {"quant_algo": "MIXED_PRECISION", "exclude_modules": ["lm_head"],
+        "kv_cache_quant_algo": null, "quantized_layers": {)" + layers + "}}}";
+  };
+  out.push_back({"modelopt mixed precision", "llama", mixed("16"), block_tensors(mixed_layout, false), q + "weight", q + "weight_scale", "group_size",
+                 mixed("0"), mixed("-16"), with(mixed("16"), "\"exclude_modules\": [\"lm_head\"]", "\"exclude_modules\": \"lm_head\"")});
   return out;
 }
 
