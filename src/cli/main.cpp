@@ -168,8 +168,8 @@ int run(const cli::options& o) {
       cli::print_informed();
       return 1;
     }
+    print_warnings(s.warnings);
     cli::print_informed();
-    for (const auto& w : s.warnings) fmt::print(stderr, "warning: {}\n", text::escape_lone_surrogates(w));
     for (const auto& n : s.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n", s.convention);
     for (const auto& line : s.composition) fmt::print(stderr, "{}\n", line);

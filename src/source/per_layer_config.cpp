@@ -235,7 +235,9 @@ std::set<std::string> kv_cache_patterns(const json::object& config, const json::
     throw config_error("", "The Quark quantized model has the kv_cache_group parameter setting, but no kv_cache quantization settings were found in "
                            "the quantization configuration.");
   std::optional<std::string> first;
-  for (const auto& [name, c] : layers) {
+  for (const auto& entry : layers) {
+    const std::string_view name = entry.key();
+    const auto& c = entry.value();
     if (!std::any_of(kv.begin(), kv.end(), [&](const auto& p) { return fnmatch(name, p); })) continue;
     const auto* out = c.is_object() ? c.get_object().if_contains("output_tensors") : nullptr;
     const auto text = out ? canonical_json(*out) : std::string("null");

@@ -14,105 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "qpolicy/io/checkpoint.hpp"
-#include "qpolicy/io/json_front.hpp"
-#include "qpolicy/io/safetensors.hpp"
+#include "grammar_basics.hpp"
+#include "per_layer_grammar.hpp"
 
 namespace qpolicy::fuzz {
-
-namespace json = boost::json;
-using st = safetensors::dtype;
-
-/// The choice stream: each pick reads one byte modulo the number of options (0 past the end).
-struct choices {
-  const std::uint8_t* data;
-  std::size_t size;
-  std::size_t at = 0;
-  unsigned pick(unsigned options) { return at < size ? data[at++] % options : 0; }
-};
-
-/// One tensor of the drawn checkpoint; `fill` is the byte its data repeats (weight_shape holds [N, K]).
-struct stored_tensor {
-  std::string name;
-  st type = st::BF16;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> values;  // I64/I32 contents where they matter (weight_shape)
-};
-
-/// A drawn checkpoint and what runs on it.
-struct checkpoint_draw {
-  json::value quantization_config;
-  std::vector<stored_tensor> tensors;
-  std::string online;                 // the online quantization_config's text
-  maybe<std::string> quantization;    // -q
-  checkpoint_format format = checkpoint_format::automatic;
-  std::string model_type, dtype;      // config.json's ("" leaves it out)
-  std::uint8_t fill = 0;
-  std::size_t truncate = 0;           // bytes cut from the file's end
-  bool end_to_end = true;             // also run plan --model-dir and quantize on the directory
-};
-
-/// The methods the grammar draws, and one that no reader knows.
-enum class method_draw : unsigned { fp8, compressed_tensors, mxfp4, modelopt_fp8, modelopt_nvfp4, unknown, count };
-
-/// How one module is stored.
-enum class layout : unsigned {
-  natural,  // the method's own (from the config's method and format)
-  bf16, fp8_tensor, fp8_block, ct_float, ct_nvfp4, ct_mxfp4, ct_mxfp8, ct_pack_int8, modelopt_fp8, modelopt_nvfp4, count
-};
-
-/// An integer field: `natural`, or a value some reader must refuse or take.
-inline json::value int_field(choices& c, std::int64_t natural) {
-  switch (c.pick(24)) {
-    case 1: return 0;
-    case 2: return -1;
-    case 3: return 1;
-    case 4: return 2;
-    case 5: return 4;
-    case 6: return 8;
-    case 7: return 16;
-    case 8: return 32;
-    case 9: return 128;
-    case 10: return -2;
-    case 11: return INT64_MAX;
-    case 12: return UINT64_MAX;
-    case 13: return std::int64_t{1} << 40;
-    case 14: return "16";
-    case 15: return "x";
-    case 16: return 16.5;
-    case 17: return true;
-    case 18: return nullptr;
-    case 19: return json::array{16};
-    case 20: return 1e300;
-    case 21: return INT64_MIN;
-    case 22: return 3;
-    case 23: return "128x128";
-    default: return natural;
-  }
-}
-
-/// Sets `key` to `natural` (choice 0), leaves it out, or sets another value of `others`.
-inline void field(choices& c, json::object& o, std::string_view key, json::value natural, std::initializer_list<json::value> others = {}) {
-  const unsigned n = c.pick(static_cast<unsigned>(others.size()) + 3);
-  if (n == 0) o[key] = std::move(natural);
-  else if (n == 1) return;
-  else if (n == 2) o[key] = nullptr;
-  else o[key] = *(others.begin() + (n - 3));
-}
-
-/// A list of module names (an ignore list): empty, a real name or pattern, or a value of the wrong type.
-inline json::value name_list(choices& c) {
-  switch (c.pick(8)) {
-    case 1: return json::array{"lm_head"};
-    case 2: return json::array{"model.layers.0.self_attn.q_proj"};
-    case 3: return json::array{"re:.*mlp.gate$", "re:.*self_attn.*"};
-    case 4: return "lm_head";
-    case 5: return json::array{5};
-    case 6: return json::array{"*q_proj*", "model.layers.0.mlp.experts"};
-    case 7: return json::array{"re:("};
-    default: return json::array{"lm_head"};
-  }
-}
 
 inline json::object fp8_config(choices& c) {
   json::object o{{"quant_method", "fp8"}};
@@ -221,8 +126,8 @@ inline json::object modelopt_config(choices& c, bool nvfp4) {
   return o;
 }
 
-/// The quantization_config of `method`.
-inline json::value quantization_config(choices& c, method_draw method) {
+/// The quantization_config of a method whose config gives every module one layout.
+inline json::value quantization_config_of(choices& c, method_draw method) {
   switch (method) {
     case method_draw::fp8: return fp8_config(c);
     case method_draw::compressed_tensors: return compressed_tensors_config(c);
@@ -236,7 +141,7 @@ inline json::value quantization_config(choices& c, method_draw method) {
     case 1: return json::object{{"quant_method", 5}};
     case 2: return json::object{{"bits", 4}};
     case 3: return json::array{"not", "an", "object"};
-    default: return json::object{{"quant_method", "quark"}, {"layer_quant_config", json::object{}}};
+    default: return json::object{{"quant_method", "awq"}, {"bits", 4}};
   }
 }
 
@@ -258,6 +163,24 @@ inline layout natural_layout(method_draw method, const json::value& qc) {
     case method_draw::modelopt_nvfp4: return layout::modelopt_nvfp4;
     default: return layout::bf16;
   }
+}
+
+/// The quantization_config of `method`, and the layouts it gives the modules.
+inline json::value quantization_config(choices& c, method_draw method, natural_layouts& natural) {
+  if (method == method_draw::quark) {
+    const unsigned attention = c.pick(quark_attention_kinds);
+    const bool mxfp4_experts = c.pick(4) != 3;
+    natural = {quark_layout(attention), mxfp4_experts ? layout::bf16 : layout::fp8_tensor, mxfp4_experts};
+    return quark_config(c, attention, mxfp4_experts);
+  }
+  if (method == method_draw::modelopt_mixed) {
+    const unsigned linear = c.pick(6), experts = c.pick(6);
+    natural = {mixed_algos[linear].linear, mixed_algos[experts].experts, false};
+    return modelopt_mixed_config(c, linear, experts);
+  }
+  auto qc = quantization_config_of(c, method);
+  natural = {natural_layout(method, qc), natural_layout(method, qc), method == method_draw::mxfp4};
+  return qc;
 }
 
 /// The tensors of module `m` [n, k] stored as `l`.
@@ -301,6 +224,22 @@ inline void module_tensors(choices& c, const std::string& m, std::int64_t n, std
       out.push_back({m + ".weight_scale", st::F32, scale, {}});
       out.push_back({m + ".input_scale", st::F32, scale, {}});
       break;
+    case layout::fp8_channel_rows:
+      out.push_back({m + ".weight", st::F8_E4M3, {n, k}, {}});
+      out.push_back({m + ".weight_scale", st::F32, {n}, {}});
+      break;
+    case layout::fp8_blocks_4d:
+      out.push_back({m + ".weight", st::F8_E4M3, {n, k}, {}});
+      out.push_back({m + ".weight_scale", st::F32, {(n + 127) / 128, 1, (k + 127) / 128, 1}, {}});
+      break;
+    case layout::fp8_blocks_grid:
+      out.push_back({m + ".weight", st::F8_E4M3, {n, k}, {}});
+      out.push_back({m + ".weight_scale", st::F32, {(n + 127) / 128, (k + 127) / 128}, {}});
+      break;
+    case layout::mxfp4_weight:
+      out.push_back({m + ".weight", st::U8, {n, k / 2}, {}});
+      out.push_back({m + ".weight_scale", st::U8, {n, k / 32}, {}});
+      break;
     case layout::modelopt_nvfp4:
       out.push_back({m + ".weight", st::U8, {n, k / 2}, {}});
       out.push_back({m + ".weight_scale", st::F8_E4M3, {n, k / 16}, {}});
@@ -329,16 +268,15 @@ inline bool damaged(choices& c, stored_tensor& t) {
 /// The model: embeddings, `layers` blocks of attention and a dense MLP or `experts` experts (gpt-oss's
 /// fused blocks for an MXFP4 checkpoint), the LM head; every module stored as the method's config gives
 /// it, or in another layout.
-inline void model_tensors(choices& c, method_draw method, const json::value& qc, std::vector<stored_tensor>& out) {
+inline void model_tensors(choices& c, const natural_layouts& natural, std::vector<stored_tensor>& out) {
   // Small by default (each input is written and decoded; the stored layouts take any size), wider ones
   // for the online formats that need 128-wide blocks.
   static constexpr std::int64_t hiddens[] = {32, 128, 64, 256}, intermediates[] = {32, 128, 64};
   const std::int64_t h = hiddens[c.pick(4)], inter = intermediates[c.pick(3)];
   const unsigned layers = 1 + c.pick(2), experts = c.pick(3) == 1 ? 0 : 2 + c.pick(2);
-  const auto natural = natural_layout(method, qc);
-  auto chosen = [&]() {
+  auto chosen = [&](bool expert = false) {
     const unsigned n = c.pick(32);
-    return n < 28 ? natural : static_cast<layout>(1 + c.pick(static_cast<unsigned>(layout::count) - 1));
+    return n < 28 ? (expert ? natural.experts : natural.linear) : static_cast<layout>(1 + c.pick(static_cast<unsigned>(layout::count) - 1));
   };
   std::vector<stored_tensor> all{{"model.embed_tokens.weight", st::BF16, {256, h}, {}}};
   for (unsigned l = 0; l < layers; ++l) {
@@ -351,7 +289,7 @@ inline void model_tensors(choices& c, method_draw method, const json::value& qc,
       continue;
     }
     all.push_back({p + "mlp.gate.weight", st::BF16, {experts, h}, {}});
-    if (method == method_draw::mxfp4 && c.pick(8) != 7) {
+    if (natural.fused_experts && c.pick(8) != 7) {
       const std::int64_t e = experts;
       all.push_back({p + "mlp.experts.gate_up_proj_blocks", st::U8, {e, 2 * inter, h / 32, 16}, {}});
       all.push_back({p + "mlp.experts.gate_up_proj_scales", st::U8, {e, 2 * inter, h / 32}, {}});
@@ -361,7 +299,7 @@ inline void model_tensors(choices& c, method_draw method, const json::value& qc,
       continue;
     }
     for (unsigned e = 0; e < experts; ++e) {
-      const auto l_e = chosen();
+      const auto l_e = chosen(true);
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
         module_tensors(c, p + "mlp.experts." + std::to_string(e) + "." + proj, proj[0] == 'd' ? h : inter, proj[0] == 'd' ? inter : h, l_e, all);
     }
@@ -400,8 +338,9 @@ inline checkpoint_draw draw_checkpoint(choices& c, bool gpt_oss) {
   d.end_to_end = c.pick(16) == 0;
   static constexpr const char* dtypes[] = {"bfloat16", "float16", "float32", "", "int8"};
   d.dtype = dtypes[c.pick(5)];
-  d.quantization_config = quantization_config(c, method);
-  model_tensors(c, method, d.quantization_config, d.tensors);
+  natural_layouts natural;
+  d.quantization_config = quantization_config(c, method, natural);
+  model_tensors(c, natural, d.tensors);
   const auto& qc = d.quantization_config;
   const auto* m = qc.is_object() ? qc.get_object().if_contains("quant_method") : nullptr;
   if (quantization == 1 && m && m->is_string()) d.quantization = std::string(m->get_string());
@@ -457,6 +396,8 @@ inline std::vector<std::string> structured_seeds() {
   }
   out.push_back(std::string("\x99\x02\x00", 3) + std::string(64, '\0'));
   out.push_back(std::string("\x99\x02\x01", 3) + std::string(64, '\0'));
+  out.push_back(std::string("\x99\x06\x00", 3) + std::string(64, '\0'));  // Quark keeping gpt-oss's experts
+  out.push_back(std::string("\x99\x06\x02", 3) + std::string(64, '\0'));
   for (char format = 1; format < 5; ++format)  // compressed-tensors' other formats: after method, online, -q, --format, end to end, dtype
     out.push_back(std::string("\x98\x01\x00\x00\x00\x00\x00", 7) + format + std::string(64, '\0'));
   return out;

@@ -6,7 +6,8 @@
 // - Bit 7 clear (text): the quantization_config's JSON text up to the first newline, then one tensor a
 //   line, "NAME\tT D...", T the dtype (a byte, modulo the dtypes) and each dimension one byte (0xFF: 2^40).
 // - Bit 7 set (structured, checkpoint_grammar.hpp): the bytes after it are choices. They build a
-//   quantization_config of every method the readers know, each field drawn from values a reader must
+//   quantization_config of every method the readers know (Quark and ModelOpt MIXED_PRECISION naming
+//   each layer's scheme among them), each field drawn from values a reader must
 //   refuse or take (0, -1, 2^63 - 1, strings, floats, lists of the wrong length, ...), and a model of
 //   attention and dense or expert MLP layers stored in any method's layout, each tensor kept, dropped,
 //   or given another dtype or shape.
@@ -105,6 +106,16 @@ std::vector<std::string> qpolicy::fuzz::seeds() {
       std::string(1, '\x06') + R"({"quant_method": "modelopt", "quantization": {"quant_algo": "nvfp4", "exclude_modules": ["*q_proj*", "lm_head"]}})" +
           "\n" + llama,
       std::string(1, '\x00') + R"({"quant_method": "modelopt", "quant_algo": 7})" + "\n",
+      std::string(1, '\x09') + R"({"quant_method": "quark", "export": {"kv_cache_group": []}, "exclude": ["lm_head"], "layer_type_quant_config": {},
+        "global_quant_config": {"weight": null}, "layer_quant_config": {"*self_attn*": {"weight": {"dtype": "fp8_e4m3", "qscheme": "per_block",
+        "block_size": [128, 128], "symmetric": true}, "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_group", "group_size": 128,
+        "is_dynamic": true, "symmetric": true}}, "model.layers.0.mlp.experts": {"weight": {"dtype": "fp4", "qscheme": "per_group",
+        "group_size": 32, "scale_format": "e8m0"}}}})" + "\n" +
+          "model.layers.0.self_attn.q_proj.weight\t\x0d\x08\x10\nmodel.layers.0.self_attn.q_proj.weight_scale\t\x09\x01\x01\n"
+          "model.layers.0.mlp.experts.gate_up_proj_blocks\t\x01\x04\x08\x02\x10\nmodel.layers.0.mlp.experts.gate_up_proj_scales\t\x01\x04\x08\x02\n",
+      std::string(1, '\x08') + R"({"quant_method": "modelopt", "quantization": {"quant_algo": "MIXED_PRECISION", "exclude_modules": ["lm_head"],
+        "quantized_layers": {"model.layers.0.self_attn.q_proj": {"quant_algo": "FP8_PB_WO"}, "model.layers.0.self_attn.k_proj":
+        {"quant_algo": "MXFP8"}, "model.layers.0.mlp.experts.0.gate_proj": {"quant_algo": "NVFP4", "group_size": 16}}}})" + "\n" + llama,
       std::string(1, '\x00') + R"(["not", "an", "object"])" + "\n",
       // Found by this target: a name that is not UTF-8 broke the composed plan's JSON (it was re-parsed).
       std::string("\x08""{\x22""quant_method\x22"": \x22""compressed-tensors\x22"", \x22""ignore\x22"": [\x22""re:.*gate$\x22""], \x22""conffig\x22"": {\x22""config_groups\x22"": {\x22""v\x22"": {}}}}\x0a""model.layers.0.self_attn.q_proj.weight\x09""\x0d""\x08""\x10""\x0a""model.layers.0.self_attn.k_proj.weight\x09""\x0d""\x04""\x10""\x0a""model.l\x9e""\x86""\x9a""\x8d""s.0.self_attn.v_proj.weight\x09""\x0d""\x04""\x10""\x0a""model.layers.1.self_attn.q_proj.weight_scale_inv\x09""\x09""\x01""\x01""\x0a""model.layers.0.mlp.experts.0.gate_proj.weight_packed\x09""\x01""\x08""\x08""\x0a""lm_head.weight\x09""\x06"" \x10""\x0a""", 365),
