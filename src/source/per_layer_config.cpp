@@ -203,7 +203,7 @@ quark_layer_config evaluate(const std::string& pattern, const json::value& confi
     out.moe.error = not_read("INT experts");
   } else if (const auto ok = mx.empty() ? std::optional<bool>(false) : ocp_mx_input(in, true, error, where); !ok) {
     out.moe.error = error;
-  } else if (*ok && mx == "mxfp8_e4m3") {
+  } else if (*ok && mx.starts_with("mxfp8_e4m3")) {
     out.moe.error = not_read("MXFP8 experts, QuarkW8A8Mxfp8MoEMethod");
   } else if (*ok) {
     out.moe = {method_class::quark_ocp_mx_moe, words, mx == "mxfp4" ? stored_layout::mxfp4 : stored_layout::unknown, std::nullopt};
