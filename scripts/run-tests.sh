@@ -31,7 +31,7 @@ if [ "$tier" = fast ]; then
   echo "run-tests: the fast tier: building what its suites run and running them (about 4 minutes on 2 cores from a fresh clone, 2 once built)"
   suites=("${fast_suites[@]}")
 else
-  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build and the benchmarks (about 20 to 30 minutes on 2 cores from a fresh clone)"
+  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build and the benchmarks (about 20 to 45 minutes on 2 cores from a fresh clone)"
   suites=("${full_suites[@]}")
 fi
 
