@@ -97,18 +97,23 @@ std::optional<std::int64_t> integer(const json::value& v) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> integer_text(std::string_view t) {
+  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
+  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(std::string(t));
+}
+
 std::optional<std::int64_t> python_int(const json::value& v) {
   if (const auto i = integer(v)) return i;
   if (v.is_bool()) return v.get_bool() ? 1 : 0;  // Python's bool is an int
   if (v.is_double() && std::isfinite(v.get_double()) && std::abs(v.get_double()) < 1e18) return static_cast<std::int64_t>(v.get_double());  // truncated
   if (!v.is_string()) return std::nullopt;
-  std::string t(v.get_string());
-  t.erase(0, t.find_first_not_of(" \t\n"));
-  t.erase(t.find_last_not_of(" \t\n") + 1);
-  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
-  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return std::stoll(t);
+  std::string_view t = v.get_string();
+  const auto first = t.find_first_not_of(" \t\n");
+  if (first == std::string_view::npos) return std::nullopt;
+  t = t.substr(first, t.find_last_not_of(" \t\n") - first + 1);
+  return integer_text(t);
 }
 
 std::vector<std::string> string_list(const json::object& o, std::string_view key, std::string_view where) {
@@ -165,11 +170,7 @@ std::optional<std::int64_t> pydantic_int(const json::value& v) {
   if (v.is_double() && std::isfinite(v.get_double()) && std::trunc(v.get_double()) == v.get_double() && std::abs(v.get_double()) < 9e18)
     return static_cast<std::int64_t>(v.get_double());
   if (!v.is_string()) return std::nullopt;
-  const std::string_view t = v.get_string();
-  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+');
-  if (t.size() <= sign || t.size() > 18 || !std::all_of(t.begin() + static_cast<std::ptrdiff_t>(sign), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return std::stoll(std::string(t));
+  return integer_text(v.get_string());
 }
 
 constexpr std::string_view strategies[] = {"tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"};

@@ -27,6 +27,8 @@ bool truthy(const boost::json::value& v);
 std::string lower(std::string_view s);
 /// A JSON integer that fits int64 (a bool or a float is not one).
 std::optional<std::int64_t> integer(const boost::json::value& v);
+/// The text of an integer (an optional sign, up to 18 characters of digits), or nullopt.
+std::optional<std::int64_t> integer_text(std::string_view text);
 /// Python's int() of a JSON value: an int, a bool, a float truncated, or the text of an integer.
 std::optional<std::int64_t> python_int(const boost::json::value& v);
 /// A list of strings at `key` (absent or null: empty); anything else is refused.

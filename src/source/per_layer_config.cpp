@@ -69,12 +69,15 @@ std::optional<stored_layout> fp8_w8a8(const json::value* w, const json::value* i
   return channel ? stored_layout::fp8_channel : stored_layout::fp8_tensor;
 }
 
+/// Whether `mx` is one of vLLM's OCP MX key names (_WEIGHT_QUANT_KEY_MAP and _ACTIVATION_QUANT_KEY_MAP hold the same four).
+bool ocp_mx_key(std::string_view mx) { return mx == "mxfp4" || mx == "mxfp6_e3m2" || mx == "mxfp6_e2m3" || mx == "mxfp8_e4m3"; }
+
 /// ocp_mx_weight_dtype_and_rows: the OCP MX dtype of a weight spec ("mxfp4", "mxfp8_e4m3", ...), or "".
 std::string ocp_mx_dtype(const json::value* w) {
   const auto* dtype = field(w, "dtype");
   if (!dtype || !dtype->is_string()) return "";
   auto mx = text::replace_all(std::string(dtype->get_string()), "fp", "mxfp");
-  if (mx != "mxfp4" && mx != "mxfp6_e3m2" && mx != "mxfp6_e2m3" && mx != "mxfp8_e4m3") return "";
+  if (!ocp_mx_key(mx)) return "";
   if (equals(field(w, "qscheme"), "per_group"))
     return is_int(field(w, "group_size"), 32) && equals(field(w, "scale_format"), "e8m0") ? mx : "";
   if (!equals(field(w, "qscheme"), "per_block") || mx != "mxfp8_e4m3") return "";
@@ -98,7 +101,7 @@ std::optional<bool> ocp_mx_input(const json::value* in, bool allow_static_fp8, s
   }
   if (dtype->get_string() == "fp8_e4m3") return true;
   const auto mx = text::replace_all(std::string(dtype->get_string()), "fp", "mxfp");
-  if (mx != "mxfp4" && mx != "mxfp6_e3m2" && mx != "mxfp6_e2m3" && mx != "mxfp8_e4m3") {
+  if (!ocp_mx_key(mx)) {
     error = "Unsupported input_dtype=" + mx + " in Quark's vLLM integration. Supported activation dtypes are dict_keys(['mxfp4', 'mxfp6_e3m2', "
             "'mxfp6_e2m3', 'mxfp8_e4m3']), or None for weight-only quantization.";
     return std::nullopt;
