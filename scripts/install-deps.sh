@@ -6,7 +6,7 @@ case "${1:-}" in
   "" | --packages-only) ;;
   *) echo "install-deps.sh: unknown argument '$1'; expected nothing or --packages-only" >&2; exit 1 ;;
 esac
-packages=(g++ meson ninja-build pkg-config cmake python3-dev python3-venv libboost1.81-dev libboost-json1.81-dev libfmt-dev catch2 time)
+packages=(g++ meson ninja-build pkg-config cmake python3-dev python3-venv libboost1.81-dev libboost-json1.81-dev libfmt-dev libhwy-dev catch2 time)
 missing=()
 missing_py=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/numerics/numerics.hpp"
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -59,7 +60,7 @@ QPOLICY_CPU_CLONES float amax_range_portable(const float* __restrict v, std::int
   return finish_amax(v, i, n, a, any_nan != 0, propagate_nan);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
 // GCC 12's intrinsic headers build some results from an "undefined" register, which the
 // uninitialized-use warnings report once inlined here: a false positive.
 #pragma GCC diagnostic push
@@ -86,7 +87,7 @@ __attribute__((target("avx512f"))) float amax_range_avx512(const float* v, std::
 }  // namespace
 
 float amax_range(const float* v, std::int64_t n, bool propagate_nan) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
   if (has_avx512_kernels()) return amax_range_avx512(v, n, propagate_nan);
 #endif
   return amax_range_portable(v, n, propagate_nan);
@@ -146,7 +147,7 @@ QPOLICY_CPU_CLONES void segment_amax_bits_portable(const std::uint16_t* __restri
 // AVX-512 registers where the row kernels run, else the cloned loop row by row.
 void segment_amax_bits(const std::uint16_t* words, std::int64_t stride, std::int64_t rows, std::int64_t n, std::int64_t width,
                        std::uint16_t* acc, bool* nan) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
   if (has_avx512_kernels()) {
     rows::segment_amax_bits_avx512(words, stride, rows, n, width, acc, nan);
     return;
@@ -158,7 +159,7 @@ void segment_amax_bits(const std::uint16_t* words, std::int64_t stride, std::int
 bool amax_bf16(const std::uint16_t* v, std::int64_t n, float* amax) {
   bool nan = false;
   std::uint16_t bits = 0;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
   if (has_avx512_kernels()) rows::segment_amax_bits_avx512(v, n, 1, n, n, &bits, &nan);
   else
 #endif

@@ -4,7 +4,8 @@
 // infinity's 0x7F80) raise their segment's maximum above 0x7F80, which is how the caller learns of them.
 #include "low_precision_rows.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,81 +1,147 @@
-// The decode-batch GEMM in float32 (decode_gemm.hpp): each weight row decoded a chunk at a time by its
-// formula's element function, every row of x multiplied with the chunk while it is in L1.
-#include "decode_gemm.hpp"
+// The decode-batch GEMM in float32 and the blocked GEMM's panel decode, in portable SIMD (decode_gemm.hpp):
+// each weight row decoded a chunk at a time by its code format's vector decoder (decode_rows-inl.h),
+// every row of x multiplied with the chunk while it is in L1. Compiled once per target of the platform;
+// cpu_target.cpp says which one runs.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/decode_gemm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "decode_rows-inl.h"
 
 #include <algorithm>
-#include <array>
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
 
-#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qpolicy::cpu::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// acc[r * L + j] += the products x[r][t] w[t] of the t = j (mod L) lanes, t < count, for r < rows (the
+/// lanes' float32 sums; elements past the last whole vector in lane t - whole). Four rows of x share
+/// each load of w; a lone row runs four chains along K: either way four multiply-adds are in flight.
+HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int64_t rows, const float* HWY_RESTRICT w,
+                         std::int64_t count, float* HWY_RESTRICT acc) {
+  const float_tag d;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  const std::int64_t whole = count / L * L;
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* HWY_RESTRICT x0 = x + r * ldx;
+    auto a0 = hn::LoadU(d, acc + r * L), a1 = hn::LoadU(d, acc + (r + 1) * L);
+    auto a2 = hn::LoadU(d, acc + (r + 2) * L), a3 = hn::LoadU(d, acc + (r + 3) * L);
+    for (std::int64_t t = 0; t < whole; t += L) {
+      const auto wv = hn::LoadU(d, w + t);
+      a0 = hn::MulAdd(hn::LoadU(d, x0 + t), wv, a0);
+      a1 = hn::MulAdd(hn::LoadU(d, x0 + ldx + t), wv, a1);
+      a2 = hn::MulAdd(hn::LoadU(d, x0 + 2 * ldx + t), wv, a2);
+      a3 = hn::MulAdd(hn::LoadU(d, x0 + 3 * ldx + t), wv, a3);
+    }
+    hn::StoreU(a0, d, acc + r * L);
+    hn::StoreU(a1, d, acc + (r + 1) * L);
+    hn::StoreU(a2, d, acc + (r + 2) * L);
+    hn::StoreU(a3, d, acc + (r + 3) * L);
+  }
+  for (; r < rows; ++r) {
+    const float* HWY_RESTRICT xr = x + r * ldx;
+    auto a0 = hn::LoadU(d, acc + r * L), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    std::int64_t t = 0;
+    for (; t + 4 * L <= whole; t += 4 * L) {
+      a0 = hn::MulAdd(hn::LoadU(d, xr + t), hn::LoadU(d, w + t), a0);
+      a1 = hn::MulAdd(hn::LoadU(d, xr + t + L), hn::LoadU(d, w + t + L), a1);
+      a2 = hn::MulAdd(hn::LoadU(d, xr + t + 2 * L), hn::LoadU(d, w + t + 2 * L), a2);
+      a3 = hn::MulAdd(hn::LoadU(d, xr + t + 3 * L), hn::LoadU(d, w + t + 3 * L), a3);
+    }
+    for (; t < whole; t += L) a0 = hn::MulAdd(hn::LoadU(d, xr + t), hn::LoadU(d, w + t), a0);
+    hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, acc + r * L);
+  }
+  for (r = 0; r < rows; ++r)
+    for (std::int64_t t = whole; t < count; ++t) acc[r * L + (t - whole)] += x[r * ldx + t] * w[t];
+}
+
+/// Weight rows a thread takes together: each chunk of x (16 rows x 128 floats, 8 KiB) is read from L2 once
+/// for all of them and stays in L1 while each row's chunk is decoded and multiplied.
+inline constexpr std::int64_t row_block = 8;
+
+/// y[m, n] for weight rows [first, last): decode_gemm_rows' work for one thread.
+void decode_gemm_range(const code_rows& w, const batch_activations& x, const group_scales* groups, float* y, std::int64_t first,
+                       std::int64_t last) {
+  const float_tag d;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  const std::int64_t n = w.n, k = w.k, m = x.m;
+  alignas(64) float acc[row_block * decode_batch_rows * 16], part[decode_batch_rows * 16], buffer[decode_chunk];
+  for (std::int64_t row0 = first; row0 < last; row0 += row_block) {
+    const std::int64_t block = std::min(row_block, last - row0);
+    for (std::int64_t m0 = 0; m0 < m; m0 += decode_batch_rows) {
+      const std::int64_t rows = std::min(decode_batch_rows, m - m0);
+      std::fill(acc, acc + block * rows * L, 0.0f);
+      for (std::int64_t k0 = 0; k0 < k; k0 += decode_chunk) {
+        const std::int64_t count = std::min(decode_chunk, k - k0);
+        const float* xs = x.values + m0 * k + k0;
+        for (std::int64_t j = 0; j < block; ++j) {
+          const std::int64_t row = row0 + j;
+          float* a = acc + j * rows * L;
+          if (w.format == row_format::f32) {
+            const char* ahead = reinterpret_cast<const char*>(static_cast<const float*>(w.codes) + row * k + k0) + row_prefetch_bytes;
+            for (std::int64_t b = 0; b < count * 4; b += 64) hwy::Prefetch(ahead + b);
+          }
+          const float* wv = decode_run(w, row, k0, count, buffer);
+          if (!groups) {
+            dot_rows(xs, k, rows, wv, count, a);
+            continue;
+          }
+          std::fill(part, part + rows * L, 0.0f);
+          dot_rows(xs, k, rows, wv, count, part);
+          const float ws = groups->w_scale[(row / 128) * groups->chunks + k0 / decode_chunk];
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const auto s = hn::Set(d, groups->a_scale[(m0 + r) * groups->chunks + k0 / decode_chunk] * ws);
+            hn::StoreU(hn::MulAdd(hn::LoadU(d, part + r * L), s, hn::LoadU(d, a + r * L)), d, a + r * L);
+          }
+        }
+      }
+      for (std::int64_t j = 0; j < block; ++j)
+        for (std::int64_t r = 0; r < rows; ++r)
+          y[(m0 + r) * n + row0 + j] = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, acc + (j * rows + r) * L)));
+    }
+  }
+}
+
+/// decode_panel_rows: each of the 32 rows decoded, then written down the panel's columns.
+void decode_panel_range(const code_rows& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  alignas(64) float buffer[panel_depth];
+  for (std::int64_t j = 0; j < panel_cols; ++j) {
+    if (n0 + j >= w.n) {
+      for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = 0.0f;
+      continue;
+    }
+    const float* values = decode_run(w, n0 + j, k0, depth, buffer);
+    for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = values[t];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qpolicy::cpu::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy_dispatch.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::detail {
 
-namespace {
+HWY_EXPORT(decode_gemm_range);
+HWY_EXPORT(decode_panel_range);
 
-constexpr std::int64_t lanes = 16;
-constexpr std::int64_t chunk = 128;  // one FP8 weight block's width: a chunk never straddles a group
-
-/// acc[r][j] += sum over t = j (mod 16) of x[r][t] w[t], t in [0, count), for r < rows: the sixteen
-/// lanes' float32 sums, each in K order.
-QPOLICY_CPU_CLONES void dot_rows(const float* __restrict x, std::int64_t ldx, std::int64_t rows, const float* __restrict w,
-                                 std::int64_t count, float* __restrict acc) {
-  const std::int64_t whole = count / lanes * lanes;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* __restrict a = acc + r * lanes;
-    const float* __restrict xr = x + r * ldx;
-    for (std::int64_t t = 0; t < whole; t += lanes)
-      for (std::int64_t j = 0; j < lanes; ++j) a[j] += xr[t + j] * w[t + j];
-    for (std::int64_t t = whole; t < count; ++t) a[t - whole] += xr[t] * w[t];
-  }
+void decode_gemm_rows(const code_rows& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
+  const auto kernel = QPOLICY_DISPATCH(decode_gemm_range);
+  parallel_ranges(w.n, threads, [&](std::int64_t first, std::int64_t last) { kernel(w, x, groups, y, first, last); });
 }
 
-/// Weight row n's elements [k0, k0 + count) as float32: a pointer into the weights, or into `buffer`.
-const float* decode_chunk(const f32_weights& w, std::int64_t n, std::int64_t k0, std::int64_t, float*) {
-  return w.values + n * w.k + k0;
+void decode_panel_rows(const code_rows& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  QPOLICY_DISPATCH(decode_panel_range)(w, n0, k0, depth, panel);
 }
-const float* decode_chunk(const e4m3_weights& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* buffer) {
-  const auto& table = e4m3_values();
-  const std::uint8_t* codes = w.codes + n * w.k + k0;
-  for (std::int64_t t = 0; t < count; ++t) buffer[t] = table[codes[t]];
-  return buffer;
-}
-template <schemes::formula F>
-const float* decode_chunk(const formula_weights<F>& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* buffer) {
-  const lp_matrix& m = *w.matrix;
-  const std::uint8_t* scales = m.block_scales.empty() ? nullptr : m.block_scales.data();
-  const std::uint8_t* books = m.codebook.empty() ? nullptr : m.codebook.data();
-  for (std::int64_t t = 0; t < count; ++t) buffer[t] = lp::weight_operand<F>(m.codes.data(), scales, m.cols, n, k0 + t, books);
-  return buffer;
-}
-
-/// Fetches the weight bytes 16 KiB ahead of row n's elements [k0, k0 + count) into the cache (the
-/// AVX-512 kernel's distance; formula weights are decoded element by element, slower than memory).
-void prefetch_ahead(const f32_weights& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
-  const char* p = reinterpret_cast<const char*>(w.values + n * w.k + k0) + 16384;
-  for (std::int64_t b = 0; b < count * 4; b += 64) __builtin_prefetch(p + b);
-}
-void prefetch_ahead(const e4m3_weights& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
-  const char* p = reinterpret_cast<const char*>(w.codes + n * w.k + k0) + 16384;
-  for (std::int64_t b = 0; b < count; b += 64) __builtin_prefetch(p + b);
-}
-template <schemes::formula F>
-void prefetch_ahead(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t) {}
-
-std::int64_t rows_of(const f32_weights& w) { return w.n; }
-std::int64_t rows_of(const e4m3_weights& w) { return w.n; }
-template <schemes::formula F>
-std::int64_t rows_of(const formula_weights<F>& w) { return w.matrix->rows; }
-std::int64_t cols_of(const f32_weights& w) { return w.k; }
-std::int64_t cols_of(const e4m3_weights& w) { return w.k; }
-template <schemes::formula F>
-std::int64_t cols_of(const formula_weights<F>& w) { return w.matrix->cols; }
-
-}  // namespace
 
 const std::array<float, 256>& e4m3_values() {
   static const std::array<float, 256> table = [] {
@@ -103,75 +169,5 @@ bool exact_bf16_scalar(const float* x, std::int64_t count, std::uint16_t* bf16) 
   return exact;
 }
 
-bool has_bf16_dot_kernels() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static const bool yes = __builtin_cpu_supports("avx512bf16") && has_avx512_kernels();
-  return yes;
-#else
-  return false;
-#endif
-}
-
-template <class Weights>
-void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
-  const std::int64_t n = rows_of(w), k = cols_of(w), m = x.m;
-  parallel_ranges(n, threads, [&](std::int64_t first, std::int64_t last) {
-    float acc[decode_batch_rows * lanes], part[decode_batch_rows * lanes], buffer[chunk];
-    for (std::int64_t row = first; row < last; ++row) {
-      for (std::int64_t m0 = 0; m0 < m; m0 += decode_batch_rows) {
-        const std::int64_t rows = std::min(decode_batch_rows, m - m0);
-        std::fill(acc, acc + rows * lanes, 0.0f);
-        for (std::int64_t k0 = 0; k0 < k; k0 += chunk) {
-          const std::int64_t count = std::min(chunk, k - k0);
-          prefetch_ahead(w, row, k0, count);
-          const float* wv = decode_chunk(w, row, k0, count, buffer);
-          if (!groups) {
-            dot_rows(x.values + m0 * k + k0, k, rows, wv, count, acc);
-            continue;
-          }
-          std::fill(part, part + rows * lanes, 0.0f);
-          dot_rows(x.values + m0 * k + k0, k, rows, wv, count, part);
-          const float ws = groups->w_scale[(row / 128) * groups->chunks + k0 / chunk];
-          for (std::int64_t r = 0; r < rows; ++r) {
-            const float s = groups->a_scale[(m0 + r) * groups->chunks + k0 / chunk] * ws;
-            for (std::int64_t j = 0; j < lanes; ++j) acc[r * lanes + j] += part[r * lanes + j] * s;
-          }
-        }
-        for (std::int64_t r = 0; r < rows; ++r) {
-          float sum = 0.0f;
-          for (std::int64_t j = 0; j < lanes; ++j) sum += acc[r * lanes + j];
-          y[(m0 + r) * n + row] = sum;
-        }
-      }
-    }
-  });
-}
-
-template <class Weights>
-void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
-  if constexpr (has_bf16_words<Weights> && !std::is_same_v<Weights, e4m3_weights>) {
-    if (has_bf16_dot_kernels()) return decode_panel_values(w, n0, k0, depth, panel);
-  }
-  float row[panel_depth];
-  for (std::int64_t j = 0; j < panel_cols; ++j) {
-    if (n0 + j >= rows_of(w)) {
-      for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = 0.0f;
-      continue;
-    }
-    const float* values = decode_chunk(w, n0 + j, k0, depth, row);
-    for (std::int64_t t = 0; t < depth; ++t) panel[t * panel_cols + j] = values[t];
-  }
-}
-
-template void decode_panel(const f32_weights&, std::int64_t, std::int64_t, std::int64_t, float*);
-template void decode_panel(const e4m3_weights&, std::int64_t, std::int64_t, std::int64_t, float*);
-
-template void decode_gemm_f32(const f32_weights&, const batch_activations&, const group_scales*, float*, unsigned);
-template void decode_gemm_f32(const e4m3_weights&, const batch_activations&, const group_scales*, float*, unsigned);
-#define QPOLICY_DECODE_GEMM_F32(F)                                                                                         \
-  template void decode_gemm_f32(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned); \
-  template void decode_panel(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_GEMM_F32)
-#undef QPOLICY_DECODE_GEMM_F32
-
 }  // namespace qpolicy::cpu::detail
+#endif  // HWY_ONCE

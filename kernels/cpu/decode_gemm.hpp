@@ -12,13 +12,15 @@
 //     values the float32 kernel. (A sum that cancels to below 2^-126 is still flushed to zero.)
 //     Where the CPU has AMX, sixteen weight rows' decoded steps form a tile for tdpbf16ps, which takes
 //     the same operands under the same rules (decode_tiles_amx.hpp).
-//   - Elsewhere (decode_gemm.cpp): the same loop in float32, the weights decoded by each formula's
-//     element function, in loops cloned per instruction set.
+//   - Elsewhere (decode_gemm.cpp, portable SIMD on every target): the same loop in float32, each weight
+//     run decoded by its code format's vector decoder (decode_rows-inl.h).
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -56,6 +58,53 @@ struct formula_weights {
   const lp_matrix* matrix;
 };
 
+/// How a weight row is stored, as the portable decoders read it: a code format and its block scales.
+enum class row_format : std::uint8_t {
+  f32,        // float32 values
+  e4m3,       // e4m3 codes, their scales outside (the FP8 GEMMs)
+  e4m3_e8m0,  // e4m3 codes, an E8M0 scale per 32 (MXFP8; byte 0 decodes as 0, as Marlin does)
+  e2m1_e8m0,  // packed e2m1 codes, an E8M0 scale per 32 (MXFP4)
+  e2m1_e4m3,  // packed e2m1 codes, an e4m3 scale per 16 (NVFP4; weight_scale_2 outside)
+  int8,       // int8 codes, their row scale outside
+  lut3,       // LUT-B's 8x64 tiles of 3-bit indices, a codebook and an E8M0 scale per tile
+};
+
+/// A weight matrix [n, k] as the portable decoders read it.
+struct code_rows {
+  row_format format;
+  const void* codes;
+  const std::uint8_t* scales;  // block scales, row-major (LUT-B: per tile)
+  const std::uint8_t* books;   // LUT-B's codebooks
+  std::int64_t n, k;
+};
+
+/// The elements the portable decoders decode at a time along K: a whole number of every block.
+inline constexpr std::int64_t decode_chunk = 128;
+
+/// The row format of weight formula F's stored tensors: from its row's code and scale formats. A
+/// formula whose formats have no decoder here is a compile error.
+template <schemes::formula F>
+consteval row_format row_format_of() {
+  using code = schemes::code_format;
+  using scale = schemes::scale_format;
+  constexpr auto& row = schemes::formula_of(F);
+  switch (row.codes) {
+    case code::e4m3: return row.scales == scale::e8m0 ? row_format::e4m3_e8m0 : row_format::e4m3;
+    case code::e2m1_packed: return row.scales == scale::e8m0 ? row_format::e2m1_e8m0 : row_format::e2m1_e4m3;
+    case code::int8: return row_format::int8;
+    case code::lut3_tiles: return row_format::lut3;
+  }
+}
+
+inline code_rows code_rows_of(const f32_weights& w) { return {row_format::f32, w.values, nullptr, nullptr, w.n, w.k}; }
+inline code_rows code_rows_of(const e4m3_weights& w) { return {row_format::e4m3, w.codes, nullptr, nullptr, w.n, w.k}; }
+template <schemes::formula F>
+code_rows code_rows_of(const formula_weights<F>& w) {
+  const lp_matrix& m = *w.matrix;
+  return {row_format_of<F>(), m.codes.data(), m.block_scales.empty() ? nullptr : m.block_scales.data(),
+          m.codebook.empty() ? nullptr : m.codebook.data(), m.rows, m.cols};
+}
+
 /// The 128 x 128 weight blocks and 1 x 128 activation groups of the block-scaled FP8 GEMM: chunk kb's
 /// partial sum of row m and column n is multiplied by a_scale[m, kb] * w_scale[n / 128, kb].
 struct group_scales {
@@ -84,9 +133,8 @@ bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16);
 inline constexpr std::int64_t panel_cols = 32, panel_depth = 128;
 
 /// Weight rows [n0, n0 + 32) (zero past the matrix's rows), elements [k0, k0 + depth) (depth <= 128),
-/// as float32 in panel[t * 32 + j]: the blocked GEMM's operand. Defined in decode_gemm.cpp.
-template <class Weights>
-void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
+/// as float32 in panel[t * 32 + j]: the blocked GEMM's operand (portable SIMD; decode_gemm.cpp).
+void decode_panel_rows(const code_rows& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
 
 /// decode_panel from the bf16 words of decode_gemm_bf16's row decoders (or their float32 pairs),
 /// transposed in AVX-512 registers (has_bf16_dot_kernels()). Defined in decode_panel_avx512.cpp.
@@ -102,12 +150,12 @@ void gemm_panels(const Weights& w, const float* a, std::int64_t m, float* out, u
 /// The 256 decoded e4m3fn values, by code.
 const std::array<float, 256>& e4m3_values();
 
-/// Whether the vdpbf16ps kernels run: the CPU has AVX-512 BF16 and QPOLICY_CPU_ENCODER is not `portable`.
-bool has_bf16_dot_kernels();
+/// Whether the vdpbf16ps kernels run: the active CPU target covers avx3_zen4 (AVX-512 BF16 and VBMI).
+inline bool has_bf16_dot_kernels() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx3_zen4); }
 
-/// Whether the AMX tiles run (on top of has_bf16_dot_kernels()): the CPU has AMX-BF16, the kernel
-/// grants this process the tile state, and QPOLICY_CPU_ENCODER is not `no-amx`. Defined in decode_gemm_avx512.cpp.
-bool has_amx_kernels();
+/// Whether the AMX tiles run (on top of has_bf16_dot_kernels()): the active CPU target covers avx3_spr
+/// (AMX-BF16, the tile state granted by the kernel).
+inline bool has_amx_kernels() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx3_spr); }
 
 /// The fewest rows of x for which the decode-batch GEMM takes AMX tiles where it can: below, vdpbf16ps
 /// is as fast (the tile's products cost as much for one row of x as for sixteen).
@@ -118,9 +166,8 @@ inline constexpr std::int64_t amx_min_rows = 2;
 /// has_amx_kernels(). Defined in decode_gemm_avx512.cpp.
 template <class Weights>
 void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
-/// The same sums in float32 multiply-adds (any CPU, any activations). Defined in decode_gemm.cpp.
-template <class Weights>
-void decode_gemm_f32(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
+/// The same sums in float32 multiply-adds (any CPU, any activations; portable SIMD, decode_gemm.cpp).
+void decode_gemm_rows(const code_rows& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads);
 
 /// The float32 baseline at decode batches on AVX-512 (fused multiply-adds, the weights prefetched):
 /// y[m, n] = sum_k x[m, k] w[n, k]. Defined in decode_gemm_f32_avx512.cpp; only where has_bf16_dot_kernels().
@@ -132,12 +179,20 @@ inline constexpr bool has_bf16_words = true;
 template <>
 inline constexpr bool has_bf16_words<f32_weights> = false;
 
+/// decode_panel_rows by the fastest decoder for these weights (the AVX-512 BF16 one where it runs).
+template <class Weights>
+void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
+  if constexpr (has_bf16_words<Weights> && !std::is_same_v<Weights, e4m3_weights>)
+    if (has_bf16_dot_kernels()) return decode_panel_values(w, n0, k0, depth, panel);
+  decode_panel_rows(code_rows_of(w), n0, k0, depth, panel);
+}
+
 /// The fastest of the two for these operands: the vdpbf16ps kernel when it can run, else float32.
 template <class Weights>
 void decode_gemm(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   if constexpr (has_bf16_words<Weights>)
     if (x.bf16 && has_bf16_dot_kernels()) return decode_gemm_bf16(w, x, groups, y, threads);
-  decode_gemm_f32(w, x, groups, y, threads);
+  decode_gemm_rows(code_rows_of(w), x, groups, y, threads);
 }
 
 }  // namespace qpolicy::cpu::detail

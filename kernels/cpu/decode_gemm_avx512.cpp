@@ -5,13 +5,9 @@
 #include "decode_rows_avx512.hpp"
 #include "decode_tiles_amx.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <cpuid.h>
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include <algorithm>
 #include <array>
@@ -327,25 +323,6 @@ bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16) 
   return exact_bf16_lanes(x, count, bf16);
 }
 
-bool has_amx_kernels() {
-  static const bool yes = [] {
-    // QPOLICY_CPU_ENCODER=no-amx keeps the vdpbf16ps kernel (so that the tests check it on such a CPU too).
-    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-    if (choice && std::string_view(choice) == "no-amx") return false;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    // (AVX512-VBMI for the byte permutes of the pair decoders: every AMX CPU has it.)
-    if (!has_bf16_dot_kernels() || !has_byte_permutes() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-    if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;  // AMX-BF16, AMX-TILE
-#if defined(__linux__)
-    // Linux hands out the 8 KiB tile state only to a process that asks (ARCH_REQ_XCOMP_PERM for
-    // XFEATURE_XTILEDATA); where it refuses, vdpbf16ps does the work.
-    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-#else
-    return false;
-#endif
-  }();
-  return yes;
-}
 
 namespace {
 /// Weight rows [n0, n0 + R)'s decoders.

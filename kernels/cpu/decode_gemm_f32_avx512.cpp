@@ -3,7 +3,8 @@
 #include "decode_gemm.hpp"
 #include "decode_rows_avx512.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <algorithm>

@@ -11,7 +11,8 @@
 #define QPOLICY_DECODE_PANEL(F)                                                                                 \
   template void decode_panel_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <algorithm>
@@ -107,7 +108,7 @@ QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
 namespace qpolicy::cpu::detail {
 template <schemes::formula F>
 void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
-  decode_panel(w, n0, k0, depth, panel);
+  decode_panel_rows(code_rows_of(w), n0, k0, depth, panel);
 }
 QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
 }  // namespace qpolicy::cpu::detail

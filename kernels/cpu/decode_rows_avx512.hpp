@@ -5,7 +5,8 @@
 // INT8 rows, on the loads and tables of decode_tables_avx512.hpp.
 #include "decode_tables_avx512.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <algorithm>

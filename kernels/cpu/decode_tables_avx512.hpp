@@ -5,7 +5,8 @@
 // bf16 words, with the element orders they leave.
 #include "decode_gemm.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <cmath>
@@ -30,8 +31,7 @@ inline constexpr std::int64_t step = 32;  // elements of a weight row per vdpbf1
 
 /// Whether the CPU has the byte permutes of the pair decoders (AVX512-VBMI).
 inline bool has_byte_permutes() {
-  static const bool yes = __builtin_cpu_supports("avx512vbmi");
-  return yes;
+  return cpu_target_covers(cpu_target::avx3_zen4);
 }
 
 /// Bits of the first `count` (<= 32) lanes.

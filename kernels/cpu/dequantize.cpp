@@ -1,6 +1,7 @@
 #include "qpolicy/kernels/cpu/dequantize.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #endif
 
@@ -46,7 +47,7 @@ inline void store(void* __restrict out, std::int64_t i, float v) {
   else static_cast<std::uint16_t*>(out)[i] = lp::to_fp16(v);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
 #define QPOLICY_DECODE_AVX512 1
 // GCC 12's intrinsic headers build some results from an "undefined" register, which
 // -Wmaybe-uninitialized reports once inlined here: a false positive.

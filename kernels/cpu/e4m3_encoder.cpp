@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #define QPOLICY_F16C_ENCODER 1
 #endif
@@ -229,39 +229,7 @@ void dispatch(const void* in, std::int64_t n, std::int64_t width, const float* s
 }
 #endif
 
-/// Whether QPOLICY_CPU_ENCODER asks for the cloned loops (so that tests check them on this machine
-/// too). A value this library does not read is named on stderr once and read as `auto`: this runs
-/// inside worker threads, where an exception cannot go.
-bool portable_requested() {
-  if (const char* unknown = unknown_cpu_encoder_setting())
-    std::fprintf(stderr, "warning: QPOLICY_CPU_ENCODER is '%s', not 'auto', 'no-amx' or 'portable'; using 'auto'\n", unknown);
-  const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-  return choice && std::string_view(choice) == "portable";
-}
-
 }  // namespace
-
-const char* unknown_cpu_encoder_setting() {
-  const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-  const std::string_view value = choice ? choice : "";
-  return value.empty() || value == "auto" || value == "no-amx" || value == "portable" ? nullptr : choice;
-}
-
-bool has_f16c_encoder() {
-#ifdef QPOLICY_F16C_ENCODER
-  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-  static const bool present = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
-    const bool portable = portable_requested();
-    return f16c && __builtin_cpu_supports("avx") && !portable;
-  }();
-  return present;
-#else
-  static const bool read = (portable_requested(), false);
-  return read;
-#endif
-}
 
 void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
                      std::uint8_t* out, const void* next) {

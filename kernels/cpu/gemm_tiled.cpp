@@ -1,7 +1,8 @@
 #include "qpolicy/kernels/cpu/detail/gemm_tiled.hpp"
 
 #include <algorithm>
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #endif
 #include <array>
@@ -60,7 +61,7 @@ QPOLICY_CPU_CLONES void accumulate_rows(const float* __restrict a, std::int64_t 
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
 #define QPOLICY_GEMM_AVX512 1
 // GCC 12's intrinsic headers build some results from an "undefined" register (see e4m3_avx512.hpp).
 #pragma GCC diagnostic push
@@ -280,7 +281,7 @@ void gemm_f32(const float* a, const float* w, std::int64_t m, std::int64_t n, st
               const gemm_options& options) {
   if (m <= detail::decode_batch_rows) {
     if (detail::has_bf16_dot_kernels()) detail::decode_gemm_f32_avx512(detail::f32_weights{w, n, k}, a, m, out, options.threads);
-    else detail::decode_gemm_f32(detail::f32_weights{w, n, k}, {a, nullptr, m}, nullptr, out, options.threads);
+    else detail::decode_gemm_rows(detail::code_rows_of(detail::f32_weights{w, n, k}), {a, nullptr, m}, nullptr, out, options.threads);
     return;
   }
   gemm_items(m, n, k, options.threads, a, detail::f32_weights{w, n, k},

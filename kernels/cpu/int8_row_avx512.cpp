@@ -3,7 +3,8 @@
 // run the portable loop too.
 #include "low_precision_rows.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
@@ -87,7 +88,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,f16c"))) vo
 QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q) {
   // The row's amax from its bits first: a row without NaN or infinity whose scale divides by its
   // reciprocal takes the short loop where the CPU rounds to bf16 itself.
-  static const bool bf16_rounding = __builtin_cpu_supports("avx512bf16");
+  const bool bf16_rounding = cpu_target_covers(cpu_target::avx3_zen4);
   if (bf16_rounding) {
     bool nan = false;
     std::uint16_t bits = 0;

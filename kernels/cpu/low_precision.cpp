@@ -1,6 +1,7 @@
 #include "qpolicy/kernels/cpu/low_precision.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #endif
 
@@ -27,7 +28,7 @@ using schemes::formula;
 
 using rows::e8m0_reciprocal_bits;
 using rows::nvfp4_blocks;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
 using rows::int8_row_bf16_avx512;
 using rows::mxfp4_blocks_avx512;
 using rows::mxfp8_blocks_avx512;
@@ -200,7 +201,7 @@ void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, s
 
 /// The MXFP4 blocks of a row on the widest kernel this CPU runs.
 void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
   if (detail::has_avx512_kernels()) return mxfp4_blocks_avx512<false>(x, blocks, rceil, codes, scales);
 #endif
   mxfp4_blocks(x, blocks, rceil, codes, scales);
@@ -245,13 +246,13 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
       if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
       std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
       if constexpr (nvfp4) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
         if (detail::has_avx512_kernels()) nvfp4_blocks_avx512<false>(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
         else
 #endif
           nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
       }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
       else if (detail::has_avx512_kernels()) mxfp8_blocks_avx512<false>(row, blocks, base == formula::mxfp8_flashinfer, out.codes + r * cols, scales);
 #endif
       else if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, scales, block_scales);
@@ -274,7 +275,7 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
 void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::outputs& out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols;
   lp::lut_scratch scratch;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
   if (detail::has_avx512_kernels()) {
     detail::scratch_vector<float> lanes(rows::lut_b_lanes_scratch_floats), staged(16 * lp::lut_elements);
     for (std::int64_t at = first * k_tiles; at < last * k_tiles; at += 16) {
@@ -323,7 +324,7 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
                                            out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
           continue;
       }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
       const bool bf16_words = x.type == element::bf16 && detail::has_avx512_kernels() && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
       const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
       const std::int64_t next = backward ? r - 1 : r + 1;  // the row after this one, for the kernels' prefetch
@@ -439,22 +440,5 @@ const void* lp_kernel_table() {
 }
 }  // namespace detail
 
-namespace detail {
-
-bool has_avx512_kernels() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static const bool avx512 = [] {
-    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-    if (choice && std::string_view(choice) == "portable") return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq");
-  }();
-  return avx512;
-#else
-  return false;
-#endif
-}
-
-}  // namespace detail
 
 }  // namespace qpolicy::cpu

@@ -4,7 +4,8 @@
 // (low_precision.cpp) lane by lane, bit for bit: the property tests run both.
 #include "low_precision_rows.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <algorithm>

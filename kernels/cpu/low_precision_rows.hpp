@@ -1,10 +1,11 @@
 #pragma once
 // Internal to kernels/cpu: the low-precision row kernels low_precision.cpp's rows call, the AVX-512 ones
-// defined in low_precision_avx512.cpp (x86-64 GCC only; callers check has_avx512_kernels() first) and
+// defined in low_precision_avx512.cpp (QPOLICY_X86_KERNELS builds; callers check has_avx512_kernels() first) and
 // the portable NVFP4 blocks they fall back on.
 #include <cstddef>
 #include <cstdint>
 
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
 
 namespace qpolicy::cpu::rows {
@@ -27,7 +28,7 @@ std::size_t mxfp4_bf16_values_vectorized(const std::uint8_t* codes, const std::u
 std::size_t mxfp8_bf16_values_vectorized(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, const float* e4m3_values,
                                          float* out);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if QPOLICY_X86_KERNELS
 }  // namespace qpolicy::cpu::rows
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"  // QPOLICY_AVX512_F16C
 namespace qpolicy::cpu::rows {

@@ -7,7 +7,8 @@
 #include <string_view>
 #include <utility>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #define QPOLICY_ROTATION_X86 1
 #endif
@@ -192,23 +193,10 @@ QPOLICY_AVX512BW void rotated_mxfp4_group(const std::uint16_t* row, int n, float
 #pragma GCC diagnostic pop
 #endif
 
-/// Size 32 on the widest of the above this CPU runs (the cloned loops when QPOLICY_CPU_ENCODER is
-/// `portable`, so that tests check them on this machine too).
-/// 2 for AVX-512 (F and BW), 1 for AVX2 with FMA, 0 for the cloned loops (also when QPOLICY_CPU_ENCODER is
-/// `portable`).
+/// 2 where the active CPU target covers avx3 (AVX-512 F and BW), 1 where it covers avx2 (AVX2 with
+/// FMA), 0 elsewhere (the cloned loops).
 int rotation_isa() {
-#ifdef QPOLICY_ROTATION_X86
-  static const int isa = [] {
-    const char* choice = std::getenv("QPOLICY_CPU_ENCODER");
-    if (choice && std::string_view(choice) == "portable") return 0;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? 2
-           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")       ? 1
-                                                                                   : 0;
-  }();
-  return isa;
-#else
-  return 0;
-#endif
+  return cpu_target_covers(cpu_target::avx3) ? 2 : cpu_target_covers(cpu_target::avx2) ? 1 : 0;
 }
 
 void rotate32(const float* x, std::int64_t blocks, const float* h, float* out) {

@@ -2,7 +2,8 @@
 // Internal to kernels/cpu: a 16 x 16 transpose of 32-bit lanes in AVX-512 registers, for the kernels that
 // turn sixteen rows into sixteen registers of one element each (the blocked GEMM's panels, the rotated
 // MXFP4 rows' blocks) with shuffles instead of gathers.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 namespace qpolicy::cpu::detail {

@@ -7,7 +7,8 @@
 
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include "qpolicy/numerics/low_precision.hpp"

@@ -6,7 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 #endif
 #include <thread>

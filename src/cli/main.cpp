@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
+#include "qpolicy/kernels/cpu/cpu_target.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/io/checkpoint.hpp"
 #include "qpolicy/io/io_error.hpp"
@@ -52,8 +52,7 @@ std::optional<double> progress_interval(const char* text) {
 /// The first environment setting this command or the library would misread, as an error sentence;
 /// checked before any work, so that a typo is never a silent default.
 std::optional<std::string> environment_problem() {
-  if (const char* v = cpu::detail::unknown_cpu_encoder_setting())
-    return fmt::format("QPOLICY_CPU_ENCODER is '{}'; expected 'auto', 'no-amx' or 'portable'", v);
+  if (auto problem = cpu::cpu_target_setting_problem()) return problem;
   if (const char* v = std::getenv("QPOLICY_PROGRESS_INTERVAL"); v && *v && !progress_interval(v))
     return fmt::format("QPOLICY_PROGRESS_INTERVAL is '{}'; expected a number of seconds, 0 or more", v);
   return std::nullopt;

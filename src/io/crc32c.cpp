@@ -3,7 +3,8 @@
 #include <array>
 #include <cstring>
 
-#if defined(__x86_64__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <nmmintrin.h>
 #endif
 
@@ -59,7 +60,7 @@ struct zeros_shift {
   std::uint32_t operator()(std::uint32_t c) const { return table[0][c & 0xFF] ^ table[1][c >> 8 & 0xFF] ^ table[2][c >> 16 & 0xFF] ^ table[3][c >> 24]; }
 };
 
-#if defined(__x86_64__)
+#if QPOLICY_X86_KERNELS
 __attribute__((target("sse4.2"))) std::uint64_t crc_words(std::uint64_t c, const unsigned char* p, std::size_t n) {
   for (; n >= 8; n -= 8, p += 8) {
     std::uint64_t word;
@@ -104,9 +105,8 @@ __attribute__((target("sse4.2"))) std::uint32_t by_instruction(std::uint32_t c, 
 std::uint32_t crc32c(std::uint32_t crc, std::span<const std::byte> bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   std::uint32_t c = ~crc;
-#if defined(__x86_64__)
-  static const bool sse42 = __builtin_cpu_supports("sse4.2");
-  if (sse42) return ~by_instruction(c, p, bytes.size());
+#if QPOLICY_X86_KERNELS
+  if (cpu::cpu_target_covers(cpu::cpu_target::sse4)) return ~by_instruction(c, p, bytes.size());
 #endif
   return ~by_table(c, p, bytes.size());
 }

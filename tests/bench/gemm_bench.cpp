@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "qpolicy/kernels/cpu/cpu_target.hpp"
 #include "best_time.hpp"
 #include "linear_bench.hpp"
 #include "qpolicy/kernels/cpu/forward.hpp"
@@ -89,6 +90,12 @@ void linear_layers(std::string_view only, int runs) {
 }  // namespace
 
 int main() {
+  // The CPU target the kernels run (QPOLICY_CPU_TARGET forces one this CPU attains), first: figures are per target.
+  if (auto problem = qpolicy::cpu::cpu_target_setting_problem()) {
+    fmt::print(stderr, "error: {}\n", *problem);
+    return 1;
+  }
+  fmt::print("target: {}\n", qpolicy::cpu::name_of(qpolicy::cpu::active_cpu_target()));
   // QPOLICY_GEMM_BENCH_ONLY=SCHEME: only that scheme's linear layers (to profile one), each figure the
   // best of QPOLICY_GEMM_BENCH_RUNS runs (default 3; more ride out a noisy machine).
   const char* only_env = std::getenv("QPOLICY_GEMM_BENCH_ONLY");

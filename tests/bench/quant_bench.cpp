@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "qpolicy/kernels/cpu/cpu_target.hpp"
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
@@ -48,6 +49,12 @@ __attribute__((target("avx512f"))) double fma_lanes_per_second() {
 #endif
 
 int main() {
+  // The CPU target the kernels run (QPOLICY_CPU_TARGET forces one this CPU attains), first: figures are per target.
+  if (auto problem = qpolicy::cpu::cpu_target_setting_problem()) {
+    fmt::print(stderr, "error: {}\n", *problem);
+    return 1;
+  }
+  fmt::print("target: {}\n", qpolicy::cpu::name_of(qpolicy::cpu::active_cpu_target()));
   const std::int64_t rows = 4096, cols = 4096;
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   std::mt19937 rng(1);

@@ -1,5 +1,6 @@
 // Hostile suite, contents: sizes that overflow or describe nothing, indices out of range, misaligned
 // tensor data, indexes that disagree with their shards, and command lines that repeat or misuse flags.
+#include "qpolicy/kernels/cpu/cpu_target.hpp"
 #include "hostile.hpp"
 
 using namespace hostile;
@@ -140,6 +141,16 @@ TEST_CASE("help on every command; repeated flags and --tp alone are usage errors
   }
 }
 
+/// A CPU target of the other architecture, which this CPU never runs.
+std::string foreign_target() { return qpolicy::cpu::cpu_target_covers(qpolicy::cpu::cpu_target::neon) ? "avx2" : "neon"; }
+
+/// The targets this CPU runs, as the refusal lists them.
+std::string attained_targets() {
+  std::string out;
+  for (auto t : qpolicy::cpu::attained_cpu_targets()) out += (out.empty() ? "" : ", ") + std::string(qpolicy::cpu::name_of(t));
+  return out;
+}
+
 TEST_CASE("environment settings that would be misread are refused before any work", "[hostile][cli]") {
   temp_dir d("hostile-env");
   write_file(d / "in.safetensors", small_checkpoint());
@@ -148,8 +159,12 @@ TEST_CASE("environment settings that would be misread are refused before any wor
     std::string assignment, message;
   };
   const std::vector<setting> cases{
-      {"QPOLICY_CPU_ENCODER=fast", "error: QPOLICY_CPU_ENCODER is 'fast'; expected 'auto', 'no-amx' or 'portable'"},
-      {"QPOLICY_CPU_ENCODER=Portable", "error: QPOLICY_CPU_ENCODER is 'Portable'; expected 'auto', 'no-amx' or 'portable'"},
+      {"QPOLICY_CPU_TARGET=fast", "error: QPOLICY_CPU_TARGET is 'fast'; expected one of 'scalar', 'sse4', 'avx2', 'avx3', "
+                                  "'avx3_zen4', 'avx3_spr', 'neon', 'sve', 'sve2'"},
+      {"QPOLICY_CPU_TARGET=AVX2", "error: QPOLICY_CPU_TARGET is 'AVX2'; expected one of 'scalar', 'sse4', 'avx2', 'avx3', "
+                                  "'avx3_zen4', 'avx3_spr', 'neon', 'sve', 'sve2'"},
+      {"QPOLICY_CPU_TARGET=" + foreign_target(), "error: QPOLICY_CPU_TARGET is '" + foreign_target() +
+                                                     "', a target this CPU does not run; it runs " + attained_targets()},
       {"QPOLICY_PROGRESS_INTERVAL=5s", "error: QPOLICY_PROGRESS_INTERVAL is '5s'; expected a number of seconds, 0 or more"},
       {"QPOLICY_PROGRESS_INTERVAL=-1", "error: QPOLICY_PROGRESS_INTERVAL is '-1'; expected a number of seconds, 0 or more"},
       {"QPOLICY_PROGRESS_INTERVAL=nan", "error: QPOLICY_PROGRESS_INTERVAL is 'nan'; expected a number of seconds, 0 or more"},
@@ -161,10 +176,13 @@ TEST_CASE("environment settings that would be misread are refused before any wor
     check_refused(r, 1, c.message, d.path(), before);
     CHECK_THAT(r.err, Catch::StartsWith(c.message));
   }
-  // The values it reads: the run completes, the same bytes either way.
+  // The values it reads (every CPU target this CPU runs, and empty: the best): the run completes, the
+  // same bytes every time.
   std::string first;
-  for (const std::string assignment : {"QPOLICY_CPU_ENCODER=portable", "QPOLICY_CPU_ENCODER=auto", "QPOLICY_CPU_ENCODER=no-amx", "QPOLICY_CPU_ENCODER=",
-                                       "QPOLICY_PROGRESS_INTERVAL=0.5"}) {
+  std::vector<std::string> assignments{"QPOLICY_CPU_TARGET="};
+  for (auto t : qpolicy::cpu::attained_cpu_targets()) assignments.push_back("QPOLICY_CPU_TARGET=" + std::string(qpolicy::cpu::name_of(t)));
+  assignments.push_back("QPOLICY_PROGRESS_INTERVAL=0.5");
+  for (const std::string& assignment : assignments) {
     INFO(assignment);
     const auto r = qpolicy::test::run_process(
         {"/usr/bin/env", assignment, exe(), "quantize", "-q", "fp8_per_channel", "-o", d / "out.safetensors", d / "in.safetensors"}, 60);

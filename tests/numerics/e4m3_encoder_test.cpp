@@ -76,7 +76,7 @@ void check_on_threads(Part&& part) {
 
 TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numerics][encoder]") {
   if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or QPOLICY_CPU_ENCODER=portable): the code loops use the cloned path");
+    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2): the code loops use the cloned path");
     return;
   }
   // Every bit pattern (a stride under the sanitizers, where a full pass takes minutes), times 1 so
@@ -100,7 +100,7 @@ TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numeri
 
 TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, NaN and length", "[numerics][encoder]") {
   if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or QPOLICY_CPU_ENCODER=portable)");
+    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2)");
     return;
   }
   // Scales that put typical weights in each e4m3 region: subnormal codes, the 448 edge, overflow. The
@@ -160,7 +160,7 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
 
 TEST_CASE("F16C e4m3 encoder: a row in segments, each with its scale", "[numerics][encoder]") {
   if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or QPOLICY_CPU_ENCODER=portable)");
+    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2)");
     return;
   }
   // Every bf16 pattern as one row; segment widths with and without tails; scales drawn per segment,

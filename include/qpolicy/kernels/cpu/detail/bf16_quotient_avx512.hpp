@@ -10,7 +10,8 @@
 // only from x86-64 GCC translation units (QPOLICY_BF16_QUOTIENT says whether it is there).
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #define QPOLICY_BF16_QUOTIENT 1
 
 namespace qpolicy::cpu::detail {

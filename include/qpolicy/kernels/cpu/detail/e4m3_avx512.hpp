@@ -2,7 +2,8 @@
 // The e4m3 encoder's sixteen-lane form (AVX-512), shared by the code runs (kernels/cpu/e4m3_encoder.cpp)
 // and the MXFP8 block kernel (kernels/cpu/low_precision.cpp). Internal: include it only from x86-64 GCC
 // translation units (QPOLICY_AVX512_ENCODER says whether it is there); callers check has_avx512_kernels().
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
+#if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include <cstdint>

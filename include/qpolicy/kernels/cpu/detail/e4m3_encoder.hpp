@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::detail {
@@ -50,18 +51,12 @@ void visit_formula(e4m3_formula f, Fn&& fn) {
   }
 }
 
-/// Whether the code loops use this encoder: the machine has AVX and F16C, and QPOLICY_CPU_ENCODER is
-/// not `portable` (read once; another value that is not `auto` gets a warning on stderr).
-bool has_f16c_encoder();
+/// Whether the code loops use this encoder: the active CPU target covers avx2 (AVX with F16C).
+inline bool has_f16c_encoder() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx2); }
 
-/// Whether the AVX-512 (F, BW, VL, DQ) row kernels run (MXFP4 codes, e2m1 decodes): the CPU has them and
-/// QPOLICY_CPU_ENCODER is not `portable` (which asks for the cloned loops, so that the tests check them
-/// on such a machine too). Defined in kernels/cpu/low_precision.cpp.
-bool has_avx512_kernels();
-
-/// QPOLICY_CPU_ENCODER's value when it is one this library does not read (anything but unset, empty,
-/// `auto`, `no-amx` or `portable`), else nullptr: the command line refuses such a value before any work.
-const char* unknown_cpu_encoder_setting();
+/// Whether the AVX-512 (F, BW, VL, DQ) row kernels run (MXFP4 codes, e2m1 decodes): the active CPU
+/// target covers avx3.
+inline bool has_avx512_kernels() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx3); }
 
 /// One run of n elements in segments of `width` (the last may be shorter), segment j with scale s[j]:
 /// out[i] = rule(x[i] / s[i / width]), or times it. For bf16 words or floats; only where

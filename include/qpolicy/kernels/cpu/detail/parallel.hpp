@@ -1,6 +1,6 @@
 #pragma once
-// What the CPU fast kernels share: element loops cloned per instruction set, and work split over
-// threads (one contiguous range of work items per thread) on a process-wide pool of workers.
+// What the CPU fast kernels share: work split over threads (one contiguous range of work items per
+// thread) on a process-wide pool of workers, and the cloned element loops' attribute (detail/isa.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -8,17 +8,7 @@
 #include <thread>
 #include <vector>
 
-// x86-64-v4 (AVX-512), v3 (AVX2), AVX without AVX2, v2 (SSE4.2) and the baseline, chosen at load time
-// (an ifunc): wider vectors, the same IEEE operations, so the same bits. The AVX and v2 clones are for
-// virtual machines that hide AVX2 (this project's CI machine reports avx, fma and f16c but not avx2):
-// SSE4.1's unsigned max and blends alone lift the FP8 quantizers there from 0.46-0.64x to 0.54-0.77x
-// of memcpy (build/tests/quant_bench). FMA is never formed: ISO C++ mode compiles with
-// -ffp-contract=off, and the reference adds each product after rounding it.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define QPOLICY_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "avx", "arch=x86-64-v2", "default")))
-#else
-#define QPOLICY_CPU_CLONES
-#endif
+#include "qpolicy/kernels/cpu/detail/isa.hpp"
 
 namespace qpolicy::cpu::detail {
 

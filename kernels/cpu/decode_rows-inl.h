@@ -1,0 +1,188 @@
+// Per-target code (Highway; included once per target by the kernel files that decode weights): a run of
+// a weight row decoded to float32, every value exactly the one lp::weight_operand gives (or the e4m3 or
+// float32 value for the FP8 GEMMs' codes), so that every product the GEMMs form is the same on every
+// target. One function per code format; a new code format adds one here.
+#if defined(QPOLICY_DECODE_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QPOLICY_DECODE_ROWS_INL_H_
+#undef QPOLICY_DECODE_ROWS_INL_H_
+#else
+#define QPOLICY_DECODE_ROWS_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include <hwy/highway.h>
+
+#include "decode_gemm.hpp"
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qpolicy::cpu::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// The float32 vectors of the decode kernels: at most 16 lanes, so that a 32-element block is whole vectors.
+using float_tag = hn::CappedTag<float, 16>;
+
+/// e4m3fn codes (one per 32-bit lane) as float32, exactly: a normal code's exponent and mantissa moved
+/// into a float32's and rebiased (2^-6 .. 448), a subnormal one's mantissa times 2^-9 (no subnormal
+/// float32 operand, which costs CPUs a microcode assist), the sign bit copied, and 0x7F/0xFF as NaN of
+/// that sign.
+template <class DU>
+HWY_INLINE hn::Vec<hn::Rebind<float, DU>> e4m3_lanes(DU du, hn::Vec<DU> c) {
+  const hn::Rebind<float, DU> df;
+  const hn::RebindToSigned<DU> di;
+  const auto magnitude = hn::And(c, hn::Set(du, 0x7Fu));
+  const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
+  const auto normal = hn::Add(hn::ShiftLeft<20>(magnitude), hn::Set(du, 120u << 23));
+  const auto subnormal = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, magnitude)), hn::Set(df, 0x1p-9f)));
+  const auto value = hn::IfThenElse(hn::Lt(magnitude, hn::Set(du, 8u)), subnormal, normal);
+  const auto nan = hn::Set(du, 0x7FC00000u);
+  return hn::BitCast(df, hn::Or(hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), nan, value), sign));
+}
+
+/// out[t] = e4m3 value of codes[t] times `scale` (1: none), t < count (any count).
+HWY_INLINE void e4m3_run(const std::uint8_t* codes, std::int64_t count, float scale, float* out) {
+  const float_tag df;
+  const hn::RebindToUnsigned<float_tag> du;
+  const hn::Rebind<std::uint8_t, float_tag> d8;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t t = 0;
+  for (; t + L <= count; t += L)
+    hn::StoreU(hn::Mul(e4m3_lanes(du, hn::PromoteTo(du, hn::LoadU(d8, codes + t))), hn::Set(df, scale)), df, out + t);
+  for (; t < count; ++t) out[t] = fp8::decode(codes[t]) * scale;
+}
+
+/// out[t] = int8 code t as float32, t < count.
+HWY_INLINE void int8_run(const std::uint8_t* codes, std::int64_t count, float* out) {
+  const float_tag df;
+  const hn::RebindToSigned<float_tag> di;
+  const hn::Rebind<std::int8_t, float_tag> d8;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto* signed_codes = reinterpret_cast<const std::int8_t*>(codes);
+  std::int64_t t = 0;
+  for (; t + L <= count; t += L) hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, signed_codes + t))), df, out + t);
+  for (; t < count; ++t) out[t] = static_cast<float>(signed_codes[t]);
+}
+
+/// out[0, 2 * pairs) = the e2m1 values of `pairs` packed bytes (element 2j in the low nibble), each
+/// times the scale of its `block`-element block, scales[b] for block b. The codes are doubled into
+/// integers (0, 1, 2, 3, 4, 6, 8, 12), so each value is the integer times half the scale: the same
+/// product, exact, as the value times the scale.
+template <std::int64_t Block>
+HWY_INLINE void e2m1_run(const std::uint8_t* packed, std::int64_t pairs, const float* scales, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  for (std::int64_t t = 0; t < 2 * pairs; ++t)
+    out[t] = lp::e2m1_value(t % 2 ? lp::e2m1_high(packed[t / 2]) : lp::e2m1_low(packed[t / 2])) * scales[t / Block];
+#else
+  const hn::CappedTag<std::uint8_t, 16> d8;
+  const hn::CappedTag<std::int8_t, 16> di8;
+  const float_tag df;
+  const hn::RebindToSigned<float_tag> di;
+  const hn::Rebind<std::int8_t, float_tag> dn;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  alignas(64) static constexpr std::int8_t doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const auto table = hn::LoadU(di8, doubled);
+  alignas(32) std::int8_t values[32];
+  for (std::int64_t j = 0; j < pairs; j += 16) {  // pairs is a multiple of 8 (16-element blocks)
+    const std::int64_t bytes = pairs - j < 16 ? pairs - j : 16;
+    std::uint8_t tail[16] = {};
+    if (bytes < 16) std::memcpy(tail, packed + j, static_cast<std::size_t>(bytes));
+    const auto v = hn::LoadU(d8, bytes < 16 ? tail : packed + j);
+    const auto low = hn::And(v, hn::Set(d8, 0x0F)), high = hn::ShiftRight<4>(v);
+    hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveLower(d8, low, high))), di8, values);
+    hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveUpper(d8, low, high))), di8, values + 16);
+    for (std::int64_t t = 0; t < 2 * bytes; t += L) {
+      const std::int64_t at = 2 * j + t;
+      const auto half_scale = hn::Set(df, scales[at / Block] * 0.5f);
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dn, values + t))), half_scale), df, out + at);
+    }
+  }
+#endif
+}
+
+/// out[0, count) = elements [k0, k0 + count) of row n of LUT-B weights (count and k0 multiples of 64):
+/// each tile's eight values F8(codebook) * E8(scale), looked up by the 3-bit indices, 8 from 3 bytes.
+HWY_INLINE void lut3_run(const float* e4m3_table, const std::uint8_t* packed, const std::uint8_t* books, const std::uint8_t* scales, std::int64_t cols,
+                         std::int64_t n, std::int64_t k0, std::int64_t count, float* out) {
+  const std::int64_t tiles_per_row = cols / lp::lut_cols, r = n % lp::lut_rows;
+  for (std::int64_t k = k0; k < k0 + count; k += lp::lut_cols) {
+    const std::int64_t tile = (n / lp::lut_rows) * tiles_per_row + k / lp::lut_cols;
+    const std::uint8_t* codes = packed + tile * lp::lut_packed_bytes + r * (lp::lut_cols * 3 / 8);
+    alignas(64) float book[16] = {};
+    const float scale = lp::e8m0_value(scales[tile]);
+    for (int e = 0; e < lp::lut_entries; ++e) book[e] = e4m3_table[books[tile * lp::lut_entries + e]] * scale;
+    float* o = out + (k - k0);
+#if HWY_TARGET == HWY_SCALAR
+    for (int g = 0; g < lp::lut_cols / 8; ++g) {
+      const std::uint32_t word = codes[g * 3] | std::uint32_t{codes[g * 3 + 1]} << 8 | std::uint32_t{codes[g * 3 + 2]} << 16;
+      for (int j = 0; j < 8; ++j) o[g * 8 + j] = book[word >> (3 * j) & 7u];
+    }
+#else
+    const hn::CappedTag<float, 8> d8f;  // 8 lanes where the target has them (NEON: 4)
+    const hn::RebindToUnsigned<decltype(d8f)> du;
+    const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d8f));
+    alignas(32) static constexpr std::uint32_t lane_shift[8] = {0, 3, 6, 9, 12, 15, 18, 21};
+    if (L == 8) {
+      const auto values = hn::LoadU(d8f, book);
+      const auto shifts = hn::LoadU(du, lane_shift);
+      for (int g = 0; g < lp::lut_cols / 8; ++g) {
+        const std::uint32_t word = codes[g * 3] | std::uint32_t{codes[g * 3 + 1]} << 8 | std::uint32_t{codes[g * 3 + 2]} << 16;
+        const auto index = hn::And(hn::Shr(hn::Set(du, word), shifts), hn::Set(du, 7u));
+        hn::StoreU(hn::TableLookupLanes(values, hn::IndicesFromVec(d8f, hn::BitCast(hn::RebindToSigned<decltype(d8f)>(), index))), d8f,
+                   o + g * 8);
+      }
+    } else {
+      const hn::RebindToSigned<decltype(d8f)> di;
+      for (int g = 0; g < lp::lut_cols / 8; ++g) {
+        const std::uint32_t word = codes[g * 3] | std::uint32_t{codes[g * 3 + 1]} << 8 | std::uint32_t{codes[g * 3 + 2]} << 16;
+        for (std::int64_t h = 0; h < 8; h += L) {
+          const auto index = hn::And(hn::Shr(hn::Set(du, word), hn::LoadU(du, lane_shift + h)), hn::Set(du, 7u));
+          hn::StoreU(hn::GatherIndex(d8f, book, hn::BitCast(di, index)), d8f, o + g * 8 + h);
+        }
+      }
+    }
+#endif
+  }
+}
+
+/// Elements [k0, k0 + count) of row n of `w` as float32: a pointer into the weights (float32), or into
+/// `buffer`, which the decode fills. Block formats take k0 and count on block boundaries.
+HWY_INLINE const float* decode_run(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count, float* buffer) {
+  const auto* codes = static_cast<const std::uint8_t*>(w.codes);
+  const float* e4m3_table = e4m3_values().data();
+  switch (w.format) {
+    case row_format::f32: return static_cast<const float*>(w.codes) + n * w.k + k0;
+    case row_format::e4m3: e4m3_run(codes + n * w.k + k0, count, 1.0f, buffer); return buffer;
+    case row_format::int8: int8_run(codes + n * w.k + k0, count, buffer); return buffer;
+    case row_format::e4m3_e8m0:
+      for (std::int64_t b = 0; b < count; b += lp::mx_block) {
+        const std::uint8_t s = w.scales[n * (w.k / lp::mx_block) + (k0 + b) / lp::mx_block];
+        e4m3_run(codes + n * w.k + k0 + b, lp::mx_block, s == 0 ? 0.0f : lp::e8m0_value(s), buffer + b);  // Marlin: byte 0 is 0
+      }
+      return buffer;
+    case row_format::e2m1_e8m0: {
+      float scales[decode_chunk / lp::mx_block];
+      const std::uint8_t* bytes = w.scales + n * (w.k / lp::mx_block) + k0 / lp::mx_block;
+      for (std::int64_t b = 0; b < count / lp::mx_block; ++b) scales[b] = lp::e8m0_value(bytes[b]);
+      e2m1_run<lp::mx_block>(codes + (n * w.k + k0) / 2, count / 2, scales, buffer);
+      return buffer;
+    }
+    case row_format::e2m1_e4m3: {
+      float scales[decode_chunk / lp::nv_block];
+      const std::uint8_t* bytes = w.scales + n * (w.k / lp::nv_block) + k0 / lp::nv_block;
+      for (std::int64_t b = 0; b < count / lp::nv_block; ++b) scales[b] = e4m3_table[bytes[b]];
+      e2m1_run<lp::nv_block>(codes + (n * w.k + k0) / 2, count / 2, scales, buffer);
+      return buffer;
+    }
+    case row_format::lut3: lut3_run(e4m3_table, codes, w.books, w.scales, w.k, n, k0, count, buffer); return buffer;
+  }
+  return buffer;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qpolicy::cpu::detail
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggled per target
