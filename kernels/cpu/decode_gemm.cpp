@@ -61,6 +61,24 @@ HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int
     for (std::int64_t t = whole; t < count; ++t) acc[r * L + (t - whole)] += x[r * ldx + t] * w[t];
 }
 
+/// Fetches the bytes row_prefetch_bytes past row n's codes of elements [k0, k0 + count) into the cache:
+/// the rows of a block interleave their streams, which the hardware prefetcher follows late (the loads
+/// of the codes stalled on memory most of the time without this).
+HWY_INLINE void prefetch_ahead(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
+  std::int64_t first = 0, bytes = 0;  // the chunk's code bytes, from the start of the codes
+  switch (w.format) {
+    case row_format::f32: first = (n * w.k + k0) * 4, bytes = count * 4; break;
+    case row_format::e4m3:
+    case row_format::e4m3_e8m0:
+    case row_format::int8: first = n * w.k + k0, bytes = count; break;
+    case row_format::e2m1_e8m0:
+    case row_format::e2m1_e4m3: first = (n * w.k + k0) / 2, bytes = count / 2; break;
+    case row_format::lut3: return;  // tiles of 8 rows: each row's run is 24 bytes of a 192-byte tile, read in order
+  }
+  const char* ahead = static_cast<const char*>(w.codes) + first + row_prefetch_bytes;
+  for (std::int64_t b = 0; b < bytes; b += 64) hwy::Prefetch(ahead + b);
+}
+
 /// Weight rows a thread takes together: each chunk of x (16 rows x 128 floats, 8 KiB) is read from L2 once
 /// for all of them and stays in L1 while each row's chunk is decoded and multiplied.
 inline constexpr std::int64_t row_block = 8;
@@ -83,10 +101,7 @@ void decode_gemm_range(const code_rows& w, const batch_activations& x, const gro
         for (std::int64_t j = 0; j < block; ++j) {
           const std::int64_t row = row0 + j;
           float* a = acc + j * rows * L;
-          if (w.format == row_format::f32) {
-            const char* ahead = reinterpret_cast<const char*>(static_cast<const float*>(w.codes) + row * k + k0) + row_prefetch_bytes;
-            for (std::int64_t b = 0; b < count * 4; b += 64) hwy::Prefetch(ahead + b);
-          }
+          prefetch_ahead(w, row, k0, count);
           const float* wv = decode_run(w, row, k0, count, buffer);
           if (!groups) {
             dot_rows(xs, k, rows, wv, count, a);

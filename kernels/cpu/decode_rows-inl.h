@@ -10,6 +10,7 @@
 #endif
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include <hwy/highway.h>
@@ -91,13 +92,32 @@ HWY_INLINE void e2m1_run(const std::uint8_t* packed, std::int64_t pairs, const f
     if (bytes < 16) std::memcpy(tail, packed + j, static_cast<std::size_t>(bytes));
     const auto v = hn::LoadU(d8, bytes < 16 ? tail : packed + j);
     const auto low = hn::And(v, hn::Set(d8, 0x0F)), high = hn::ShiftRight<4>(v);
-    hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveLower(d8, low, high))), di8, values);
-    hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveUpper(d8, low, high))), di8, values + 16);
-    for (std::int64_t t = 0; t < 2 * bytes; t += L) {
-      const std::int64_t at = 2 * j + t;
-      const auto half_scale = hn::Set(df, scales[at / Block] * 0.5f);
-      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dn, values + t))), half_scale), df, out + at);
+    const auto first = hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveLower(d8, low, high)));
+    const auto second = hn::TableLookupBytes(table, hn::BitCast(di8, hn::InterleaveUpper(d8, low, high)));
+    const auto half_scale = [&](std::int64_t at) { return hn::Set(df, scales[at / Block] * 0.5f); };
+    float* o = out + 2 * j;
+#if HWY_TARGET == HWY_AVX2
+    // Eight lanes: each half of a 16-code vector widens straight to a vector of int32.
+    if (bytes == 16) {
+      const hn::Half<decltype(di8)> dh;
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(dh, first))), half_scale(2 * j)), df, o);
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::UpperHalf(dh, first))), half_scale(2 * j + 8)), df, o + 8);
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(dh, second))), half_scale(2 * j + 16)), df, o + 16);
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::UpperHalf(dh, second))), half_scale(2 * j + 24)), df, o + 24);
+      continue;
     }
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // Sixteen lanes: a 16-code vector widens straight to a vector of int32.
+    if (bytes == 16) {
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, first)), half_scale(2 * j)), df, o);
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, second)), half_scale(2 * j + 16)), df, o + 16);
+      continue;
+    }
+#endif
+    hn::StoreU(first, di8, values);
+    hn::StoreU(second, di8, values + 16);
+    for (std::int64_t t = 0; t < 2 * bytes; t += L)
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dn, values + t))), half_scale(2 * j + t)), df, o + t);
   }
 #endif
 }
@@ -159,7 +179,8 @@ HWY_INLINE const float* decode_run(const code_rows& w, std::int64_t n, std::int6
     case row_format::e4m3_e8m0:
       for (std::int64_t b = 0; b < count; b += lp::mx_block) {
         const std::uint8_t s = w.scales[n * (w.k / lp::mx_block) + (k0 + b) / lp::mx_block];
-        e4m3_run(codes + n * w.k + k0 + b, lp::mx_block, s == 0 ? 0.0f : lp::e8m0_value(s), buffer + b);  // Marlin: byte 0 is 0
+        if (s == 0) std::fill(buffer + b, buffer + b + lp::mx_block, 0.0f);  // Marlin: byte 0 decodes the block as 0, NaN codes too
+        else e4m3_run(codes + n * w.k + k0 + b, lp::mx_block, lp::e8m0_value(s), buffer + b);
       }
       return buffer;
     case row_format::e2m1_e8m0: {

@@ -25,7 +25,7 @@ if [ ! -f "$work/obj/.built" ]; then  # a second run into the same directory reu
     'clang++ "$@" -fsanitize=fuzzer-no-link -c "{}" -o "'"$work"'/obj/$(echo "{}" | tr / _).o"' _ "${flags[@]}"
   touch "$work/obj/.built"
 fi
-libs=(-lboost_json -lfmt -lpthread)
+libs=(-lboost_json -lfmt -lhwy -lpthread)
 status=0
 # The two older targets keep their own seed writers; the rest share seed_main.cpp.
 seed_sources() {
