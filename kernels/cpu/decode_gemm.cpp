@@ -168,7 +168,9 @@ const std::array<float, 256>& e4m3_values() {
 }
 
 bool exact_bf16(const float* x, std::int64_t count, std::uint16_t* bf16) {
-  return has_bf16_dot_kernels() ? exact_bf16_avx512(x, count, bf16) : exact_bf16_scalar(x, count, bf16);
+  if constexpr (QPOLICY_X86_KERNELS)
+    if (has_bf16_dot_kernels()) return exact_bf16_avx512(x, count, bf16);
+  return exact_bf16_scalar(x, count, bf16);
 }
 
 bool exact_bf16_scalar(const float* x, std::int64_t count, std::uint16_t* bf16) {

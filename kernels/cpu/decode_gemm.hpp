@@ -21,6 +21,7 @@
 #include "qpolicy/kernels/cpu/low_precision_forward.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
+#include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -43,15 +44,6 @@ struct e4m3_weights {
   const std::uint8_t* codes;
   std::int64_t n, k;
 };
-/// Applies X to each low-precision weight formula whose rows the kernels here decode (formula_weights),
-/// for their .cpp files' explicit instantiations: the one list of them.
-#define QPOLICY_FOR_EACH_DECODED_FORMULA(X)                                                                       \
-  X(::qpolicy::schemes::formula::mxfp8_torch)                                                                     \
-  X(::qpolicy::schemes::formula::mxfp4_even)                                                                      \
-  X(::qpolicy::schemes::formula::int8_per_channel)                                                                \
-  X(::qpolicy::schemes::formula::nvfp4_weight)                                                                    \
-  X(::qpolicy::schemes::formula::lut_b)
-
 /// Weights quantized by low-precision weight formula F (an lp_matrix), decoded up to their outer scale.
 template <schemes::formula F>
 struct formula_weights {
@@ -173,6 +165,17 @@ void decode_gemm_rows(const code_rows& w, const batch_activations& x, const grou
 /// y[m, n] = sum_k x[m, k] w[n, k]. Defined in decode_gemm_f32_avx512.cpp; only where has_bf16_dot_kernels().
 void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads);
 
+/// An external table of entry(tag) for each weight formula the weight-only GEMM decodes (the registry's
+/// weight_only_formula_types, the one list of them): each kernel whose address an entry takes is emitted
+/// in the calling file.
+template <class Entry>
+const void* decoded_formula_table(Entry entry) {
+  using any_function = void (*)();  // the kernels' types differ by formula
+  static const auto table = registry::table_of(registry::weight_only_formula_types,
+                                               [&](auto tag) { return reinterpret_cast<any_function>(entry(tag)); });
+  return &table;
+}
+
 /// Whether decode_gemm_bf16 decodes these weights into bf16 words (all but float32 weights).
 template <class Weights>
 inline constexpr bool has_bf16_words = true;
@@ -182,7 +185,7 @@ inline constexpr bool has_bf16_words<f32_weights> = false;
 /// decode_panel_rows by the fastest decoder for these weights (the AVX-512 BF16 one where it runs).
 template <class Weights>
 void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
-  if constexpr (has_bf16_words<Weights> && !std::is_same_v<Weights, e4m3_weights>)
+  if constexpr (QPOLICY_X86_KERNELS && has_bf16_words<Weights> && !std::is_same_v<Weights, e4m3_weights>)
     if (has_bf16_dot_kernels()) return decode_panel_values(w, n0, k0, depth, panel);
   decode_panel_rows(code_rows_of(w), n0, k0, depth, panel);
 }
@@ -190,7 +193,7 @@ void decode_panel(const Weights& w, std::int64_t n0, std::int64_t k0, std::int64
 /// The fastest of the two for these operands: the vdpbf16ps kernel when it can run, else float32.
 template <class Weights>
 void decode_gemm(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
-  if constexpr (has_bf16_words<Weights>)
+  if constexpr (QPOLICY_X86_KERNELS && has_bf16_words<Weights>)
     if (x.bf16 && has_bf16_dot_kernels()) return decode_gemm_bf16(w, x, groups, y, threads);
   decode_gemm_rows(code_rows_of(w), x, groups, y, threads);
 }

@@ -425,32 +425,12 @@ void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_
 }
 
 template void decode_gemm_bf16(const e4m3_weights&, const batch_activations&, const group_scales*, float*, unsigned);
-#define QPOLICY_DECODE_GEMM_BF16(F)                                                                                         \
-  template void decode_gemm_bf16(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned);
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_GEMM_BF16)
-#undef QPOLICY_DECODE_GEMM_BF16
+const void* decode_gemm_bf16_table() {
+  return decoded_formula_table([](auto tag) { return &decode_gemm_bf16<formula_weights<decltype(tag)::id>>; });
+}
 
 #pragma GCC diagnostic pop
 
 }  // namespace qpolicy::cpu::detail
 
-#else
-// Not x86-64 GCC: has_bf16_dot_kernels() is false, so none of these is called; they link.
-namespace qpolicy::cpu::detail {
-bool has_amx_kernels() { return false; }
-bool exact_bf16_avx512(const float* x, std::int64_t count, std::uint16_t* bf16) { return exact_bf16_scalar(x, count, bf16); }
-
-template <class Weights>
-void decode_gemm_bf16(const Weights& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
-  decode_gemm_f32(w, x, groups, y, threads);
-}
-void decode_gemm_f32_avx512(const f32_weights& w, const float* x, std::int64_t m, float* y, unsigned threads) {
-  decode_gemm_f32(w, {x, nullptr, m}, nullptr, y, threads);
-}
-template void decode_gemm_bf16(const e4m3_weights&, const batch_activations&, const group_scales*, float*, unsigned);
-#define QPOLICY_DECODE_GEMM_BF16(F)                                                                                         \
-  template void decode_gemm_bf16(const formula_weights<F>&, const batch_activations&, const group_scales*, float*, unsigned);
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_GEMM_BF16)
-#undef QPOLICY_DECODE_GEMM_BF16
-}  // namespace qpolicy::cpu::detail
 #endif

@@ -8,8 +8,6 @@
 #include "transpose_avx512.hpp"
 
 // Each decoded formula's instantiations, on either branch below.
-#define QPOLICY_DECODE_PANEL(F)                                                                                 \
-  template void decode_panel_values(const formula_weights<F>&, std::int64_t, std::int64_t, std::int64_t, float*);
 
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
@@ -95,21 +93,12 @@ void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int6
   panel_values(w, n0, k0, depth, panel);
 }
 
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
+const void* decode_panel_values_table() {
+  return decoded_formula_table([](auto tag) { return &decode_panel_values<decltype(tag)::id>; });
+}
 
 #pragma GCC diagnostic pop
 
 }  // namespace qpolicy::cpu::detail
 
-#else
-// Not x86-64 GCC: has_bf16_dot_kernels() is false, so none of these is called; they link.
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-
-namespace qpolicy::cpu::detail {
-template <schemes::formula F>
-void decode_panel_values(const formula_weights<F>& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
-  decode_panel_rows(code_rows_of(w), n0, k0, depth, panel);
-}
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_DECODE_PANEL)
-}  // namespace qpolicy::cpu::detail
 #endif

@@ -131,17 +131,18 @@ void decode_all(const schemes::formula_row& f, const stored_tensors& in, element
 
 void dequantize(schemes::formula id, const stored_tensors& in, element out_type, void* out, const cpu_options& o) {
   const auto& f = schemes::formula_of(id);
-  if (f.codes == code_format::lut3_tiles) {
-    if (out_type == element::f32) throw std::invalid_argument("LUT-B decodes to bf16 or fp16 (§B.4), not float32");
-    lut_b_dequantize(in.codes, in.codebooks, static_cast<const std::uint8_t*>(in.scales), in.rows, in.cols, out_type,
-                     static_cast<std::uint16_t*>(out), o);
-    return;
+  // One case per code format and no default: a format without a decoder does not compile (-Werror=switch).
+  switch (f.codes) {
+    case code_format::lut3_tiles:
+      if (out_type == element::f32) throw std::invalid_argument("LUT-B decodes to bf16 or fp16 (§B.4), not float32");
+      return lut_b_dequantize(in.codes, in.codebooks, static_cast<const std::uint8_t*>(in.scales), in.rows, in.cols, out_type,
+                              static_cast<std::uint16_t*>(out), o);
+    // INT8's row scale holds a model-dtype value (§5): code x scale in float32, then rounded, as the
+    // model-dtype product compressed-tensors computes (x_q.to(scale.dtype) * scale) rounds.
+    case code_format::e4m3: return decode_all<code_format::e4m3>(f, in, out_type, out, o);
+    case code_format::int8: return decode_all<code_format::int8>(f, in, out_type, out, o);
+    case code_format::e2m1_packed: return decode_all<code_format::e2m1_packed>(f, in, out_type, out, o);
   }
-  // INT8's row scale holds a model-dtype value (§5): code x scale in float32, then rounded, as the
-  // model-dtype product compressed-tensors computes (x_q.to(scale.dtype) * scale) rounds.
-  if (f.codes == code_format::e4m3) decode_all<code_format::e4m3>(f, in, out_type, out, o);
-  else if (f.codes == code_format::int8) decode_all<code_format::int8>(f, in, out_type, out, o);
-  else decode_all<code_format::e2m1_packed>(f, in, out_type, out, o);
 }
 
 }  // namespace qpolicy::cpu

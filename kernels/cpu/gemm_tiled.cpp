@@ -272,16 +272,17 @@ void gemm_panels(const Weights& w, const float* a, std::int64_t m, float* out, u
              },
              no_chunks{});
 }
-#define QPOLICY_GEMM_PANELS(F) template void gemm_panels(const formula_weights<F>&, const float*, std::int64_t, float*, unsigned);
-QPOLICY_FOR_EACH_DECODED_FORMULA(QPOLICY_GEMM_PANELS)
-#undef QPOLICY_GEMM_PANELS
+const void* gemm_panels_table() {
+  return decoded_formula_table([](auto tag) { return &gemm_panels<formula_weights<decltype(tag)::id>>; });
+}
 }  // namespace detail
 
 void gemm_f32(const float* a, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* out,
               const gemm_options& options) {
   if (m <= detail::decode_batch_rows) {
-    if (detail::has_bf16_dot_kernels()) detail::decode_gemm_f32_avx512(detail::f32_weights{w, n, k}, a, m, out, options.threads);
-    else detail::decode_gemm_rows(detail::code_rows_of(detail::f32_weights{w, n, k}), {a, nullptr, m}, nullptr, out, options.threads);
+    if constexpr (QPOLICY_X86_KERNELS)
+      if (detail::has_bf16_dot_kernels()) return detail::decode_gemm_f32_avx512(detail::f32_weights{w, n, k}, a, m, out, options.threads);
+    detail::decode_gemm_rows(detail::code_rows_of(detail::f32_weights{w, n, k}), {a, nullptr, m}, nullptr, out, options.threads);
     return;
   }
   gemm_items(m, n, k, options.threads, a, detail::f32_weights{w, n, k},

@@ -39,11 +39,6 @@ std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
   });
   return out;
 }
-template std::vector<float> decode_weights<formula::mxfp8_torch>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<formula::mxfp4_even>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<formula::int8_per_channel>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<formula::nvfp4_weight>(const lp_matrix&, unsigned);
-template std::vector<float> decode_weights<formula::lut_b>(const lp_matrix&, unsigned);
 
 namespace {
 /// span(i0, i1) over elements [i0, i1) of a [rows, k] matrix, whole `width`-wide blocks, the rows split
@@ -159,16 +154,13 @@ void weight_only_matmul(const treated_activations& a, std::int64_t rows, const l
   apply_outer_scales(out, rows, n, a.row_scale.empty() ? nullptr : a.row_scale.data(),
                      F == formula::int8_per_channel ? w.row_scales.data() : nullptr, F == formula::nvfp4_weight ? w.tensor_scale : 1.0f, bias);
 }
-template void weight_only_matmul<formula::mxfp8_torch>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
-                                                       const forward_options&);
-template void weight_only_matmul<formula::mxfp4_even>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
-                                                      const forward_options&);
-template void weight_only_matmul<formula::int8_per_channel>(const treated_activations&, std::int64_t, const lp_matrix&, const float*,
-                                                            float*, const forward_options&);
-template void weight_only_matmul<formula::nvfp4_weight>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
-                                                        const forward_options&);
-template void weight_only_matmul<formula::lut_b>(const treated_activations&, std::int64_t, const lp_matrix&, const float*, float*,
-                                                 const forward_options&);
+
+const void* weight_only_matmul_table() {
+  return decoded_formula_table([](auto tag) { return &weight_only_matmul<decltype(tag)::id>; });
+}
+const void* decode_weights_table() {
+  return decoded_formula_table([](auto tag) { return &decode_weights<decltype(tag)::id>; });
+}
 
 void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
   const auto& f = schemes::formula_of(*schemes::formula_of_key(c.weight_key));

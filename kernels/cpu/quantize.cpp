@@ -52,7 +52,10 @@ void reference_low_precision(const input_view& x, const quantized_outputs& out, 
     ref::int8_per_channel(x, reinterpret_cast<std::int8_t*>(out.codes), static_cast<float*>(out.scales));
   else if constexpr (F == formula::nvfp4_weight)
     *out.second = ref::nvfp4_weight(x, out.codes, blocks.data(), o.has_amax ? &o.amax : nullptr).weight_scale_2;
-  else ref::nvfp4_per_token(x, out.codes, blocks.data(), out.second);
+  else {
+    static_assert(F == formula::nvfp4_per_token, "reference_low_precision has no reference for this formula: add its branch");
+    ref::nvfp4_per_token(x, out.codes, blocks.data(), out.second);
+  }
   auto* scales = static_cast<std::uint8_t*>(out.scales);
   for (std::int64_t r = 0; r < x.rows && f.block(); ++r)
     for (std::int64_t j = 0; j < per_row; ++j)

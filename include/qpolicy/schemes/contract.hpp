@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -176,11 +177,29 @@ constexpr std::optional<key_id> default_activation(method m, layer_kind kind) {
   return kind == layer_kind::moe ? contract_of(m).moe_activation : contract_of(m).linear_activation;
 }
 
-/// The online method row of a quantizing method.
+/// Whether online_method_table has a row for method m.
+constexpr bool has_online_method_row(method m) {
+  for (const auto& row : online_method_table)
+    if (row.id == m) return true;
+  return false;
+}
+/// Every quantizing method (all but `none` and `unquantized`) has its row, and no other does.
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < method_count; ++i) {
+        const auto m = static_cast<method>(i);
+        if (has_online_method_row(m) != (m != method::none && m != method::unquantized)) return false;
+      }
+      return online_method_table.size() == method_count - 2;
+    }(),
+    "online_method_table has one row for each quantizing method");
+
+/// The online method row of a quantizing method; a method without one (none, unquantized) is an error,
+/// at compile time where the call is constant-evaluated.
 constexpr const online_method_row& online_method_of(method m) {
-  std::size_t i = 0;
-  while (i + 1 < online_method_table.size() && online_method_table[i].id != m) ++i;
-  return online_method_table[i];
+  for (const auto& row : online_method_table)
+    if (row.id == m) return row;
+  throw std::invalid_argument("online_method_of: method '" + std::string(to_string(m)) + "' quantizes nothing and has no online method row");
 }
 
 /// Whether a weight-only layer of kind `kind` under method m may take treatment t: its row's, or, for

@@ -72,15 +72,20 @@ QPOLICY_HD float run_scale(const decode_layout& l, const void* scales, const flo
   return s;
 }
 
-/// The value of the code of element (r, k).
+/// The value of the code of element (r, k), for the code formats of row-wise runs (LUT-B's tiles decode
+/// by lut_value instead: NaN here). One case per format and no default (-Werror=switch).
 QPOLICY_HD float code_value(const decode_layout& l, const std::uint8_t* codes, std::int64_t r, std::int64_t k) {
   const std::int64_t i = r * l.cols + k;
-  if (l.codes == schemes::code_format::e2m1_packed) {
-    const std::uint8_t byte = codes[i / 2];
-    return lp::e2m1_value(static_cast<std::uint8_t>(k % 2 ? byte >> 4 : byte & 0xF));
+  switch (l.codes) {
+    case schemes::code_format::e2m1_packed: {
+      const std::uint8_t byte = codes[i / 2];
+      return lp::e2m1_value(static_cast<std::uint8_t>(k % 2 ? byte >> 4 : byte & 0xF));
+    }
+    case schemes::code_format::int8: return static_cast<float>(static_cast<std::int8_t>(codes[i]));
+    case schemes::code_format::e4m3: return fp8::decode(codes[i]);
+    case schemes::code_format::lut3_tiles: break;
   }
-  if (l.codes == schemes::code_format::int8) return static_cast<float>(static_cast<std::int8_t>(codes[i]));
-  return fp8::decode(codes[i]);
+  return fp8::float_of(0x7FC00000u);
 }
 
 /// Element (r, k) decoded to float32.

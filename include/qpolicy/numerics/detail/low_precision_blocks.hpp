@@ -182,7 +182,10 @@ QPOLICY_HD float weight_operand(const std::uint8_t* codes, const std::uint8_t* b
     const std::uint8_t b = block_scales[n * (cols / block) + k / block];
     float v;
     if constexpr (codes_as == code::e4m3) v = fp8::decode(codes[i]);
-    else v = e2m1_value(i % 2 ? e2m1_high(codes[i / 2]) : e2m1_low(codes[i / 2]));
+    else {
+      static_assert(codes_as == code::e2m1_packed, "weight_operand has no decode for this code format: add its branch");
+      v = e2m1_value(i % 2 ? e2m1_high(codes[i / 2]) : e2m1_low(codes[i / 2]));
+    }
     if constexpr (scales_as == scale::e4m3) return v * fp8::decode(b);
     else if constexpr (codes_as == code::e4m3) return b == 0 ? 0.0f : v * e8m0_value(b);  // Marlin's MXFP8
     else return v * e8m0_value(b);
