@@ -61,21 +61,25 @@ HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int
     for (std::int64_t t = whole; t < count; ++t) acc[r * L + (t - whole)] += x[r * ldx + t] * w[t];
 }
 
-/// Fetches the bytes row_prefetch_bytes past row n's codes of elements [k0, k0 + count) into the cache:
-/// the rows of a block interleave their streams, which the hardware prefetcher follows late (the loads
-/// of the codes stalled on memory most of the time without this).
+/// How far ahead along its own row each weight row's codes are fetched: a block's rows interleave their
+/// streams, chunk by chunk, which the hardware prefetcher follows late.
+inline constexpr std::int64_t prefetch_elements = 8 * decode_chunk;
+
+/// Fetches row n's code bytes prefetch_elements past [k0, k0 + count) into the cache (past the row's
+/// end: the next rows', which the block reads next or the next block reads first).
 HWY_INLINE void prefetch_ahead(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
-  std::int64_t first = 0, bytes = 0;  // the chunk's code bytes, from the start of the codes
+  std::int64_t first = 0, bytes = 0;  // from the start of the codes
+  const std::int64_t at = n * w.k + k0 + prefetch_elements;
   switch (w.format) {
-    case row_format::f32: first = (n * w.k + k0) * 4, bytes = count * 4; break;
+    case row_format::f32: first = at * 4, bytes = count * 4; break;
     case row_format::e4m3:
     case row_format::e4m3_e8m0:
-    case row_format::int8: first = n * w.k + k0, bytes = count; break;
+    case row_format::int8: first = at, bytes = count; break;
     case row_format::e2m1_e8m0:
-    case row_format::e2m1_e4m3: first = (n * w.k + k0) / 2, bytes = count / 2; break;
+    case row_format::e2m1_e4m3: first = at / 2, bytes = count / 2; break;
     case row_format::lut3: return;  // tiles of 8 rows: each row's run is 24 bytes of a 192-byte tile, read in order
   }
-  const char* ahead = static_cast<const char*>(w.codes) + first + row_prefetch_bytes;
+  const char* ahead = static_cast<const char*>(w.codes) + first;
   for (std::int64_t b = 0; b < bytes; b += 64) hwy::Prefetch(ahead + b);
 }
 

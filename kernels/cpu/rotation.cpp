@@ -193,11 +193,13 @@ QPOLICY_AVX512BW void rotated_mxfp4_group(const std::uint16_t* row, int n, float
 #pragma GCC diagnostic pop
 #endif
 
+#ifdef QPOLICY_ROTATION_X86
 /// 2 where the active CPU target covers avx3 (AVX-512 F and BW), 1 where it covers avx2 (AVX2 with
 /// FMA), 0 elsewhere (the cloned loops).
 int rotation_isa() {
   return cpu_target_covers(cpu_target::avx3) ? 2 : cpu_target_covers(cpu_target::avx2) ? 1 : 0;
 }
+#endif
 
 void rotate32(const float* x, std::int64_t blocks, const float* h, float* out) {
 #ifdef QPOLICY_ROTATION_X86

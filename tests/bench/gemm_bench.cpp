@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <string_view>
@@ -67,6 +68,11 @@ void linear_layers(std::string_view only, int runs) {
       for (std::size_t i = 0; i < b.x.size(); ++i) b.xf[i] = fp8::from_bf16(b.x[i] = fp8::to_bf16(normal(rng)));
       batches.push_back(std::move(b));
     }
+    // The machine's memcpy of the float32 weights' bytes, the bound the float32 GEMM approaches at M = 1.
+    std::vector<float> copy(s.w_f32.size());
+    const double memcpy_s = best_seconds(runs + 1, [&] { std::memcpy(copy.data(), s.w_f32.data(), s.w_f32.size() * 4); });
+    const double memcpy_gbs = 4e-9 * static_cast<double>(n * k) / memcpy_s;
+    fmt::print("bench: memcpy_{}x{}_f32 {:.1f} GB/s\n", n, k, memcpy_gbs);
     for (int round = 0; round < runs; ++round)
       for (auto& b : batches)
         for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -81,8 +87,9 @@ void linear_layers(std::string_view only, int runs) {
                    b.best_f32[l] / b.best[l]);
       if (layers.empty()) continue;
       const double t_f32 = *std::min_element(b.best_f32.begin(), b.best_f32.end());
-      fmt::print("bench: cpu_linear_f32_{} {:.1f} GFLOPS ({:.1f} GB/s of weights)\n", shape, flops / t_f32 / 1e9,
-                 4e-9 * static_cast<double>(n * k) / t_f32);
+      const double weights_gbs = 4e-9 * static_cast<double>(n * k) / t_f32;
+      fmt::print("bench: cpu_linear_f32_{} {:.1f} GFLOPS ({:.1f} GB/s of weights, {:.2f}x memcpy)\n", shape, flops / t_f32 / 1e9,
+                 weights_gbs, weights_gbs / memcpy_gbs);
     }
   }
 }

@@ -257,7 +257,7 @@ TEST_CASE("a model directory whose writes fail midway keeps its complete shards,
   // A file size limit (ulimit -f, 512-byte blocks: 2 MiB) that every shard fits under and the
   // tokenizer does not: the write fails after both shards were committed.
   const auto r = qpolicy::test::run_process(
-      {"/bin/sh", "-c", "ulimit -f 4096 && exec \"$0\" quantize -q fp8_per_tensor \"$1\" -o \"$2\"", exe, in.string(), out.string()});
+      {"/bin/sh", "-c", "ulimit -f 4096 && exec \"$@\"", "sh", exe, "quantize", "-q", "fp8_per_tensor", in.string(), "-o", out.string()});
   INFO(r.err);
   CHECK(r.status == 1);
   CHECK_THAT(r.err, Catch::Contains("tokenizer.json': File too large") && Catch::Contains("--resume finishes it"));

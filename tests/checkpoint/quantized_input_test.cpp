@@ -169,10 +169,9 @@ TEST_CASE("quantize on vLLM fp8 blocks renames kept scales and decodes the rest 
   // directory a run that never failed writes.
   qpolicy::test::spit(fp8 / "tokenizer.json", std::string(4 << 20, 'x'));
   const auto stopped = tmp.path() / "stopped", fresh = tmp.path() / "fresh";
-  const auto r = qpolicy::test::run_process({"/bin/sh", "-c",
-                                             "ulimit -f 4096 && exec \"$0\" quantize -c '{\"linear\": \"mxfp8\"}' --max-shard-size 200KB "
-                                             "\"$1\" -o \"$2\"",
-                                             qpolicy::test::required_env("QPOLICY_EXE"), fp8.string(), stopped.string()});
+  const auto r = qpolicy::test::run_process({"/bin/sh", "-c", "ulimit -f 4096 && exec \"$@\"", "sh", qpolicy::test::required_env("QPOLICY_EXE"),
+                                             "quantize", "-c", R"({"linear": "mxfp8"})", "--max-shard-size", "200KB", fp8.string(), "-o",
+                                             stopped.string()});
   INFO(r.err);
   CHECK(r.status == 1);
   CHECK_THAT(r.err, Catch::Contains("--resume finishes it"));

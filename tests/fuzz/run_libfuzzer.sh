@@ -14,7 +14,7 @@ export QPOLICY_MODELS=${QPOLICY_MODELS:-$root/../shared/models}
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found, skipped"; exit 0; }
 if [ "$arg" = LONG ]; then limit=(-runs="${QPOLICY_FUZZ_RUNS:-10000000}"); else limit=(-max_total_time="$arg"); fi
 bash "$root/scripts/write-version-header.sh" "$work/include" 0  # a build without CUDA
-flags=(-std=c++20 -O1 -g -I"$root/include" -I"$work/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined
+flags=(-std=c++20 -O1 -g -ffp-contract=off -I"$root/include" -I"$work/include" -I"$root" -DBOOST_JSON_NO_LIB -fsanitize=address,undefined
        -fno-sanitize-recover=undefined)
 # The runtime library, once, instrumented for coverage (the CPU kernels, and the CUDA backend as a build without CUDA has it).
 lib_srcs=("$root"/src/match/*.cpp "$root"/src/json/*.cpp "$root"/src/plan/*.cpp "$root"/src/io/*.cpp "$root"/src/source/*.cpp

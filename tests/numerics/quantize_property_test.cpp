@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
+#include "../support/test_inputs.hpp"
 #include "../support/type_lists.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
@@ -187,12 +188,13 @@ TEMPLATE_LIST_TEST_CASE("every formula's CPU fast path equals its reference bit 
   if (f.model_dtype_only && type == qpolicy::element::f32) return;  // refused before any kernel runs
   const bool lp = f.low_precision();
   std::mt19937 rng(20261203u + static_cast<unsigned>(Formula::id) * 131u + static_cast<unsigned>(type) * 7u + o.swizzled);
-  for (int round = 0; round < 24; ++round) {
+  const int rounds = qpolicy::test::property_rounds(24);
+  for (int round = 0; round < rounds; ++round) {
     // Rows: up to 300 (the low-precision rows mostly up to 40); K: whole groups or blocks where the row
     // needs them, else any width, one column now and then.
     // Once a very wide low-precision row, a few rows of it: the row kernels work in passes of up to 1024
     // blocks (NVFP4 per token reads its amax off the first pass's maxima when the row fits in one).
-    const bool very_wide = lp && round == 11;
+    const bool very_wide = lp && round == rounds / 2 - 1 + (rounds == 1);
     const std::int64_t drawn = very_wide ? 1 + static_cast<std::int64_t>(rng() % 3) : 1 + static_cast<std::int64_t>(rng() % (lp && round % 5 ? 40 : 300));
     const std::int64_t rows = (drawn + f.tile_rows - 1) / f.tile_rows * f.tile_rows;  // whole tiles (LUT-B: 8 rows)
     const std::int64_t unit = f.k_multiple;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
@@ -29,7 +30,29 @@ struct running_process {
   int out = -1, err = -1;
 };
 
-inline running_process start_process(const std::vector<std::string>& args) {
+/// args with meson's exe wrapper (MESON_EXE_WRAPPER, which meson sets in a cross build's test environment:
+/// qemu for arm64 programs on x86-64, a machine with no binfmt entry for them) before the qpolicy
+/// executable ($QPOLICY_EXE), wherever it stands in args (after /usr/bin/env's assignments too).
+inline std::vector<std::string> with_exe_wrapper(std::vector<std::string> args) {
+  const char* wrapper = std::getenv("MESON_EXE_WRAPPER");
+  const char* exe = std::getenv("QPOLICY_EXE");
+  if (!wrapper || !*wrapper || !exe) return args;
+  std::vector<std::string> words;
+  for (std::string_view rest = wrapper; !rest.empty();) {
+    const auto end = rest.find(' ');
+    if (end != 0) words.emplace_back(rest.substr(0, end));
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+  }
+  for (auto it = args.begin(); it != args.end(); ++it)
+    if (*it == exe) {
+      args.insert(it, words.begin(), words.end());
+      break;
+    }
+  return args;
+}
+
+inline running_process start_process(const std::vector<std::string>& given) {
+  const std::vector<std::string> args = with_exe_wrapper(given);
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) || pipe(err_pipe)) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
@@ -42,7 +65,7 @@ inline running_process start_process(const std::vector<std::string>& args) {
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);  // a wrapper by name: on PATH
   posix_spawn_file_actions_destroy(&actions);
   close(out_pipe[1]);
   close(err_pipe[1]);

@@ -23,6 +23,16 @@ inline std::string required_env(const char* name) {
   return v;
 }
 
+/// A property test's random rounds: `full`, or fewer where QPOLICY_PROPERTY_ROUNDS says so (an emulated
+/// run, about 20 times slower); a test keeps every kind of check within the rounds it runs.
+inline int property_rounds(int full) {
+  const char* v = std::getenv("QPOLICY_PROPERTY_ROUNDS");
+  if (!v || !*v) return full;
+  const int n = std::atoi(v);
+  if (n < 1) FAIL("QPOLICY_PROPERTY_ROUNDS is '" << v << "'; expected a whole number of rounds, 1 or more");
+  return n < full ? n : full;
+}
+
 /// The JSON document at the path in environment variable `variable`; a test failure naming the
 /// variable and the path when the file cannot be read.
 inline boost::json::value json_file_from_env(const char* variable) {
