@@ -5,7 +5,7 @@
 # against the CPU backend, the grouped MoE GEMM against spec §10's bound) and the CUDA benchmarks,
 # and prints what docs/perf.md should record. Logs (four files) go to $OUT when the device tool sets
 # it, else to build-device/logs. Exits 1 when a test fails. The kernels' type lists need Boost.Hana's
-# headers: run `bash scripts/device-build.sh --stage` here first and carry build-device/include.
+# headers and Highway: run `bash scripts/device-build.sh --stage` here first and carry build-device/include and build-device/lib.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs="${OUT:-build-device/logs}"
