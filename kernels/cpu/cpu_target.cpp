@@ -119,6 +119,13 @@ target_state& probed() {
   return s;
 }
 
+/// Whether target t is one the probe found this CPU runs.
+bool is_attained(const target_state& s, cpu_target t) {
+  for (cpu_target a : s.attained)
+    if (a == t) return true;
+  return false;
+}
+
 /// The probe with its active target chosen, once: QPOLICY_CPU_TARGET's when attained, else the best.
 target_state& state() {
   target_state& s = probed();
@@ -128,9 +135,7 @@ target_state& state() {
     const char* setting = std::getenv("QPOLICY_CPU_TARGET");
     if (setting && *setting) {
       const auto named = cpu_target_named(setting);
-      bool found = false;
-      for (cpu_target a : s.attained) found |= named && a == *named;
-      if (found) t = *named;
+      if (named && is_attained(s, *named)) t = *named;
       else  // kernels run inside worker threads, where an exception cannot go: named once, then the best
         std::fprintf(stderr, "warning: QPOLICY_CPU_TARGET is '%s', not a target this CPU runs; using '%s'\n", setting,
                      std::string(name_of(t)).c_str());
@@ -154,8 +159,7 @@ cpu_target active_cpu_target() { return state().active.load(std::memory_order_re
 
 void set_cpu_target(cpu_target t) {
   target_state& s = state();
-  for (cpu_target a : s.attained)
-    if (a == t) return activate(s, t);
+  if (is_attained(s, t)) return activate(s, t);
   throw std::invalid_argument("CPU target '" + std::string(name_of(t)) + "' is not one this CPU runs; it runs " + attained_list());
 }
 
@@ -175,8 +179,7 @@ std::optional<std::string> cpu_target_setting_problem() {
     for (auto n : cpu_target_names) names += (names.empty() ? "'" : ", '") + std::string(n) + "'";
     return "QPOLICY_CPU_TARGET is '" + std::string(setting) + "'; expected one of " + names;
   }
-  for (cpu_target a : attained_cpu_targets())
-    if (a == *named) return std::nullopt;
+  if (is_attained(probed(), *named)) return std::nullopt;
   return "QPOLICY_CPU_TARGET is '" + std::string(setting) + "', a target this CPU does not run; it runs " + attained_list();
 }
 
