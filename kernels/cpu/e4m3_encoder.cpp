@@ -12,8 +12,8 @@
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
 #include <immintrin.h>
-#define QPOLICY_F16C_ENCODER 1
 #endif
+#include "quantize_rows.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -27,60 +27,6 @@ float scaled(float x, float s) {
 template <bool Bf16>
 float element(const void* in, std::int64_t i) {
   return Bf16 ? fp8::from_bf16(static_cast<const std::uint16_t*>(in)[i]) : static_cast<const float*>(in)[i];
-}
-
-#ifdef QPOLICY_F16C_ENCODER
-#define QPOLICY_F16C __attribute__((target("avx,f16c")))
-
-/// The encoder's constants, made once per call. `Folded`: the scale already carries F16C's 2^-8
-/// (see codes_of), so the bounds are 2^-8 times e4m3's.
-struct encoder_constants {
-  __m256 sign_bit, exponent, max_e4m3, min_normal, to_c, to_half;
-  __m128i negative_offset;  // 384: 256 + 128
-};
-
-template <bool Folded>
-QPOLICY_F16C inline encoder_constants make_constants() {
-  const float fold = Folded ? 0x1p-8f : 1.0f;
-  return {_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))), _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
-          _mm256_set1_ps(448.0f * fold), _mm256_set1_ps(0x1p-6f * fold), _mm256_set1_ps(0x1p20f), _mm256_set1_ps(0x1p-8f),
-          _mm_set1_epi16(384)};
-}
-
-// Eight codes of y (16-bit lanes, each the code as a signed byte) under every rule: saturating
-// round-to-nearest-even; a NaN lane's code is wrong here, and the caller sets it again.
-// |y| is capped at 448 (all of (448, 464] rounds to 448 and the rest saturates there anyway). With E
-// the binade of a = |y| (at least 2^-6, e4m3's smallest normal), a + 2^(E+20) lies in the binade of
-// c = 2^(E+20), whose ulp 2^(E-3) is e4m3's step at a: the addition rounds a to e4m3 (ties to even)
-// and subtracting c again is exact. That value times 2^-8 is a float16 exactly (e4m3 spans 2^-9 to
-// 448; f16's subnormal step is 2^-24), and the float16 bits >> 7 are the e4m3 code: the exponent
-// field lines up (bias 15 against 7, shifted by 8) and subnormals map to subnormals.
-// Folded: y already is 2^-8 times the formula's y (the scale carries the factor, exactly: see
-// fold_scale), and the same steps run on bounds 2^-8 times as large, without the multiply.
-template <bool Folded>
-QPOLICY_F16C inline __m128i codes_of(__m256 y, const encoder_constants& k) {
-  const __m256 sign = _mm256_and_ps(y, k.sign_bit);
-  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(k.sign_bit, y), k.max_e4m3);
-  const __m256 c = _mm256_mul_ps(_mm256_max_ps(_mm256_and_ps(a, k.exponent), k.min_normal), k.to_c);
-  const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, c), c);
-  const __m256 half_value = Folded ? rounded : _mm256_mul_ps(rounded, k.to_half);
-  const __m128i half = _mm256_cvtps_ph(_mm256_or_ps(half_value, sign), _MM_FROUND_TO_NEAREST_INT);
-  // half >> 7 is the code's magnitude, plus 256 when negative; less 384 there, it is the code as a
-  // signed byte (code - 128), which the caller's signed saturating pack keeps.
-  const __m128i negative = _mm_srai_epi16(half, 15);
-  return _mm_sub_epi16(_mm_srli_epi16(half, 7), _mm_and_si128(negative, k.negative_offset));
-}
-
-template <bool Bf16>
-QPOLICY_F16C inline __m256 load8(const void* in, std::int64_t i) {
-  if constexpr (Bf16) {
-    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(in) + i));
-    const __m128i zero = _mm_setzero_si128();
-    const __m256i wide = _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, w)), _mm_unpackhi_epi16(zero, w), 1);
-    return _mm256_castsi256_ps(wide);  // a bf16 is the top half of its float
-  } else {
-    return _mm256_loadu_ps(static_cast<const float*>(in) + i);
-  }
 }
 
 /// The scalar codes of in[first, last) with scale s; with `only_extreme`, only the lanes whose y is
@@ -119,31 +65,6 @@ template <bool Bf16, bool Multiply, e4m3_rule Rule>
 void redo_nan_codes(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out) {
   for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
     scalar_codes<Bf16, Multiply, Rule>(in, c0, std::min(n, c0 + width), s[j], true, out);
-}
-
-/// Encodes in[0, n) in segments of `width` with scales s[]; `Folded` as fold_scale decided for all
-/// of them. Full groups of 16 go through the vector path (prefetching `ahead` at the same offsets),
-/// a segment's tail through the scalar formula, and lanes that met a NaN are set again at the end.
-template <bool Bf16, bool Multiply, bool Folded, e4m3_rule Rule>
-QPOLICY_F16C void run(const void* in, std::int64_t n, std::int64_t width, const float* s, std::uint8_t* out, const char* ahead) {
-  constexpr std::int64_t bytes = Bf16 ? 2 : 4;
-  const encoder_constants k = make_constants<Folded>();
-  __m256 any_nan = _mm256_setzero_ps();
-  for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j) {
-    const std::int64_t end = std::min(n, c0 + width);
-    const __m256 factor = _mm256_set1_ps(segment_factor<Multiply, Folded>(s[j]));
-    std::int64_t i = c0;
-    for (; i + 16 <= end; i += 16) {
-      _mm_prefetch(ahead + i * bytes, _MM_HINT_T0);
-      const __m256 x0 = load8<Bf16>(in, i), x1 = load8<Bf16>(in, i + 8);
-      const __m256 y0 = Multiply ? _mm256_mul_ps(x0, factor) : _mm256_div_ps(x0, factor);
-      const __m256 y1 = Multiply ? _mm256_mul_ps(x1, factor) : _mm256_div_ps(x1, factor);
-      any_nan = _mm256_or_ps(any_nan, _mm256_cmp_ps(y0, y1, _CMP_UNORD_Q));  // a lane where either is NaN
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(codes_of<Folded>(y0, k), codes_of<Folded>(y1, k)));
-    }
-    scalar_codes<Bf16, Multiply, Rule>(in, i, end, s[j], false, out);
-  }
-  if (_mm256_movemask_ps(any_nan) != 0) redo_nan_codes<Bf16, Multiply, Rule>(in, n, width, s, out);
 }
 
 #ifdef QPOLICY_AVX512_ENCODER
@@ -215,38 +136,30 @@ void dispatch(const void* in, std::int64_t n, std::int64_t width, const float* s
   const char* ahead = next ? static_cast<const char*>(next) : static_cast<const char*>(in) + 1024;
   // The runtime choice of formula becomes a specialization here, once per call (a row or a range).
   visit_formula(f, [&](auto rule, auto multiply) {
-    const bool folded = all_fold<multiply()>(n, width, s);
 #ifdef QPOLICY_AVX512_ENCODER
     if (has_avx512_kernels()) {
-      if (folded) run16<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
+      if (all_fold<multiply()>(n, width, s)) run16<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
       else run16<Bf16, multiply(), false, rule()>(in, n, width, s, out, ahead);
       return;
     }
 #endif
-    if (folded) run<Bf16, multiply(), true, rule()>(in, n, width, s, out, ahead);
-    else run<Bf16, multiply(), false, rule()>(in, n, width, s, out, ahead);
+    // Every other target: the portable encoder gives sat(y); the rule decides only NaN's code.
+    const bool nan = Bf16 ? sat_codes_bf16(static_cast<const std::uint16_t*>(in), n, width, s, multiply(), out, ahead)
+                          : sat_codes_f32(static_cast<const float*>(in), n, width, s, multiply(), out, ahead);
+    if (nan) redo_nan_codes<Bf16, multiply(), rule()>(in, n, width, s, out);
   });
 }
-#endif
 
 }  // namespace
 
-void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
-                     std::uint8_t* out, const void* next) {
-#ifdef QPOLICY_F16C_ENCODER
+void encode_e4m3_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
+                      std::uint8_t* out, const void* next) {
   dispatch<true>(in, n, width, s, f, out, next);
-#else
-  (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;
-#endif
 }
 
-void f16c_codes_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
-                    const void* next) {
-#ifdef QPOLICY_F16C_ENCODER
+void encode_e4m3_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+                     const void* next) {
   dispatch<false>(in, n, width, s, f, out, next);
-#else
-  (void)in, (void)n, (void)width, (void)s, (void)f, (void)out, (void)next;
-#endif
 }
 
 }  // namespace qpolicy::cpu::detail

@@ -20,6 +20,7 @@
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "low_precision_rows.hpp"
+#include "quantize_rows.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cpu {
@@ -37,58 +38,25 @@ using rows::nvfp4_blocks_avx512;
 
 namespace {
 
-/// e2m1(v) as lp::e2m1_encode computes it, without the early return, so a block's loop vectorizes.
-inline std::uint32_t e2m1_flat(float v) {
-  const std::uint32_t u = fp8::bits_of(v);
-  const float a = fp8::float_of(u & 0x7FFFFFFFu);
-  const std::uint32_t c = static_cast<std::uint32_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
-                                                     (a >= 3.5f) + (a > 5.0f));
-  return ((u >> 28) & 8u) | (a != a ? 7u : c);
-}
-
-/// The NaN-ignoring amax of 8 * Groups values in eight lanes (a max that ignores NaN gives the same
-/// value in any order, so the loop vectorizes), with flags: whether one value was NaN, and whether all
-/// were finite (a caller that does not read a flag loses its cost when this is inlined).
-template <int Groups>
-inline float lane_amax(const float* __restrict v, int& nan, int& finite) {
-  float lane[8] = {};
-  for (int g = 0; g < Groups; ++g)
-    for (int l = 0; l < 8; ++l) {
-      const float m = fp8::abs_f32(v[g * 8 + l]);
-      lane[l] = m > lane[l] ? m : lane[l];
-      nan |= m != m;
-      finite &= m <= fp8::float_of(0x7F7FFFFFu);
-    }
-  const float a01 = lane[1] > lane[0] ? lane[1] : lane[0], a23 = lane[3] > lane[2] ? lane[3] : lane[2];
-  const float a45 = lane[5] > lane[4] ? lane[5] : lane[4], a67 = lane[7] > lane[6] ? lane[7] : lane[6];
-  const float a03 = a23 > a01 ? a23 : a01, a47 = a67 > a45 ? a67 : a45;
-  return a47 > a03 ? a47 : a03;
-}
+/// The chunk of blocks whose scales are made before their codes: independent scale computations the
+/// CPU overlaps, and the block amaxes and multipliers stay in L1.
+constexpr std::int64_t block_chunk = 64;
 
 /// The MXFP4 blocks of a widened row (§4.2 EVEN, or §4.3 RCEIL): the block functions of
-/// numerics/detail/low_precision_blocks.hpp restated over whole blocks, the same operations per element
-/// (the amax in eight lanes: a max that ignores NaN gives the same value in any order).
-QPOLICY_CPU_CLONES void mxfp4_blocks(const float* __restrict x, std::int64_t blocks, bool rceil, std::uint8_t* __restrict codes,
-                                     std::uint8_t* __restrict scales) {
-  // Two passes: the scales of all blocks first (independent chains the CPU overlaps), then the codes.
-  constexpr std::int64_t chunk = 64;
-  float multipliers[chunk];
-  for (std::int64_t j0 = 0; j0 < blocks; j0 += chunk) {
-    const std::int64_t n = blocks - j0 < chunk ? blocks - j0 : chunk;
+/// numerics/detail/low_precision_blocks.hpp over whole blocks, the amax and the codes in vector lanes.
+void mxfp4_blocks(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
+  std::uint32_t amax[block_chunk], widest[block_chunk];
+  float multipliers[block_chunk];
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
+    const std::int64_t n = std::min(blocks - j0, block_chunk);
+    detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
     for (std::int64_t j = 0; j < n; ++j) {
-      int nan = 0, finite = 1;
-      const float a = lane_amax<4>(x + (j0 + j) * 32, nan, finite);
+      const float a = fp8::float_of(amax[j]);  // NaN-ignoring
       const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
       multipliers[j] = rceil ? lp::flashinfer_inverse(b) : fp8::float_of(e8m0_reciprocal_bits(b));  // EVEN: 1 / E8(b), exactly
       scales[j0 + j] = b;
     }
-    for (std::int64_t j = 0; j < n; ++j) {
-      const float* v = x + (j0 + j) * 32;
-      std::uint32_t c[32];
-      for (int i = 0; i < 32; ++i) c[i] = e2m1_flat(v[i] * multipliers[j]);
-      std::uint8_t* q = codes + (j0 + j) * 16;
-      for (int i = 0; i < 16; ++i) q[i] = static_cast<std::uint8_t>((c[2 * i] & 0xFu) | ((c[2 * i + 1] & 0xFu) << 4));
-    }
+    detail::e2m1_codes(x + j0 * 32, n, 32, multipliers, codes + j0 * 16);
   }
 }
 
@@ -99,35 +67,34 @@ namespace rows {
 /// The NVFP4 16-blocks of a widened row under encode scale `encode` (§6.2 step 4, §6.3 step 4): the
 /// block function (lp::nvfp4_block) restated over whole blocks, the same operations per element (the
 /// amax in eight lanes ignores NaN, so its order does not matter), so the code loop vectorizes.
-QPOLICY_CPU_CLONES void nvfp4_blocks(const float* __restrict x, std::int64_t blocks, float encode, bool zero_if_scale_zero,
-                                     std::uint8_t* __restrict codes, std::uint8_t* __restrict scales) {
-  constexpr std::int64_t chunk = 64;
-  float multipliers[chunk];
+void nvfp4_blocks(const float* x, std::int64_t blocks, float encode, bool zero_if_scale_zero, std::uint8_t* codes, std::uint8_t* scales) {
+  std::uint32_t amax[block_chunk], widest[block_chunk];
+  float multipliers[block_chunk];
   const float decode = 1.0f / encode;
-  for (std::int64_t j0 = 0; j0 < blocks; j0 += chunk) {
-    const std::int64_t n = blocks - j0 < chunk ? blocks - j0 : chunk;
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
+    const std::int64_t n = std::min(blocks - j0, block_chunk);
+    detail::block_magnitude_bits(x + j0 * 16, n, 16, amax, widest);
+    bool nan_multiplier = false;
     for (std::int64_t j = 0; j < n; ++j) {
-      int nan = 0, finite = 1;
-      const float a = lane_amax<2>(x + (j0 + j) * 16, nan, finite);
+      const float a = fp8::float_of(amax[j]);  // NaN-ignoring
       const std::uint8_t sf = fp8::sat(encode * (a * fp8::float_of(0x3E2AAAABu)));
       const float scale = fp8::decode(sf);
       const bool zero = zero_if_scale_zero ? scale == 0.0f : a == 0.0f;
       multipliers[j] = zero ? 0.0f : 1.0f / (scale * decode);
+      nan_multiplier |= multipliers[j] != multipliers[j];
       scales[j0 + j] = sf;
     }
-    for (std::int64_t j = 0; j < n; ++j) {
+    detail::e2m1_codes(x + j0 * 16, n, 16, multipliers, codes + j0 * 8);
+    for (std::int64_t j = 0; j < n && nan_multiplier; ++j) {
+      if (multipliers[j] == multipliers[j]) continue;
+      // A NaN multiplier (an infinite token scale): every product is NaN, and which one depends on the
+      // operand order, which a vector multiply may swap. The block function's x * m keeps x's NaN where
+      // x is one, else m's: said here explicitly.
       const float* v = x + (j0 + j) * 16;
-      std::uint32_t c[16];
-      if (multipliers[j] != multipliers[j]) {
-        // A NaN multiplier (an infinite token scale): every product is NaN, and which one depends on the
-        // operand order, which a vectorized multiply may swap. The block function's x * m keeps x's NaN
-        // where x is one, else m's: said here explicitly.
-        for (int i = 0; i < 16; ++i) c[i] = e2m1_flat(v[i] != v[i] ? v[i] : multipliers[j]);
-      } else {
-        for (int i = 0; i < 16; ++i) c[i] = e2m1_flat(v[i] * multipliers[j]);
-      }
       std::uint8_t* q = codes + (j0 + j) * 8;
-      for (int i = 0; i < 8; ++i) q[i] = static_cast<std::uint8_t>((c[2 * i] & 0xFu) | ((c[2 * i + 1] & 0xFu) << 4));
+      for (int i = 0; i < 8; ++i)
+        q[i] = static_cast<std::uint8_t>(lp::e2m1_encode(v[2 * i] != v[2 * i] ? v[2 * i] : multipliers[j]) |
+                                         lp::e2m1_encode(v[2 * i + 1] != v[2 * i + 1] ? v[2 * i + 1] : multipliers[j]) << 4);
     }
   }
 }
@@ -137,54 +104,52 @@ QPOLICY_CPU_CLONES void nvfp4_blocks(const float* __restrict x, std::int64_t blo
 namespace {
 
 /// The scales of MXFP8's (torch path, §3.2) 32-blocks of a widened row: the byte, and the multiplier
-/// 1 / E8(b) of the codes (the codes' x / E8(b) as a product: E8(b) is a power of two). The amax ignores
-/// NaN in eight lanes and a flag says whether there was one: a NaN block's multiplier is a (positive)
-/// NaN, whatever the NaN's payload, so its codes are NaN and its byte 0.
-QPOLICY_CPU_CLONES void mxfp8_torch_scales(const float* __restrict x, std::int64_t blocks, std::uint8_t* __restrict scales,
-                                           float* __restrict multipliers) {
-  for (std::int64_t j = 0; j < blocks; ++j) {
-    int nan = 0, finite = 1;
-    const float widest = lane_amax<4>(x + j * 32, nan, finite), tiny = fp8::float_of(0x00800000u);
-    const float a = nan ? fp8::float_of(0x7FC00000u) : widest > tiny ? widest : tiny;
-    const std::uint8_t b = lp::e8m0_ceil(a / fp8::max_e4m3);
-    multipliers[j] = nan ? a : fp8::float_of(e8m0_reciprocal_bits(b));
-    scales[j] = b;
+/// 1 / E8(b) of the codes (the codes' x / E8(b) as a product: E8(b) is a power of two). A NaN block's
+/// multiplier is a (positive) NaN, whatever the NaN's payload, so its codes are NaN and its byte 0.
+void mxfp8_torch_scales(const float* x, std::int64_t blocks, std::uint8_t* scales, float* multipliers) {
+  std::uint32_t amax[block_chunk], widest[block_chunk];
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
+    const std::int64_t n = std::min(blocks - j0, block_chunk);
+    detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const bool nan = widest[j] > 0x7F800000u;
+      const float finite = fp8::float_of(amax[j]), tiny = fp8::float_of(0x00800000u);
+      const float a = nan ? fp8::float_of(0x7FC00000u) : finite > tiny ? finite : tiny;
+      const std::uint8_t b = lp::e8m0_ceil(a / fp8::max_e4m3);
+      multipliers[j0 + j] = nan ? a : fp8::float_of(e8m0_reciprocal_bits(b));
+      scales[j0 + j] = b;
+    }
   }
 }
 
 /// The scales of MXFP8's FlashInfer-path (§3.3) 32-blocks of a widened row: the byte
 /// UE8M0-RP(amaxN * R448) and the multiplier inv(b) of the codes. Returns how many blocks hold a NaN or
 /// an infinity, listed in `special`: their codes come from the block function.
-QPOLICY_CPU_CLONES std::int64_t mxfp8_flashinfer_scales(const float* __restrict x, std::int64_t blocks, std::uint8_t* __restrict scales,
-                                                        float* __restrict multipliers, std::int64_t* __restrict special) {
+std::int64_t mxfp8_flashinfer_scales(const float* x, std::int64_t blocks, std::uint8_t* scales, float* multipliers, std::int64_t* special) {
+  std::uint32_t amax[block_chunk], widest[block_chunk];
   std::int64_t specials = 0;
-  for (std::int64_t j = 0; j < blocks; ++j) {
-    int nan = 0, finite = 1;
-    const std::uint8_t b = lp::e8m0_round_up(lane_amax<4>(x + j * 32, nan, finite) * fp8::float_of(fp8::inv_448_bits));
-    multipliers[j] = lp::flashinfer_inverse(b);
-    scales[j] = b;
-    if (!finite) special[specials++] = j;
+  for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
+    const std::int64_t n = std::min(blocks - j0, block_chunk);
+    detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::uint8_t b = lp::e8m0_round_up(fp8::float_of(amax[j]) * fp8::float_of(fp8::inv_448_bits));
+      multipliers[j0 + j] = lp::flashinfer_inverse(b);
+      scales[j0 + j] = b;
+      if (widest[j] >= 0x7F800000u) special[specials++] = j0 + j;
+    }
   }
   return specials;
 }
 
-/// INT8's codes of a widened row under its scale s (§5.2 steps 3-4), the model dtype D a template
-/// argument, so the per-element rounding has no branch on it and the loop vectorizes.
-template <element D>
-QPOLICY_CPU_CLONES void int8_codes(const float* __restrict row, std::int64_t cols, float s, std::int8_t* __restrict q) {
-  for (std::int64_t k = 0; k < cols; ++k) q[k] = lp::int8_code(D, row[k], s);
-}
-
-
 /// The MXFP8 (FlashInfer path) blocks of a widened row: the scales, the codes sat(x * inv(b)) through
-/// the F16C encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding
-/// a NaN or an infinity again through the block function. Only where the machine has that encoder.
+/// the encoder (its clampS-then-sat rule is sat for every finite product), then the blocks holding a NaN
+/// or an infinity again through the block function.
 void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers,
                           std::vector<std::int64_t>& special) {
   multipliers.resize(static_cast<std::size_t>(blocks));
   special.resize(static_cast<std::size_t>(blocks));
   const std::int64_t specials = mxfp8_flashinfer_scales(x, blocks, scales, multipliers.data(), special.data());
-  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::clamp_s_sat, true}, codes);
+  detail::encode_e4m3_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::clamp_s_sat, true}, codes);
   for (std::int64_t i = 0; i < specials; ++i) {
     const std::int64_t j = special[static_cast<std::size_t>(i)];
     lp::mxfp8_flashinfer_block(x + j * 32, codes + j * 32);
@@ -192,11 +157,11 @@ void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* cod
 }
 
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
-/// x times 1 / E8(b), through the F16C encoder. Only where the machine has that encoder.
+/// x times 1 / E8(b), through the encoder.
 void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers) {
   multipliers.resize(static_cast<std::size_t>(blocks));
   mxfp8_torch_scales(x, blocks, scales, multipliers.data());
-  detail::f16c_codes_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::tcvt, true}, codes);
+  detail::encode_e4m3_f32(x, blocks * 32, 32, multipliers.data(), {detail::e4m3_rule::tcvt, true}, codes);
 }
 
 /// The MXFP4 blocks of a row on the widest kernel this CPU runs.
@@ -224,9 +189,9 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   } else if constexpr (F == formula::int8_per_channel) {
     const float s = lp::int8_scale(type, detail::amax_range(row, cols, true));
     auto* q = reinterpret_cast<std::int8_t*>(out.codes) + r * cols;
-    if (type == element::bf16) int8_codes<element::bf16>(row, cols, s, q);
-    else if (type == element::f16) int8_codes<element::f16>(row, cols, s, q);
-    else int8_codes<element::f32>(row, cols, s, q);
+    detail::int8_codes(row, cols, s,
+                       type == element::bf16 ? detail::model_rounding::bf16 : type == element::f16 ? detail::model_rounding::f16 : detail::model_rounding::f32,
+                       q);
     out.row_scales[r] = s;
   } else {
     const std::int64_t blocks = cols / f.block();
@@ -237,35 +202,28 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
     }
     constexpr bool nvfp4 = base == formula::nvfp4_weight || base == formula::nvfp4_per_token;
     constexpr bool mxfp8 = base == formula::mxfp8_torch || base == formula::mxfp8_flashinfer;
-    if (nvfp4 || (mxfp8 && detail::has_f16c_encoder())) {
-      // The row kernels write row-major scale bytes: straight into the output, or through a row's
-      // buffer into the 128x4 layout.
-      thread_local std::vector<std::uint8_t> row_scales;
-      thread_local std::vector<float> block_scales;
-      thread_local std::vector<std::int64_t> special;
-      if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
-      std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
-      if constexpr (nvfp4) {
+    static_assert(nvfp4 || mxfp8, "quantize_row has no row kernel for this formula: add its branch");
+    // The row kernels write row-major scale bytes: straight into the output, or through a row's buffer
+    // into the 128x4 layout.
+    thread_local std::vector<std::uint8_t> row_scales;
+    thread_local std::vector<float> block_scales;
+    thread_local std::vector<std::int64_t> special;
+    if (out.swizzled) row_scales.resize(static_cast<std::size_t>(blocks));
+    std::uint8_t* scales = out.swizzled ? row_scales.data() : out.block_scales + r * blocks;
+    if constexpr (nvfp4) {
 #if QPOLICY_X86_KERNELS
-        if (detail::has_avx512_kernels()) nvfp4_blocks_avx512<false>(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
-        else
+      if (detail::has_avx512_kernels()) nvfp4_blocks_avx512<false>(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+      else
 #endif
-          nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
-      }
+        nvfp4_blocks(row, blocks, encode, base == formula::nvfp4_weight, out.codes + r * cols / 2, scales);
+    }
 #if QPOLICY_X86_KERNELS
-      else if (detail::has_avx512_kernels()) mxfp8_blocks_avx512<false>(row, blocks, base == formula::mxfp8_flashinfer, out.codes + r * cols, scales);
+    else if (detail::has_avx512_kernels()) mxfp8_blocks_avx512<false>(row, blocks, base == formula::mxfp8_flashinfer, out.codes + r * cols, scales);
 #endif
-      else if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, scales, block_scales);
-      else if constexpr (mxfp8) mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, scales, block_scales, special);
-      if (out.swizzled)
-        for (std::int64_t j = 0; j < blocks; ++j) out.block_scales[lp::block_scale_offset(r, j, blocks, true)] = scales[j];
-      if constexpr (nvfp4 || mxfp8) return;
-    }
-    for (std::int64_t j = 0; j < blocks; ++j) {
-      const float* x = row + j * f.block();
-      const std::int64_t first = r * cols + j * f.block();
-      out.block_scales[lp::block_scale_offset(r, j, blocks, out.swizzled)] = lp::quantize_block<F>(x, encode, out.codes, first);
-    }
+    else if constexpr (base == formula::mxfp8_torch) mxfp8_torch_row(row, blocks, out.codes + r * cols, scales, block_scales);
+    else mxfp8_flashinfer_row(row, blocks, out.codes + r * cols, scales, block_scales, special);
+    if (out.swizzled)
+      for (std::int64_t j = 0; j < blocks; ++j) out.block_scales[lp::block_scale_offset(r, j, blocks, true)] = scales[j];
   }
 }
 

@@ -3,6 +3,7 @@
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
+#include "quantize_rows.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -21,9 +22,8 @@ using detail::e4m3_formula;
 using detail::e4m3_rule;
 using detail::rule_code;
 using detail::visit_formula;
-using detail::f16c_codes_bf16;
-using detail::f16c_codes_f32;
-using detail::has_f16c_encoder;
+using detail::encode_e4m3_bf16;
+using detail::encode_e4m3_f32;
 
 namespace {
 
@@ -37,20 +37,13 @@ void parallel_ranges(std::int64_t items, const cpu_options& o, Fn&& fn) {
 
 namespace detail {
 
-QPOLICY_CPU_CLONES void widen_bf16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
-}
-QPOLICY_CPU_CLONES void widen_f16(const std::uint16_t* __restrict in, std::int64_t n, float* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = from_fp16(in[i]);
-}
-
 void widen(const input_view& x, std::int64_t first, std::int64_t count, float* out) {
   const char* bytes = static_cast<const char*>(x.data);
   if (x.type == element::f32) {
     std::memcpy(out, bytes + first * 4, static_cast<std::size_t>(count) * 4);
     return;
   }
-  const auto run = x.type == element::bf16 ? widen_bf16 : widen_f16;
+  const auto run = x.type == element::bf16 ? widen_bf16_words : widen_f16_words;
   const char* p = bytes + first * 2;
   if (reinterpret_cast<std::uintptr_t>(p) % alignof(std::uint16_t) == 0) {
     run(reinterpret_cast<const std::uint16_t*>(p), count, out);
@@ -74,17 +67,6 @@ using detail::amax_range;
 using detail::segment_amax_bits;
 using detail::widen;
 
-// The portable code loops, on restrict pointers with a local count so that GCC vectorizes them (the
-// file is built with -fno-trapping-math, which lets it if-convert the selects; rounding is untouched),
-// cloned per instruction set (parallel.hpp). Machines with F16C take the encoder instead.
-template <class T, bool Multiply, e4m3_rule Rule>
-QPOLICY_CPU_CLONES void portable_codes(const T* __restrict in, std::int64_t n, float s, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float x = std::is_same_v<T, float> ? in[i] : from_bf16(in[i]);
-    out[i] = rule_code<Rule>(Multiply ? x * s : x / s);
-  }
-}
-
 // The formulas of the FP8 keys' code loops (numerics.hpp's names).
 constexpr e4m3_formula times_sat{e4m3_rule::clamp_s_sat, true};        // per-tensor: x * (1/s), clampS, sat
 constexpr e4m3_formula over_sat{e4m3_rule::clamp_s_sat, false};        // per-token: x / s, clampS, sat
@@ -92,21 +74,13 @@ constexpr e4m3_formula over_torch{e4m3_rule::clamp_t_tcvt, false};     // per-ch
 constexpr e4m3_formula over_group{e4m3_rule::clamp_g_sat, false};      // 1xG groups: x / y, clampG (no NaN left)
 constexpr e4m3_formula times_unclamped{e4m3_rule::tcvt, true};         // 128x128 blocks: x * (1/s), tcvt
 
-/// The codes of n floats or bf16 words in segments of `width`, segment j with scale s[j], under f:
-/// the F16C encoder where the machine has it (the same codes, about three times the speed where AVX2
-/// is missing), else the cloned loops. `next`: the run the caller reads next, fetched meanwhile.
+/// The codes of n floats or bf16 words in segments of `width`, segment j with scale s[j], under f.
+/// `next`: the run the caller reads next, fetched meanwhile.
 template <class T>
 void codes(const T* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
            const void* next = nullptr) {
-  if (has_f16c_encoder()) {
-    if constexpr (std::is_same_v<T, float>) f16c_codes_f32(in, n, width, s, f, out, next);
-    else f16c_codes_bf16(in, n, width, s, f, out, next);
-    return;
-  }
-  visit_formula(f, [&](auto rule, auto multiply) {
-    for (std::int64_t c0 = 0, j = 0; c0 < n; c0 += width, ++j)
-      portable_codes<T, multiply(), rule()>(in + c0, std::min(width, n - c0), s[j], out + c0);
-  });
+  if constexpr (std::is_same_v<T, float>) encode_e4m3_f32(in, n, width, s, f, out, next);
+  else encode_e4m3_bf16(in, n, width, s, f, out, next);
 }
 
 /// One run with one scale.
@@ -258,21 +232,6 @@ void weight_kernel<fp8_per_block>::run(const input_view& w, const fp8::block_opt
   });
 }
 
-namespace {
-
-QPOLICY_CPU_CLONES std::int64_t non_finite_16(const std::uint16_t* __restrict v, std::int64_t n, std::uint16_t exponent) {
-  std::int64_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & exponent) == exponent;
-  return bad;
-}
-QPOLICY_CPU_CLONES std::int64_t non_finite_32(const std::uint32_t* __restrict v, std::int64_t n) {
-  std::int64_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) bad += (v[i] & 0x7F800000u) == 0x7F800000u;
-  return bad;
-}
-
-}  // namespace
-
 std::int64_t count_non_finite(const input_view& x) {
   const std::int64_t n = x.rows * x.cols;
   const char* p = static_cast<const char*>(x.data);
@@ -285,8 +244,8 @@ std::int64_t count_non_finite(const input_view& x) {
     const std::int64_t count = aligned ? n - i : std::min<std::int64_t>(n - i, 4096 / static_cast<std::int64_t>(width));
     const void* at = p + i * width;
     if (!aligned) at = std::memcpy(staged, at, static_cast<std::size_t>(count) * width);
-    if (x.type == element::f32) bad += non_finite_32(static_cast<const std::uint32_t*>(at), count);
-    else bad += non_finite_16(static_cast<const std::uint16_t*>(at), count, x.type == element::bf16 ? 0x7F80 : 0x7C00);
+    if (x.type == element::f32) bad += detail::non_finite_floats(static_cast<const std::uint32_t*>(at), count);
+    else bad += detail::non_finite_words(static_cast<const std::uint16_t*>(at), count, x.type == element::bf16 ? 0x7F80 : 0x7C00);
     i += count;
   }
   return bad;

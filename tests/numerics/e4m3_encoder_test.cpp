@@ -1,6 +1,7 @@
-// The F16C e4m3 encoder (kernels/cpu/e4m3_encoder.cpp) against the scalar formulas it replaces in the
-// code loops: every float32 bit pattern through the vector path, every bf16 pattern under scales that
-// reach each e4m3 region, NaN in any lane under each rule's NaN code, and every tail length.
+// The e4m3 encoder of the code loops (kernels/cpu/e4m3_encoder.cpp) against the scalar formulas, on the
+// active CPU target (meson runs it on every target the host attains): every float32 bit pattern through
+// the vector path, every bf16 pattern under scales that reach each e4m3 region, NaN in any lane under
+// each rule's NaN code, and every tail length.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,7 +13,9 @@
 
 #include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
+#include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/numerics/numerics.hpp"
+#include "../support/test_inputs.hpp"
 
 namespace {
 
@@ -37,10 +40,10 @@ float float_of_bits(std::uint32_t b) {
   return f;
 }
 
-/// Mismatches of f16c_codes_f32 over x, with the first one described in `first`.
+/// Mismatches of encode_e4m3_f32 over x, with the first one described in `first`.
 std::int64_t f32_mismatches(const std::vector<float>& x, float s, bool multiply, e4m3_rule rule, std::string& first) {
   std::vector<std::uint8_t> got(x.size());
-  qpolicy::cpu::detail::f16c_codes_f32(x.data(), static_cast<std::int64_t>(x.size()), 0, &s, {rule, multiply}, got.data());
+  qpolicy::cpu::detail::encode_e4m3_f32(x.data(), static_cast<std::int64_t>(x.size()), 0, &s, {rule, multiply}, got.data());
   std::int64_t bad = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::uint8_t want = want_code(rule, multiply ? x[i] * s : x[i] / s);
@@ -74,21 +77,17 @@ void check_on_threads(Part&& part) {
 
 }  // namespace
 
-TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numerics][encoder]") {
-  if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2): the code loops use the cloned path");
-    return;
-  }
+TEST_CASE("e4m3 encoder: every float32 equals the scalar formula", "[numerics][encoder]") {
   // Every bit pattern (a stride under the sanitizers, where a full pass takes minutes), times 1 so
   // that y is x: the vector path's rounding, saturation and sign for every input. Non-NaN inputs take
   // the same vector code under every rule, so one rule covers it; NaN lanes are checked below.
 #if defined(__SANITIZE_ADDRESS__)
-  constexpr std::uint64_t stride = 4093;
+  const std::uint64_t stride = 4093;
 #else
-  constexpr std::uint64_t stride = 1;
+  const std::uint64_t stride = qpolicy::test::fewer_rounds() ? 4093 : 1;  // an emulated run: every 4093rd
 #endif
   constexpr std::uint64_t chunk = 1 << 22;
-  check_on_threads([](unsigned t, unsigned threads, std::uint64_t& bad, std::string& first) {
+  check_on_threads([stride](unsigned t, unsigned threads, std::uint64_t& bad, std::string& first) {
     std::vector<float> x(chunk / stride + 1);
     for (std::uint64_t base = t * chunk; base < (1ull << 32); base += threads * chunk) {
       x.clear();
@@ -98,11 +97,7 @@ TEST_CASE("F16C e4m3 encoder: every float32 equals the scalar formula", "[numeri
   });
 }
 
-TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, NaN and length", "[numerics][encoder]") {
-  if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2)");
-    return;
-  }
+TEST_CASE("e4m3 encoder: bf16 and float32 inputs under each rule, scale, NaN and length", "[numerics][encoder]") {
   // Scales that put typical weights in each e4m3 region: subnormal codes, the 448 edge, overflow. The
   // last two cannot carry F16C's 2^-8 exactly (2^-8 times the first is below the smallest subnormal;
   // 2^8 times the second overflows), so the loop keeps its multiply for them, and that path is
@@ -119,7 +114,7 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
     for (const float s : scales)
       for (const bool multiply : {false, true}) {
         // Every bf16 pattern, NaN included, in runs of 16 that mix NaN with numbers.
-        qpolicy::cpu::detail::f16c_codes_bf16(words.data(), 65536, 0, &s, {rule, multiply}, got.data());
+        qpolicy::cpu::detail::encode_e4m3_bf16(words.data(), 65536, 0, &s, {rule, multiply}, got.data());
         std::int64_t bad = 0;
         for (std::uint32_t b = 0; b < 65536; ++b)
           bad += got[b] != want_code(rule, multiply ? widened[b] * s : widened[b] / s);
@@ -146,7 +141,7 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
     for (std::int64_t at = 0; at < 3; ++at) {
       std::fill(out.begin(), out.end(), std::uint8_t{0xAA});
       const float s = 0.01f;
-      qpolicy::cpu::detail::f16c_codes_bf16(words.data() + 0x3F00 + at, n, 0, &s, {e4m3_rule::clamp_t_tcvt, false}, out.data() + at);
+      qpolicy::cpu::detail::encode_e4m3_bf16(words.data() + 0x3F00 + at, n, 0, &s, {e4m3_rule::clamp_t_tcvt, false}, out.data() + at);
       bool ok = true;
       for (std::int64_t i = 0; i < 64; ++i) {
         const bool inside = i >= at && i < at + n;
@@ -158,11 +153,7 @@ TEST_CASE("F16C e4m3 encoder: bf16 and float32 inputs under each rule, scale, Na
     }
 }
 
-TEST_CASE("F16C e4m3 encoder: a row in segments, each with its scale", "[numerics][encoder]") {
-  if (!qpolicy::cpu::detail::has_f16c_encoder()) {
-    WARN("skipped: this machine lacks AVX or F16C (or the active CPU target is below avx2)");
-    return;
-  }
+TEST_CASE("e4m3 encoder: a row in segments, each with its scale", "[numerics][encoder]") {
   // Every bf16 pattern as one row; segment widths with and without tails; scales drawn per segment,
   // sometimes one that cannot fold F16C's 2^-8 (the whole call then keeps the multiply); and a `next`
   // run to prefetch, which must change nothing.
@@ -179,7 +170,7 @@ TEST_CASE("F16C e4m3 encoder: a row in segments, each with its scale", "[numeric
           for (auto& v : s) v = std::exp2(exponent(rng)) * (1.0f + static_cast<float>(rng() % 1000) / 1000.0f);
           if (with_odd_scale) s[static_cast<std::size_t>(segments / 2)] = multiply ? 0x1.8p-145f : 0x1p121f;
           std::vector<std::uint8_t> got(65536);
-          qpolicy::cpu::detail::f16c_codes_bf16(words.data(), 65536, width, s.data(), {rule, multiply}, got.data(), words.data() + 1);
+          qpolicy::cpu::detail::encode_e4m3_bf16(words.data(), 65536, width, s.data(), {rule, multiply}, got.data(), words.data() + 1);
           std::int64_t bad = 0;
           for (std::size_t i = 0; i < words.size(); ++i) {
             const float x = float_of_bits(std::uint32_t{words[i]} << 16), sj = s[i / static_cast<std::size_t>(width)];
@@ -258,3 +249,25 @@ TEST_CASE("bf16 quotients by a reciprocal and one correction equal x / b: every 
     }
 }
 #endif
+
+TEST_CASE("widening: every bf16 and fp16 pattern is its float32 value", "[numerics][encoder]") {
+  // The quantizers' rows start here; fp16 infinity and NaN too, with their payloads, at every offset
+  // of a vector (odd lengths leave a tail).
+  std::vector<std::uint16_t> words(65536);
+  for (std::uint32_t b = 0; b < 65536; ++b) words[b] = static_cast<std::uint16_t>(b);
+  for (const auto type : {qpolicy::element::bf16, qpolicy::element::f16}) {
+    for (const std::int64_t first : {0, 1, 7}) {
+      const std::int64_t n = 65536 - first - 3;
+      std::vector<float> out(static_cast<std::size_t>(n));
+      qpolicy::cpu::detail::widen({words.data(), type, 1, 65536}, first, n, out.data());
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint16_t w = words[static_cast<std::size_t>(first + i)];
+        const float want = type == qpolicy::element::bf16 ? fp8::from_bf16(w) : fp8::from_fp16(w);
+        bad += fp8::bits_of(out[static_cast<std::size_t>(i)]) != fp8::bits_of(want);
+      }
+      INFO((type == qpolicy::element::bf16 ? "bf16" : "fp16") << " from element " << first);
+      CHECK(bad == 0);
+    }
+  }
+}

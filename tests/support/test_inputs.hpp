@@ -33,6 +33,13 @@ inline int property_rounds(int full) {
   return n < full ? n : full;
 }
 
+/// Whether QPOLICY_PROPERTY_ROUNDS asks for fewer rounds (an emulated run): exhaustive sweeps then take a
+/// stride through their inputs.
+inline bool fewer_rounds() {
+  const char* v = std::getenv("QPOLICY_PROPERTY_ROUNDS");
+  return v && *v;
+}
+
 /// The JSON document at the path in environment variable `variable`; a test failure naming the
 /// variable and the path when the file cannot be read.
 inline boost::json::value json_file_from_env(const char* variable) {

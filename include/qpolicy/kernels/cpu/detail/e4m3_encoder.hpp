@@ -1,8 +1,8 @@
 #pragma once
-// The FP8 code loops' e4m3 encoder on AVX + F16C (defined in kernels/cpu/e4m3_encoder.cpp): the
-// rounding happens on floats and F16C's conversion narrows the lanes, instead of the integer bit
-// arithmetic of numerics.hpp's encode(), which machines without AVX2 run 4 lanes at a time. Bit for
-// bit the scalar formulas' codes (tests/numerics/e4m3_encoder_test.cpp checks every float).
+// The FP8 code loops' e4m3 encoder (defined in kernels/cpu/e4m3_encoder.cpp): the rounding happens on
+// floats in vector lanes (kernels/cpu/quantize_rows.cpp on every target; AVX-512 with F16C's narrowing
+// where the active target covers avx3), instead of the integer bit arithmetic of numerics.hpp's encode().
+// Bit for bit the scalar formulas' codes (tests/numerics/e4m3_encoder_test.cpp checks every float).
 #include <cstdint>
 #include <type_traits>
 
@@ -51,21 +51,17 @@ void visit_formula(e4m3_formula f, Fn&& fn) {
   }
 }
 
-/// Whether the code loops use this encoder: the active CPU target covers avx2 (AVX with F16C).
-inline bool has_f16c_encoder() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx2); }
-
 /// Whether the AVX-512 (F, BW, VL, DQ) row kernels run (MXFP4 codes, e2m1 decodes): the active CPU
 /// target covers avx3.
 inline bool has_avx512_kernels() { return QPOLICY_X86_KERNELS && cpu_target_covers(cpu_target::avx3); }
 
 /// One run of n elements in segments of `width` (the last may be shorter), segment j with scale s[j]:
-/// out[i] = rule(x[i] / s[i / width]), or times it. For bf16 words or floats; only where
-/// has_f16c_encoder(). `next`, when not null, is what the caller reads after this run (n elements of
-/// the same type from there): it is fetched into the cache while this run is encoded, so that a
-/// caller's next amax pass finds it there.
-void f16c_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
-                     std::uint8_t* out, const void* next = nullptr);
-void f16c_codes_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
-                    const void* next = nullptr);
+/// out[i] = rule(x[i] / s[i / width]), or times it. For bf16 words or floats. `next`, when not null, is
+/// what the caller reads after this run (n elements of the same type from there): it is fetched into
+/// the cache while this run is encoded, so that a caller's next amax pass finds it there.
+void encode_e4m3_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f,
+                      std::uint8_t* out, const void* next = nullptr);
+void encode_e4m3_f32(const float* in, std::int64_t n, std::int64_t width, const float* s, e4m3_formula f, std::uint8_t* out,
+                     const void* next = nullptr);
 
 }  // namespace qpolicy::cpu::detail
