@@ -140,6 +140,50 @@ void decode_panel_range(const code_rows& w, std::int64_t n0, std::int64_t k0, st
   }
 }
 
+/// R rows of the blocked GEMM's accumulators against one panel (panel_accumulate, decode_gemm.hpp), two
+/// vectors of columns at a time: acc[i][j] += a[i][t] * panel[t][j] in t's order, each product rounded,
+/// then added; or, with `chunk_scale`, a chunk's sums from zero added as (sum * chunk_scale[i]) * w_scale.
+template <int R>
+HWY_INLINE void panel_rows(const float* HWY_RESTRICT a, std::int64_t a_stride, const float* HWY_RESTRICT panel, std::int64_t depth,
+                           float* HWY_RESTRICT acc, const float* chunk_scale, float w_scale) {
+  const float_tag d;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t j0 = 0; j0 < panel_cols; j0 += 2 * L) {
+    const auto start = [&](int i, int h) { return chunk_scale ? hn::Zero(d) : hn::LoadU(d, acc + i * panel_cols + j0 + h * L); };
+    auto c00 = start(0, 0), c01 = start(0, 1);
+    auto c10 = R == 4 ? start(1, 0) : hn::Zero(d), c11 = R == 4 ? start(1, 1) : hn::Zero(d);
+    auto c20 = R == 4 ? start(2, 0) : hn::Zero(d), c21 = R == 4 ? start(2, 1) : hn::Zero(d);
+    auto c30 = R == 4 ? start(3, 0) : hn::Zero(d), c31 = R == 4 ? start(3, 1) : hn::Zero(d);
+    for (std::int64_t t = 0; t < depth; ++t) {
+      const auto p0 = hn::LoadU(d, panel + t * panel_cols + j0), p1 = hn::LoadU(d, panel + t * panel_cols + j0 + L);
+      const auto x0 = hn::Set(d, a[t]);
+      c00 = hn::Add(c00, hn::Mul(x0, p0)), c01 = hn::Add(c01, hn::Mul(x0, p1));
+      if constexpr (R == 4) {
+        const auto x1 = hn::Set(d, a[a_stride + t]), x2 = hn::Set(d, a[2 * a_stride + t]), x3 = hn::Set(d, a[3 * a_stride + t]);
+        c10 = hn::Add(c10, hn::Mul(x1, p0)), c11 = hn::Add(c11, hn::Mul(x1, p1));
+        c20 = hn::Add(c20, hn::Mul(x2, p0)), c21 = hn::Add(c21, hn::Mul(x2, p1));
+        c30 = hn::Add(c30, hn::Mul(x3, p0)), c31 = hn::Add(c31, hn::Mul(x3, p1));
+      }
+    }
+    const auto finish = [&](const auto& c, int i, int h) {
+      float* target = acc + i * panel_cols + j0 + h * L;
+      if (chunk_scale) hn::StoreU(hn::Add(hn::LoadU(d, target), hn::Mul(hn::Mul(c, hn::Set(d, chunk_scale[i])), hn::Set(d, w_scale))), d, target);
+      else hn::StoreU(c, d, target);
+    };
+    finish(c00, 0, 0), finish(c01, 0, 1);
+    if constexpr (R == 4) finish(c10, 1, 0), finish(c11, 1, 1), finish(c20, 2, 0), finish(c21, 2, 1), finish(c30, 3, 0), finish(c31, 3, 1);
+  }
+}
+
+void panel_accumulate_range(const float* a, std::int64_t a_stride, std::int64_t rows, const float* panel, std::int64_t depth, float* acc,
+                            const float* chunk_scale, float w_scale) {
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    panel_rows<4>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
+  for (; r < rows; ++r)
+    panel_rows<1>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qpolicy::cpu::detail
 HWY_AFTER_NAMESPACE();
@@ -152,6 +196,7 @@ namespace qpolicy::cpu::detail {
 
 HWY_EXPORT(decode_gemm_range);
 HWY_EXPORT(decode_panel_range);
+HWY_EXPORT(panel_accumulate_range);
 
 void decode_gemm_rows(const code_rows& w, const batch_activations& x, const group_scales* groups, float* y, unsigned threads) {
   const auto kernel = QPOLICY_DISPATCH(decode_gemm_range);
@@ -160,6 +205,11 @@ void decode_gemm_rows(const code_rows& w, const batch_activations& x, const grou
 
 void decode_panel_rows(const code_rows& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel) {
   QPOLICY_DISPATCH(decode_panel_range)(w, n0, k0, depth, panel);
+}
+
+void panel_accumulate(const float* a, std::int64_t a_stride, std::int64_t rows, const float* panel, std::int64_t depth, float* acc,
+                      const float* chunk_scale, float w_scale) {
+  QPOLICY_DISPATCH(panel_accumulate_range)(a, a_stride, rows, panel, depth, acc, chunk_scale, w_scale);
 }
 
 const std::array<float, 256>& e4m3_values() {

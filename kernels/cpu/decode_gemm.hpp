@@ -128,6 +128,14 @@ inline constexpr std::int64_t panel_cols = 32, panel_depth = 128;
 /// as float32 in panel[t * 32 + j]: the blocked GEMM's operand (portable SIMD; decode_gemm.cpp).
 void decode_panel_rows(const code_rows& w, std::int64_t n0, std::int64_t k0, std::int64_t depth, float* panel);
 
+/// The blocked GEMM's multiply of `rows` rows of A (a_stride apart) by one decoded panel (depth <= 128):
+/// acc[r][j] += a[r][t] * panel[t][j] for t in [0, depth), each product rounded, then added, in K order
+/// (the reference's operations per output). With `chunk_scale` (the block-scaled GEMM: depth is one
+/// 128-wide chunk), the chunk's sums start at zero and are added as (sum * chunk_scale[r]) * w_scale.
+/// Portable SIMD (decode_gemm.cpp).
+void panel_accumulate(const float* a, std::int64_t a_stride, std::int64_t rows, const float* panel, std::int64_t depth, float* acc,
+                      const float* chunk_scale, float w_scale);
+
 /// decode_panel from the bf16 words of decode_gemm_bf16's row decoders (or their float32 pairs),
 /// transposed in AVX-512 registers (has_bf16_dot_kernels()). Defined in decode_panel_avx512.cpp.
 template <schemes::formula F>

@@ -43,16 +43,23 @@ HWY_INLINE hn::Vec<hn::Rebind<float, DU>> e4m3_lanes(DU du, hn::Vec<DU> c) {
   return hn::BitCast(df, hn::Or(hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), nan, value), sign));
 }
 
-/// out[t] = e4m3 value of codes[t] times `scale` (1: none), t < count (any count).
+/// out[t] = e4m3 value of codes[t] times `scale` (1: none), t < count (any count). A NaN code's value
+/// stays itself whatever the scale (which of two NaN operands a multiply returns is the compiler's
+/// choice of operand order).
 HWY_INLINE void e4m3_run(const std::uint8_t* codes, std::int64_t count, float scale, float* out) {
   const float_tag df;
   const hn::RebindToUnsigned<float_tag> du;
   const hn::Rebind<std::uint8_t, float_tag> d8;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t t = 0;
-  for (; t + L <= count; t += L)
-    hn::StoreU(hn::Mul(e4m3_lanes(du, hn::PromoteTo(du, hn::LoadU(d8, codes + t))), hn::Set(df, scale)), df, out + t);
-  for (; t < count; ++t) out[t] = fp8::decode(codes[t]) * scale;
+  for (; t + L <= count; t += L) {
+    const auto value = e4m3_lanes(du, hn::PromoteTo(du, hn::LoadU(d8, codes + t)));
+    hn::StoreU(hn::IfThenElse(hn::IsNaN(value), value, hn::Mul(value, hn::Set(df, scale))), df, out + t);
+  }
+  for (; t < count; ++t) {
+    const float value = fp8::decode(codes[t]);
+    out[t] = value != value ? value : value * scale;
+  }
 }
 
 /// out[t] = int8 code t as float32, t < count.

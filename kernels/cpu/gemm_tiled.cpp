@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
-#if QPOLICY_X86_KERNELS
-#include <immintrin.h>
-#endif
 #include <array>
 #include <cstring>
 #include <type_traits>
@@ -24,88 +21,6 @@ using detail::panel_cols;
 using detail::panel_depth;
 constexpr std::int64_t row_block = 64;
 constexpr std::int64_t row_group = 512;  // rows one decoded panel serves (its accumulators: 64 KiB)
-
-// acc[r][j] += a[r][t] * panel[t][j] for t in [0, depth): per output the products are added in K
-// order, as in the reference (the vector lanes run over j, so nothing is reassociated).
-QPOLICY_CPU_CLONES void accumulate_rows(const float* __restrict a, std::int64_t a_stride, std::int64_t rows,
-                               const float* __restrict panel, std::int64_t depth, float* __restrict acc) {
-  std::int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    float* __restrict c0 = acc + (r + 0) * panel_cols;
-    float* __restrict c1 = acc + (r + 1) * panel_cols;
-    float* __restrict c2 = acc + (r + 2) * panel_cols;
-    float* __restrict c3 = acc + (r + 3) * panel_cols;
-    const float* a0 = a + (r + 0) * a_stride;
-    const float* a1 = a + (r + 1) * a_stride;
-    const float* a2 = a + (r + 2) * a_stride;
-    const float* a3 = a + (r + 3) * a_stride;
-    for (std::int64_t t = 0; t < depth; ++t) {
-      const float* p = panel + t * panel_cols;
-      const float x0 = a0[t], x1 = a1[t], x2 = a2[t], x3 = a3[t];
-      for (std::int64_t j = 0; j < panel_cols; ++j) {
-        c0[j] += x0 * p[j];
-        c1[j] += x1 * p[j];
-        c2[j] += x2 * p[j];
-        c3[j] += x3 * p[j];
-      }
-    }
-  }
-  for (; r < rows; ++r) {
-    float* __restrict c = acc + r * panel_cols;
-    const float* ar = a + r * a_stride;
-    for (std::int64_t t = 0; t < depth; ++t) {
-      const float* p = panel + t * panel_cols;
-      const float x = ar[t];
-      for (std::int64_t j = 0; j < panel_cols; ++j) c[j] += x * p[j];
-    }
-  }
-}
-
-#if QPOLICY_X86_KERNELS
-#define QPOLICY_GEMM_AVX512 1
-// GCC 12's intrinsic headers build some results from an "undefined" register (see e4m3_avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-/// accumulate_rows in AVX-512 registers, the same float32 products and sums in the same order: a
-/// product rounded, then added (no fused multiply-add). With `chunk_scale` (the block-scaled GEMM), the
-/// depth is one 128-wide chunk whose sums start at zero and are then added as (sum * chunk_scale[r]) *
-/// w_scale, as block_chunks adds them. The compiler's vectorized loop stores the 8 accumulators on
-/// every step; these stay in registers.
-template <int R>
-__attribute__((target("avx512f"))) inline void rows_avx512(const float* a, std::int64_t a_stride, const float* panel, std::int64_t depth,
-                                                         float* acc, const float* chunk_scale, float w_scale) {
-  __m512 c[R][2];
-  for (int i = 0; i < R; ++i)
-    for (int h = 0; h < 2; ++h) c[i][h] = chunk_scale ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * panel_cols + 16 * h);
-  for (std::int64_t t = 0; t < depth; ++t) {
-    const __m512 p0 = _mm512_loadu_ps(panel + t * panel_cols), p1 = _mm512_loadu_ps(panel + t * panel_cols + 16);
-    for (int i = 0; i < R; ++i) {
-      const __m512 x = _mm512_set1_ps(a[i * a_stride + t]);
-      c[i][0] = _mm512_add_ps(c[i][0], _mm512_mul_ps(x, p0));
-      c[i][1] = _mm512_add_ps(c[i][1], _mm512_mul_ps(x, p1));
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int h = 0; h < 2; ++h) {
-      float* target = acc + i * panel_cols + 16 * h;
-      if (chunk_scale)
-        _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target),
-                                               _mm512_mul_ps(_mm512_mul_ps(c[i][h], _mm512_set1_ps(chunk_scale[i])), _mm512_set1_ps(w_scale))));
-      else
-        _mm512_storeu_ps(target, c[i][h]);
-    }
-}
-void accumulate_rows_avx512(const float* a, std::int64_t a_stride, std::int64_t rows, const float* panel, std::int64_t depth, float* acc,
-                            const float* chunk_scale, float w_scale) {
-  std::int64_t r = 0;
-  for (; r + 4 <= rows; r += 4)
-    rows_avx512<4>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
-  for (; r < rows; ++r)
-    rows_avx512<1>(a + r * a_stride, a_stride, panel, depth, acc + r * panel_cols, chunk_scale ? chunk_scale + r : nullptr, w_scale);
-}
-#pragma GCC diagnostic pop
-#endif
 
 /// A decoded into float32, rows split over threads.
 detail::scratch_vector<float> decode_all(const std::uint8_t* a, std::int64_t m, std::int64_t k, unsigned threads) {
@@ -127,7 +42,6 @@ void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads
   detail::parallel_ranges(col_blocks * groups, threads, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> panel(static_cast<std::size_t>(panel_depth * panel_cols));
     std::vector<float> acc(static_cast<std::size_t>(std::min(row_group, m) * panel_cols));
-    std::vector<float> part(std::remove_reference_t<ChunkDone>::per_chunk ? static_cast<std::size_t>(row_block * panel_cols) : 0);
     for (std::int64_t item = first; item < last; ++item) {
       const std::int64_t n0 = (item / groups) * panel_cols, g0 = (item % groups) * row_group;
       const std::int64_t group_rows = std::min(row_group, m - g0);
@@ -138,24 +52,12 @@ void gemm_items(std::int64_t m, std::int64_t n, std::int64_t k, unsigned threads
         for (std::int64_t m0 = g0; m0 < g0 + group_rows; m0 += row_block) {
           const std::int64_t rows = std::min(row_block, g0 + group_rows - m0);
           float* acc_rows = acc.data() + (m0 - g0) * panel_cols;
-#ifdef QPOLICY_GEMM_AVX512
-          if (detail::has_avx512_kernels()) {
-            if constexpr (std::remove_reference_t<ChunkDone>::per_chunk) {
-              float chunk_scale[row_block];
-              const float ws = chunk_done.scales(m0, rows, n0, k0 / panel_depth, chunk_scale);
-              accumulate_rows_avx512(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, chunk_scale, ws);
-            } else {
-              accumulate_rows_avx512(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, nullptr, 0.0f);
-            }
-            continue;
-          }
-#endif
           if constexpr (std::remove_reference_t<ChunkDone>::per_chunk) {
-            std::fill(part.begin(), part.end(), 0.0f);
-            accumulate_rows(a_f + m0 * k + k0, k, rows, panel.data(), depth, part.data());
-            chunk_done(m0, rows, n0, k0 / panel_depth, part.data(), acc_rows);
+            float chunk_scale[row_block];
+            const float ws = chunk_done.scales(m0, rows, n0, k0 / panel_depth, chunk_scale);
+            detail::panel_accumulate(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, chunk_scale, ws);
           } else {
-            accumulate_rows(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows);
+            detail::panel_accumulate(a_f + m0 * k + k0, k, rows, panel.data(), depth, acc_rows, nullptr, 0.0f);
           }
         }
       }
@@ -185,7 +87,6 @@ void add_bias_rows(float* out, std::int64_t m, std::int64_t n, const float* bias
 struct no_chunks {
   static constexpr bool per_chunk = false;
   float scales(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float*) const { return 0.0f; }
-  void operator()(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const float*, float*) const {}
 };
 
 }  // namespace
@@ -227,14 +128,6 @@ struct block_chunks {
   float scales(std::int64_t m0, std::int64_t rows, std::int64_t n0, std::int64_t kb, float* a_rows) const {
     for (std::int64_t r = 0; r < rows; ++r) a_rows[r] = a_scale[(m0 + r) * chunks + kb];
     return w_scale[(n0 / 128) * chunks + kb];
-  }
-  void operator()(std::int64_t m0, std::int64_t rows, std::int64_t n0, std::int64_t kb, const float* part,
-                  float* acc) const {
-    const float ws = w_scale[(n0 / 128) * chunks + kb];
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float as = a_scale[(m0 + r) * chunks + kb];
-      for (std::int64_t j = 0; j < panel_cols; ++j) acc[r * panel_cols + j] += part[r * panel_cols + j] * as * ws;
-    }
   }
 };
 }  // namespace

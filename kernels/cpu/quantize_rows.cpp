@@ -9,6 +9,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "hwy_dispatch.hpp"
@@ -307,6 +308,70 @@ void int8_codes_run(const float* row, std::int64_t n, float s, model_rounding ro
   }
 }
 
+/// One block's outputs j in [j0, j0 + L): the fused multiply-add chain over i of x[i] * h[i][j] from 0,
+/// in i's order, plus 0 (the reference's last step: -0 becomes +0).
+HWY_INLINE void rotate_chunk(const float* HWY_RESTRICT x, const float* HWY_RESTRICT h, std::int64_t n, std::int64_t j0, float* HWY_RESTRICT out) {
+  const lanes_f32 d;
+  auto acc = hn::Zero(d);
+  for (std::int64_t i = 0; i < n; ++i) acc = hn::MulAdd(hn::Set(d, x[i]), hn::LoadU(d, h + i * n + j0), acc);
+  hn::StoreU(hn::Add(acc, hn::Zero(d)), d, out + j0);
+}
+
+void rotate_blocks_run(const float* HWY_RESTRICT x, std::int64_t blocks, const float* HWY_RESTRICT h, std::int64_t n, float* HWY_RESTRICT out) {
+  std::int64_t b = 0;
+#if HWY_NATIVE_FMA
+  const lanes_f32 d;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  if (n == 32 && L >= 4) {
+    // Eight chains in flight: accumulator k holds block b + k / chunks, columns (k % chunks) * L onwards.
+    const std::int64_t chunks = 32 / L, per_step = 8 / chunks;
+    for (; b + per_step <= blocks; b += per_step) {
+      auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+      auto a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
+      const float* xb = x + b * 32;
+      for (std::int64_t i = 0; i < 32; ++i) {
+        const float* hi = h + i * 32;
+        const auto step = [&](auto& acc, std::int64_t k) {
+          acc = hn::MulAdd(hn::Set(d, xb[k / chunks * 32 + i]), hn::LoadU(d, hi + k % chunks * L), acc);
+        };
+        step(a0, 0), step(a1, 1), step(a2, 2), step(a3, 3), step(a4, 4), step(a5, 5), step(a6, 6), step(a7, 7);
+      }
+      const auto store = [&](const auto& acc, std::int64_t k) { hn::StoreU(hn::Add(acc, hn::Zero(d)), d, out + b * 32 + k / chunks * 32 + k % chunks * L); };
+      store(a0, 0), store(a1, 1), store(a2, 2), store(a3, 3), store(a4, 4), store(a5, 5), store(a6, 6), store(a7, 7);
+    }
+  }
+  if (n % L == 0) {
+    for (; b < blocks; ++b)
+      for (std::int64_t j0 = 0; j0 < n; j0 += L) rotate_chunk(x + b * n, h, n, j0, out + b * n);
+    return;
+  }
+#endif
+  // No fused multiply-add in hardware (a separate multiply and add would round twice), or a size below
+  // the vector: the chains one output at a time, through fmaf.
+  for (; b < blocks; ++b)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (std::int64_t i = 0; i < n; ++i) acc = std::fma(x[b * n + i], h[i * n + j], acc);
+      out[b * n + j] = acc + 0.0f;
+    }
+}
+
+void round_to_bf16_run(float* HWY_RESTRICT v, std::int64_t n) {
+  // fp8::to_bf16's rounding (to nearest even; a NaN quieted, its low half dropped), widened back.
+  const lanes_f32 d;
+  const lanes_u32 du;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto u = hn::BitCast(du, hn::LoadU(d, v + i));
+    const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+    const auto quieted = hn::Or(u, hn::Set(du, 0x00400000u));
+    const auto nan = hn::Gt(hn::And(u, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
+    hn::StoreU(hn::BitCast(d, hn::And(hn::IfThenElse(nan, quieted, rounded), hn::Set(du, 0xFFFF0000u))), d, v + i);
+  }
+  for (; i < n; ++i) v[i] = fp8::from_bf16(fp8::to_bf16(v[i]));
+}
+
 std::int64_t non_finite_words_run(const std::uint16_t* HWY_RESTRICT v, std::int64_t n, std::uint16_t exponent) {
   const hn::CappedTag<std::uint16_t, 32> d;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
@@ -343,6 +408,8 @@ HWY_EXPORT(sat_codes_f32_run);
 HWY_EXPORT(sat_codes_bf16_run);
 HWY_EXPORT(e2m1_codes_run);
 HWY_EXPORT(int8_codes_run);
+HWY_EXPORT(rotate_blocks_run);
+HWY_EXPORT(round_to_bf16_run);
 HWY_EXPORT(non_finite_words_run);
 HWY_EXPORT(non_finite_floats_run);
 
@@ -375,6 +442,12 @@ void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const f
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q) {
   QPOLICY_DISPATCH(int8_codes_run)(row, n, s, rounding, q);
 }
+
+void rotate_blocks(const float* x, std::int64_t blocks, const float* h, std::int64_t n, float* out) {
+  QPOLICY_DISPATCH(rotate_blocks_run)(x, blocks, h, n, out);
+}
+
+void round_to_bf16(float* v, std::int64_t n) { QPOLICY_DISPATCH(round_to_bf16_run)(v, n); }
 
 std::int64_t non_finite_words(const std::uint16_t* v, std::int64_t n, std::uint16_t exponent) {
   return QPOLICY_DISPATCH(non_finite_words_run)(v, n, exponent);

@@ -43,6 +43,14 @@ enum class model_rounding : std::uint8_t { bf16, f16, f32 };
 /// INT8 codes q[i] = lp::int8_code(D, row[i], s), i < n.
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q);
 
+/// The Hadamard rotation of `blocks` consecutive blocks of n columns by the tabulated signed matrix h
+/// ([n, n], row-major): out[j] = the fused multiply-add chain over i of x[i] * h[i][j] from 0, in i's
+/// order, plus 0 (numerics/detail/hadamard.hpp), per block.
+void rotate_blocks(const float* x, std::int64_t blocks, const float* h, std::int64_t n, float* out);
+
+/// v[i] rounded to bf16 (fp8::to_bf16) and widened back, in place, i < n.
+void round_to_bf16(float* v, std::int64_t n);
+
 /// How many of n words (16-bit elements with exponent mask `exponent`, or float32) are infinite or NaN.
 std::int64_t non_finite_words(const std::uint16_t* v, std::int64_t n, std::uint16_t exponent);
 std::int64_t non_finite_floats(const std::uint32_t* v, std::int64_t n);

@@ -10,13 +10,13 @@
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
 #include <immintrin.h>
-#define QPOLICY_ROTATION_X86 1
 #endif
 
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
+#include "quantize_rows.hpp"
 #include "transpose_avx512.hpp"
 
 namespace qpolicy::cpu::detail {
@@ -29,70 +29,6 @@ hadamard_table::hadamard_table(std::int64_t n) : size(n), magnitude(n ? lp::hada
 }
 
 namespace {
-
-/// out[j] = round_d(sum_i fma chain of x[i] * h[i][j]) for one tabulated block: the chain runs over i for
-/// all j at once, so each j's operations are the reference's in the same order.
-QPOLICY_CPU_CLONES void rotate_block(const float* __restrict x, const float* __restrict h, std::int64_t n, float* __restrict acc) {
-  for (std::int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
-    const float* __restrict hi = h + i * n;
-    for (std::int64_t j = 0; j < n; ++j) acc[j] = __builtin_fmaf(xi, hi[j], acc[j]);
-  }
-  for (std::int64_t j = 0; j < n; ++j) acc[j] = acc[j] + 0.0f;
-}
-
-/// `blocks` consecutive blocks of n columns.
-void rotate_blocks(const float* x, const float* h, std::int64_t n, float* out, std::int64_t blocks) {
-  for (std::int64_t b = 0; b < blocks; ++b) rotate_block(x + b * n, h, n, out + b * n);
-}
-
-#ifdef QPOLICY_ROTATION_X86
-// Size 32 with explicit registers: the cloned loop above keeps its accumulators in memory (GCC's vectorizer
-// does not promote an array), which halves the speed. Each lane is one output's chain, as above.
-
-/// AVX-512: four blocks at a time, eight 16-lane accumulators (eight independent chains).
-__attribute__((target("avx512f"))) void rotate_blocks32_avx512(const float* x, std::int64_t blocks, const float* h, float* out) {
-  std::int64_t b = 0;
-  const __m512 zero = _mm512_setzero_ps();
-  for (; b + 4 <= blocks; b += 4) {
-    __m512 acc[8];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    const float* xb = x + b * 32;
-    for (int i = 0; i < 32; ++i) {
-      const __m512 h0 = _mm512_loadu_ps(h + i * 32), h1 = _mm512_loadu_ps(h + i * 32 + 16);
-      for (int k = 0; k < 4; ++k) {
-        const __m512 v = _mm512_set1_ps(xb[k * 32 + i]);
-        acc[2 * k] = _mm512_fmadd_ps(v, h0, acc[2 * k]);
-        acc[2 * k + 1] = _mm512_fmadd_ps(v, h1, acc[2 * k + 1]);
-      }
-    }
-    for (int k = 0; k < 8; ++k) _mm512_storeu_ps(out + b * 32 + k * 16, _mm512_add_ps(acc[k], zero));
-  }
-  if (b < blocks) rotate_blocks(x + b * 32, h, 32, out + b * 32, blocks - b);
-}
-
-/// AVX2 with FMA: two blocks at a time, eight 8-lane accumulators.
-__attribute__((target("avx2,fma"))) void rotate_blocks32_avx2(const float* x, std::int64_t blocks, const float* h, float* out) {
-  std::int64_t b = 0;
-  const __m256 zero = _mm256_setzero_ps();
-  for (; b + 2 <= blocks; b += 2) {
-    __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    const float* xb = x + b * 32;
-    for (int i = 0; i < 32; ++i) {
-      __m256 hv[4];
-      for (int q = 0; q < 4; ++q) hv[q] = _mm256_loadu_ps(h + i * 32 + q * 8);
-      for (int k = 0; k < 2; ++k) {
-        const __m256 v = _mm256_set1_ps(xb[k * 32 + i]);
-        for (int q = 0; q < 4; ++q) acc[4 * k + q] = _mm256_fmadd_ps(v, hv[q], acc[4 * k + q]);
-      }
-    }
-    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + b * 32 + k * 8, _mm256_add_ps(acc[k], zero));
-  }
-  if (b < blocks) rotate_blocks(x + b * 32, h, 32, out + b * 32, blocks - b);
-}
-#endif
 
 #ifdef QPOLICY_E2M1_AVX512
 // Rotation and MXFP4 (EVEN or RCEIL) of bf16 rows, 16 blocks at a time, transposed: lane b of every register is
@@ -193,50 +129,24 @@ QPOLICY_AVX512BW void rotated_mxfp4_group(const std::uint16_t* row, int n, float
 #pragma GCC diagnostic pop
 #endif
 
-#ifdef QPOLICY_ROTATION_X86
-/// 2 where the active CPU target covers avx3 (AVX-512 F and BW), 1 where it covers avx2 (AVX2 with
-/// FMA), 0 elsewhere (the cloned loops).
-int rotation_isa() {
-  return cpu_target_covers(cpu_target::avx3) ? 2 : cpu_target_covers(cpu_target::avx2) ? 1 : 0;
-}
-#endif
-
-void rotate32(const float* x, std::int64_t blocks, const float* h, float* out) {
-#ifdef QPOLICY_ROTATION_X86
-  const int isa = rotation_isa();
-  if (isa == 2) return rotate_blocks32_avx512(x, blocks, h, out);
-  if (isa == 1) return rotate_blocks32_avx2(x, blocks, h, out);
-#endif
-  rotate_blocks(x, h, 32, out, blocks);
-}
-
-/// v[0..n) rounded to bf16 in place (fp8::to_bf16's bits, branch-free so it vectorizes).
-QPOLICY_CPU_CLONES void round_bf16(float* __restrict v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) v[i] = fp8::from_bf16(fp8::to_bf16(v[i]));
-}
-
 }  // namespace
 
 void rotate_row(const float* row, std::int64_t cols, const hadamard_table& h, element d, float* out) {
   const std::int64_t n = h.size;
-  if (n == 32) {
-    rotate32(row, cols / 32, h.entries.data(), out);
+  if (!h.entries.empty()) {
+    rotate_blocks(row, cols / n, h.entries.data(), n, out);
   } else {
-    for (std::int64_t b = 0; b < cols; b += n) {
-      if (!h.entries.empty()) rotate_block(row + b, h.entries.data(), n, out + b);
-      else
-        for (std::int64_t j = 0; j < n; ++j)
-          out[b + j] = lp::rotated_f32([&](std::int64_t i) { return row[b + i]; }, n, j, h.magnitude);
-    }
+    for (std::int64_t b = 0; b < cols; b += n)
+      for (std::int64_t j = 0; j < n; ++j) out[b + j] = lp::rotated_f32([&](std::int64_t i) { return row[b + i]; }, n, j, h.magnitude);
   }
-  if (d == element::bf16) round_bf16(out, cols);
+  if (d == element::bf16) round_to_bf16(out, cols);
   else if (d == element::f16)
     for (std::int64_t j = 0; j < cols; ++j) out[j] = lp::round_to(d, out[j]);
 }
 
 bool rotated_mxfp4_bf16_row(const std::uint16_t* row, std::int64_t cols, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
 #ifdef QPOLICY_E2M1_AVX512
-  if (rotation_isa() != 2) return false;
+  if (!cpu_target_covers(cpu_target::avx3)) return false;
   const float magnitude = lp::hadamard_magnitude(32);
   for (std::int64_t b = 0; b < cols / 32; b += 16)
     rotated_mxfp4_group(row + b * 32, static_cast<int>(std::min<std::int64_t>(16, cols / 32 - b)), magnitude, rceil, codes + b * 16, scales + b);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -91,6 +92,45 @@ TEMPLATE_LIST_TEST_CASE("every formula's decoder gives each code times its scale
       std::vector<float> f32_sw(f32.size());
       qp::cpu::dequantize(Formula::id, stored_sw, qp::element::f32, f32_sw.data(), {2});
       CHECK(std::memcmp(f32_sw.data(), f32.data(), f32.size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("the decoder rounds every e4m3, int8 and e2m1 code under extreme scales as the scalar formulas do", "[numerics][dequantize]") {
+  // Every code byte at once, with scales that overflow fp16 (infinity), reach bf16's and fp16's
+  // subnormals, and are NaN: each output is the code's value times the scale, rounded once (NaN as
+  // to_bf16 and to_fp16 give it; a NaN code stays its own NaN). Odd lengths leave tails past every vector width.
+  std::vector<std::uint8_t> codes(2 * 256 + 6);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i * 37u);
+  const std::int64_t cols = static_cast<std::int64_t>(codes.size());
+  for (const float s : {1.0f, 1.0e5f, 3.0e-9f, 0x1p-140f, std::numeric_limits<float>::quiet_NaN(), -0.75f}) {
+    for (const formula id : {formula::fp8_per_tensor_static, formula::int8_per_channel, formula::nvfp4_per_token}) {
+      const auto& f = qp::schemes::formula_of(id);
+      const bool packed = f.codes == qp::schemes::code_format::e2m1_packed;
+      const std::int64_t n = packed ? 2 * cols : cols;
+      // NVFP4 per token: block scale byte 0x38 (1.0) and the row's token scale s.
+      const std::vector<std::uint8_t> block_scales(static_cast<std::size_t>(n / 16), 0x38);
+      const float row_scale = s;
+      const qp::cpu::stored_tensors stored{codes.data(), packed ? static_cast<const void*>(block_scales.data()) : &row_scale,
+                                           packed ? &row_scale : nullptr, nullptr, 1, n - n % 16, false};
+      const std::int64_t count = stored.cols;
+      std::vector<float> f32(static_cast<std::size_t>(count));
+      std::vector<std::uint16_t> bf16(f32.size()), f16(f32.size());
+      qp::cpu::dequantize(id, stored, qp::element::f32, f32.data(), {1});
+      qp::cpu::dequantize(id, stored, qp::element::bf16, bf16.data(), {1});
+      qp::cpu::dequantize(id, stored, qp::element::f16, f16.data(), {1});
+      for (std::int64_t k = 0; k < count; ++k) {
+        const std::uint8_t c = packed ? static_cast<std::uint8_t>(k % 2 ? codes[k / 2] >> 4 : codes[k / 2] & 0xF) : codes[k];
+        const float value = id == formula::fp8_per_tensor_static ? qp::fp8::decode(c)
+                            : packed                             ? qp::lp::e2m1_value(c)
+                                                                 : static_cast<float>(static_cast<std::int8_t>(c));
+        // A NaN code decodes to its own NaN under any scale; otherwise value times scale.
+        const float want = std::isnan(value) ? value : packed ? value * (1.0f * s) : value * s;
+        INFO(f.name << " code " << +c << " scale " << s << " element " << k);
+        REQUIRE((bits(f32[k]) == bits(want) || (std::isnan(want) && std::isnan(f32[k]))));
+        REQUIRE(bf16[k] == bf16_of(want));
+        REQUIRE(f16[k] == qp::lp::to_fp16(want));
+      }
     }
   }
 }

@@ -11,14 +11,3 @@
 #else
 #define QPOLICY_X86_KERNELS 0
 #endif
-
-/// Element loops cloned per x86-64 level, chosen at load time (an ifunc): x86-64-v4 (AVX-512), v3
-/// (AVX2), AVX without AVX2, v2 (SSE4.2) and the baseline; wider vectors, the same IEEE operations, so
-/// the same bits. For the loops that have no portable-SIMD kernel, on GCC, which clones by level;
-/// elsewhere the compiler's own vectorization. FMA is never formed: these files compile with
-/// -ffp-contract=off, and the reference adds each product after rounding it.
-#if QPOLICY_X86_KERNELS && !defined(__clang__)
-#define QPOLICY_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "avx", "arch=x86-64-v2", "default")))
-#else
-#define QPOLICY_CPU_CLONES
-#endif

@@ -24,8 +24,8 @@ void rotate_row(const float* row, std::int64_t cols, const hadamard_table& h, el
 
 /// Hadamard-32 and then MXFP4 EVEN (or RCEIL) of one bf16 row (cols a multiple of 32) in AVX-512 registers,
 /// 16 blocks at a time: codes (cols / 2 bytes) and E8M0 scales (cols / 32, row-major), the bits of
-/// rotate_row and the MXFP4 block function. Returns false, writing nothing, where the CPU lacks AVX-512
-/// (F, BW) or QPOLICY_CPU_ENCODER is `portable`: the caller runs those.
+/// rotate_row and the MXFP4 block function. Returns false, writing nothing, where the active CPU target
+/// does not cover avx3: the caller runs those.
 bool rotated_mxfp4_bf16_row(const std::uint16_t* row, std::int64_t cols, bool rceil, std::uint8_t* codes, std::uint8_t* scales);
 
 /// Rotates every row of x into `out` (float32 values of dtype d's grid), rows split over threads.
