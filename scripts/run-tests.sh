@@ -10,8 +10,10 @@
 #   bash scripts/run-tests.sh --full   everything (what CI runs): the fast tier's suites plus install,
 #                                      python (the wheel, torch from PyPI) and witness-hf (where
 #                                      .venv-hf is installed), then the libFuzzer run of every target
-#                                      (clang), the ASan+UBSan build's suites (scripts/run-sanitized.sh)
-#                                      and the benchmarks.
+#                                      (clang), the ASan+UBSan build's suites (scripts/run-sanitized.sh),
+#                                      the benchmarks, and the unit, numerics, cli and checkpoint suites
+#                                      cross-built for arm64 under qemu (scripts/run-arm64.sh). Each
+#                                      phase prints how long it took.
 #
 # Environment: QPOLICY_FUZZ_SECONDS (each libFuzzer target's run in --full, default 20).
 set -uo pipefail
@@ -31,7 +33,7 @@ if [ "$tier" = fast ]; then
   echo "run-tests: the fast tier: building what its suites run and running them (about 4 minutes on 2 cores from a fresh clone, 2 once built)"
   suites=("${fast_suites[@]}")
 else
-  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build and the benchmarks (about 20 to 45 minutes on 2 cores from a fresh clone)"
+  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build, the benchmarks and arm64 under qemu (about 45 to 60 minutes on 2 cores from a fresh clone)"
   suites=("${full_suites[@]}")
 fi
 
@@ -42,6 +44,12 @@ count_meson_log() {
   passed=$((passed + $(meson_count "$1" Ok)))
   failed=$((failed + $(meson_failures "$1")))
   skipped=$((skipped + $(meson_count "$1" Skipped)))
+}
+# How long each phase took, for the tier's budget (CI: 90 minutes on 2 cores).
+phase_started=$SECONDS
+phase_done() {
+  echo "run-tests: $1 took $((SECONDS - phase_started)) s"
+  phase_started=$SECONDS
 }
 finish() {
   [ "$skipped" -eq 0 ] || echo "run-tests: $skipped skipped (their reasons: build/meson-logs/testlog.txt, and the lines above for fuzz)"
@@ -73,6 +81,7 @@ fi
 meson test -C build --print-errorlogs --num-processes 2 "${suite_args[@]}" 2>&1 | tee "$log" | grep -vE "^\[[0-9]+/[0-9]+\] |^ninja: (no work to do|Entering directory)"
 count_meson_log "$log"
 [ "$tier" = fast ] && finish
+phase_done "the build and the suites"
 
 # libFuzzer: every target for QPOLICY_FUZZ_SECONDS seconds (clang).
 if command -v clang++ >/dev/null; then
@@ -81,12 +90,14 @@ else
   echo "fuzz: skipped: clang++ is not installed (apt-get install clang)"
   skipped=$((skipped + 1))
 fi
+phase_done "the libFuzzer run"
 
 # The sanitized build and its suites (a tree of its own, build-sanitized/).
 bash scripts/run-sanitized.sh >build/sanitized-output.txt 2>&1
 sanitized_status=$?
 grep -E '^sanitized:|FAIL|runtime error|AddressSanitizer' build/sanitized-output.txt
 if [ "$sanitized_status" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+phase_done "the sanitized build and its suites"
 
 # The benchmarks (built now; their results are figures, not verdicts: a benchmark that fails to run
 # counts as a failure).
@@ -97,4 +108,12 @@ if [ "$bench_status" -eq 0 ]; then passed=$((passed + 1)); else
   grep -E "FAIL|error" build/bench-output.txt | head -20
   failed=$((failed + 1))
 fi
+phase_done "the benchmarks"
+
+# arm64: the cross build and its suites under qemu, as NEON and as SVE/SVE2 (a tree of its own, build-arm64/).
+bash scripts/run-arm64.sh >build/arm64-output.txt 2>&1
+arm64_status=$?
+grep -E '^arm64:|FAIL|passed, .* failed$' build/arm64-output.txt | sed 's/^\([0-9]* passed\)/arm64: \1/'
+if [ "$arm64_status" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+phase_done "arm64 under qemu"
 finish
