@@ -20,6 +20,7 @@
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "low_precision_rows.hpp"
+#include "lut_b_fit.hpp"
 #include "quantize_rows.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
@@ -227,38 +228,22 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
   }
 }
 
-/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3): sixteen consecutive tiles at once
-/// where the CPU has AVX-512 (across tile rows: experts' K is often a few tiles), else one tile row at a
-/// time.
+/// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3): as many consecutive tiles at once as
+/// the vectors have float32 lanes (across tile rows: experts' K is often a few tiles), one per lane.
 void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::outputs& out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols;
+  const int lanes = detail::lut_b_fit_lanes();
   lp::lut_scratch scratch;
-#if QPOLICY_X86_KERNELS
-  if (detail::has_avx512_kernels()) {
-    detail::scratch_vector<float> lanes(rows::lut_b_lanes_scratch_floats), staged(16 * lp::lut_elements);
-    for (std::int64_t at = first * k_tiles; at < last * k_tiles; at += 16) {
-      const int count = static_cast<int>(std::min<std::int64_t>(16, last * k_tiles - at));
-      for (int l = 0; l < count; ++l) {
-        const std::int64_t t = (at + l) / k_tiles, j = (at + l) % k_tiles;
-        for (int r = 0; r < lp::lut_rows; ++r)
-          detail::widen(x, (t * lp::lut_rows + r) * x.cols + j * lp::lut_cols, lp::lut_cols, staged.data() + l * lp::lut_elements + r * lp::lut_cols);
-      }
-      rows::lut_b_tiles16(staged.data(), count, lanes.data(), scratch, out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries,
-                          out.block_scales + at);
-    }
-    return;
-  }
-#endif
-  std::vector<float> widened(static_cast<std::size_t>(lp::lut_rows * x.cols));
-  float tile[lp::lut_elements];
-  for (std::int64_t t = first; t < last; ++t) {
-    detail::widen(x, t * lp::lut_rows * x.cols, lp::lut_rows * x.cols, widened.data());
-    for (std::int64_t j = 0; j < k_tiles; ++j) {
+  detail::scratch_vector<float> lanes_scratch(detail::lut_fit_scratch_floats), staged(static_cast<std::size_t>(lanes) * lp::lut_elements);
+  for (std::int64_t at = first * k_tiles; at < last * k_tiles; at += lanes) {
+    const int count = static_cast<int>(std::min<std::int64_t>(lanes, last * k_tiles - at));
+    for (int l = 0; l < count; ++l) {
+      const std::int64_t t = (at + l) / k_tiles, j = (at + l) % k_tiles;
       for (int r = 0; r < lp::lut_rows; ++r)
-        std::copy_n(widened.data() + r * x.cols + j * lp::lut_cols, lp::lut_cols, tile + r * lp::lut_cols);
-      const std::int64_t at = t * k_tiles + j;
-      out.block_scales[at] = lp::lut_b_tile(tile, scratch, out.codes + at * lp::lut_packed_bytes, out.codebook + at * lp::lut_entries);
+        detail::widen(x, (t * lp::lut_rows + r) * x.cols + j * lp::lut_cols, lp::lut_cols, staged.data() + l * lp::lut_elements + r * lp::lut_cols);
     }
+    detail::lut_b_fit_tiles(staged.data(), count, lanes_scratch.data(), scratch, out.codes + at * lp::lut_packed_bytes,
+                            out.codebook + at * lp::lut_entries, out.block_scales + at);
   }
 }
 

@@ -59,15 +59,6 @@ QPOLICY_AVX512_F16C float bf16_amax_avx512(const std::uint16_t* words, std::int6
 /// An INT8 row (§5.2) of bf16 words, the model dtype bf16: its codes, and its scale returned.
 QPOLICY_AVX512_F16C float int8_row_bf16_avx512(const std::uint16_t* words, std::int64_t cols, std::int8_t* q);
 
-/// The floats of lut_b_tiles16's scratch (64-byte aligned): two sets of 512 registers and the indices.
-inline constexpr std::size_t lut_b_lanes_scratch_floats = 2 * 512 * 16 + 512 * 16 / 4;
-/// LUT-B tiles 0 .. count - 1 (count <= 16), tile j's 512 widened values row-major at tiles + 512 j,
-/// fitted sixteen at once (lut_b_lanes_avx512.cpp): tile j's packed indices at packed + 192 j, codebook
-/// at codebooks + 8 j and scale byte at scales[j], the bits of lp::lut_b_tile (which the tiles it
-/// cannot fit lane by lane take, with `scalar`).
-QPOLICY_AVX512_F16C void lut_b_tiles16(const float* tiles, int count, float* scratch, lp::lut_scratch& scalar, std::uint8_t* packed,
-                                       std::uint8_t* codebooks, std::uint8_t* scales);
-
 #endif
 
 }  // namespace qpolicy::cpu::rows
