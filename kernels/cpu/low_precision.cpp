@@ -76,15 +76,16 @@ void nvfp4_blocks(const float* x, std::int64_t blocks, float encode, bool zero_i
     const std::int64_t n = std::min(blocks - j0, block_chunk);
     detail::block_magnitude_bits(x + j0 * 16, n, 16, amax, widest);
     bool nan_multiplier = false;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const float a = fp8::float_of(amax[j]);  // NaN-ignoring
-      const std::uint8_t sf = fp8::sat(encode * (a * fp8::float_of(0x3E2AAAABu)));
-      const float scale = fp8::decode(sf);
-      const bool zero = zero_if_scale_zero ? scale == 0.0f : a == 0.0f;
-      multipliers[j] = zero ? 0.0f : 1.0f / (scale * decode);
-      nan_multiplier |= multipliers[j] != multipliers[j];
-      scales[j0 + j] = sf;
-    }
+    if (!detail::nvfp4_block_scales(amax, n, encode, zero_if_scale_zero, scales + j0, multipliers))
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float a = fp8::float_of(amax[j]);  // NaN-ignoring
+        const std::uint8_t sf = fp8::sat(encode * (a * fp8::float_of(0x3E2AAAABu)));
+        const float scale = fp8::decode(sf);
+        const bool zero = zero_if_scale_zero ? scale == 0.0f : a == 0.0f;
+        multipliers[j] = zero ? 0.0f : 1.0f / (scale * decode);
+        scales[j0 + j] = sf;
+      }
+    for (std::int64_t j = 0; j < n; ++j) nan_multiplier |= multipliers[j] != multipliers[j];
     detail::e2m1_codes(x + j0 * 16, n, 16, multipliers, codes + j0 * 8);
     for (std::int64_t j = 0; j < n && nan_multiplier; ++j) {
       if (multipliers[j] == multipliers[j]) continue;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "decode_rows-inl.h"
 #include "hwy_dispatch.hpp"
 #include "quantize_rows.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -276,6 +277,39 @@ void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64
   }
 }
 
+bool nvfp4_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, std::int64_t n, float encode, bool zero_if_scale_zero,
+                            std::uint8_t* HWY_RESTRICT scales, float* HWY_RESTRICT multipliers) {
+  // The block function's steps per lane: sf = sat(encode * (a * (1/6))), its e4m3 value, and the codes'
+  // multiplier 1 / (value * (1 / encode)), or 0 for a zero scale (weights) or a zero amax (activations).
+  // A NaN product (an infinite encode scale times a zero amax) is the caller's: false.
+  const lanes_f32 d;
+  const lanes_i32 di;
+  const lanes_u32 du;
+  const lanes_u8 d8;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto sixth = hn::Set(d, fp8::float_of(0x3E2AAAABu)), by = hn::Set(d, encode), decode = hn::Set(d, 1.0f / encode);
+  auto nan = hn::Zero(di);
+  std::int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    const auto a = hn::BitCast(d, hn::LoadU(du, amax + j));
+    const auto t = hn::Mul(by, hn::Mul(a, sixth));
+    nan = hn::Or(nan, hn::VecFromMask(di, hn::RebindMask(di, hn::IsNaN(t))));
+    const auto code = e4m3_code_bytes(t);
+    hn::StoreU(code, d8, scales + j);
+    const auto scale = e4m3_lanes(du, hn::PromoteTo(du, code));
+    const auto zero = zero_if_scale_zero ? hn::Eq(scale, hn::Zero(d)) : hn::Eq(a, hn::Zero(d));
+    hn::StoreU(hn::IfThenZeroElse(zero, hn::Div(hn::Set(d, 1.0f), hn::Mul(scale, decode))), d, multipliers + j);
+  }
+  for (; j < n; ++j) {
+    const float a = fp8::float_of(amax[j]), t = encode * (a * fp8::float_of(0x3E2AAAABu));
+    if (t != t) return false;
+    scales[j] = fp8::sat(t);
+    const float scale = fp8::decode(scales[j]);
+    multipliers[j] = (zero_if_scale_zero ? scale == 0.0f : a == 0.0f) ? 0.0f : 1.0f / (scale * (1.0f / encode));
+  }
+  return hn::AllFalse(di, hn::Ne(nan, hn::Zero(di)));
+}
+
 template <int Drop>
 void int8_codes_of(const float* HWY_RESTRICT row, std::int64_t n, float s, element type, std::int8_t* HWY_RESTRICT q) {
   const lanes_f32 d;
@@ -407,6 +441,7 @@ HWY_EXPORT(block_magnitude_bits_run);
 HWY_EXPORT(sat_codes_f32_run);
 HWY_EXPORT(sat_codes_bf16_run);
 HWY_EXPORT(e2m1_codes_run);
+HWY_EXPORT(nvfp4_block_scales_run);
 HWY_EXPORT(int8_codes_run);
 HWY_EXPORT(rotate_blocks_run);
 HWY_EXPORT(round_to_bf16_run);
@@ -437,6 +472,11 @@ bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width,
 
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed) {
   QPOLICY_DISPATCH(e2m1_codes_run)(x, blocks, block, multipliers, packed);
+}
+
+bool nvfp4_block_scales(const std::uint32_t* amax, std::int64_t n, float encode, bool zero_if_scale_zero, std::uint8_t* scales,
+                        float* multipliers) {
+  return QPOLICY_DISPATCH(nvfp4_block_scales_run)(amax, n, encode, zero_if_scale_zero, scales, multipliers);
 }
 
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q) {

@@ -37,6 +37,13 @@ bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width,
 /// the caller's (which NaN a product keeps depends on operand order).
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed);
 
+/// NVFP4's block scales from the blocks' NaN-ignoring amax bits (§6.2-6.3 step 4): scale byte
+/// sat(encode * (amax * (1/6))) and the codes' multiplier 1 / (E4M3(byte) * (1 / encode)), 0 where the
+/// scale is zero (`zero_if_scale_zero`: weights) or the amax is (activations). False when a product was
+/// NaN (an infinite encode scale times a zero amax): then the outputs are the caller's to compute.
+bool nvfp4_block_scales(const std::uint32_t* amax, std::int64_t n, float encode, bool zero_if_scale_zero, std::uint8_t* scales,
+                        float* multipliers);
+
 /// The model dtype a quantizer rounds to before INT8's integer rounding (lp::round_to).
 enum class model_rounding : std::uint8_t { bf16, f16, f32 };
 
