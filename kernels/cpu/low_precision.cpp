@@ -28,7 +28,6 @@ namespace qpolicy::cpu {
 
 using schemes::formula;
 
-using rows::e8m0_reciprocal_bits;
 using rows::nvfp4_blocks;
 #if QPOLICY_X86_KERNELS
 using rows::int8_row_bf16_avx512;
@@ -51,12 +50,8 @@ void mxfp4_blocks(const float* x, std::int64_t blocks, bool rceil, std::uint8_t*
   for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
     const std::int64_t n = std::min(blocks - j0, block_chunk);
     detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
-    for (std::int64_t j = 0; j < n; ++j) {
-      const float a = fp8::float_of(amax[j]);  // NaN-ignoring
-      const std::uint8_t b = rceil ? lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu)) : lp::e8m0_even(a);
-      multipliers[j] = rceil ? lp::flashinfer_inverse(b) : fp8::float_of(e8m0_reciprocal_bits(b));  // EVEN: 1 / E8(b), exactly
-      scales[j0 + j] = b;
-    }
+    detail::e8m0_block_scales(amax, widest, n, rceil ? detail::e8m0_scales::mxfp4_rceil : detail::e8m0_scales::mxfp4_even, scales + j0,
+                              multipliers);
     detail::e2m1_codes(x + j0 * 32, n, 32, multipliers, codes + j0 * 16);
   }
 }
@@ -113,14 +108,7 @@ void mxfp8_torch_scales(const float* x, std::int64_t blocks, std::uint8_t* scale
   for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
     const std::int64_t n = std::min(blocks - j0, block_chunk);
     detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
-    for (std::int64_t j = 0; j < n; ++j) {
-      const bool nan = widest[j] > 0x7F800000u;
-      const float finite = fp8::float_of(amax[j]), tiny = fp8::float_of(0x00800000u);
-      const float a = nan ? fp8::float_of(0x7FC00000u) : finite > tiny ? finite : tiny;
-      const std::uint8_t b = lp::e8m0_ceil(a / fp8::max_e4m3);
-      multipliers[j0 + j] = nan ? a : fp8::float_of(e8m0_reciprocal_bits(b));
-      scales[j0 + j] = b;
-    }
+    detail::e8m0_block_scales(amax, widest, n, detail::e8m0_scales::mxfp8_torch, scales + j0, multipliers + j0);
   }
 }
 
@@ -133,12 +121,9 @@ std::int64_t mxfp8_flashinfer_scales(const float* x, std::int64_t blocks, std::u
   for (std::int64_t j0 = 0; j0 < blocks; j0 += block_chunk) {
     const std::int64_t n = std::min(blocks - j0, block_chunk);
     detail::block_magnitude_bits(x + j0 * 32, n, 32, amax, widest);
-    for (std::int64_t j = 0; j < n; ++j) {
-      const std::uint8_t b = lp::e8m0_round_up(fp8::float_of(amax[j]) * fp8::float_of(fp8::inv_448_bits));
-      multipliers[j0 + j] = lp::flashinfer_inverse(b);
-      scales[j0 + j] = b;
+    detail::e8m0_block_scales(amax, widest, n, detail::e8m0_scales::mxfp8_flashinfer, scales + j0, multipliers + j0);
+    for (std::int64_t j = 0; j < n; ++j)
       if (widest[j] >= 0x7F800000u) special[specials++] = j0 + j;
-    }
   }
   return specials;
 }

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "hwy_dispatch.hpp"
 #include "lut_b_fit.hpp"
@@ -43,9 +44,16 @@ using vec = hn::Vec<lanes_f32>;
 using ivec = hn::Vec<lanes_i32>;
 using mask = hn::Mask<lanes_f32>;
 
-/// A tile's eight centres, lane by lane.
+/// A tile's eight centres, lane by lane. Its special members are written out so that they carry the
+/// target's attributes (GCC generates implicit ones without them, and then cannot inline the vector's).
 struct centres {
   vec c[entries];
+  HWY_ATTR centres() {}
+  HWY_ATTR centres(const centres& other) { std::copy(std::begin(other.c), std::end(other.c), std::begin(c)); }
+  HWY_ATTR centres& operator=(const centres& other) {
+    std::copy(std::begin(other.c), std::end(other.c), std::begin(c));
+    return *this;
+  }
 };
 
 /// Register i of a lane-major array (element i of every lane).

@@ -37,6 +37,19 @@ bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width,
 /// the caller's (which NaN a product keeps depends on operand order).
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed);
 
+/// Which MX formula's E8M0 block scales e8m0_block_scales computes.
+enum class e8m0_scales : std::uint8_t {
+  mxfp8_torch,       // §3.2: CEIL(max(amax, 2^-126) / 448), multiplier 1 / E8(b); a NaN block: byte 0, a NaN multiplier
+  mxfp8_flashinfer,  // §3.3: UE8M0-RP(amax * R448), FlashInfer's inverse
+  mxfp4_even,        // §4.2: EVEN(amax), multiplier 1 / E8(b)
+  mxfp4_rceil,       // §4.3: UE8M0-RP(amax * (1/6)), FlashInfer's inverse
+};
+
+/// The E8M0 scale bytes and code multipliers of n blocks from their NaN-ignoring amax bits (and, for the
+/// torch path's NaN rule, the largest bits of all, NaN's included: `widest`, else unread).
+void e8m0_block_scales(const std::uint32_t* amax, const std::uint32_t* widest, std::int64_t n, e8m0_scales kind, std::uint8_t* scales,
+                       float* multipliers);
+
 /// NVFP4's block scales from the blocks' NaN-ignoring amax bits (§6.2-6.3 step 4): scale byte
 /// sat(encode * (amax * (1/6))) and the codes' multiplier 1 / (E4M3(byte) * (1 / encode)), 0 where the
 /// scale is zero (`zero_if_scale_zero`: weights) or the amax is (activations). False when a product was

@@ -13,7 +13,10 @@
 
 #include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
+#include "kernels/cpu/quantize_rows.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
+#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/low_precision.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "../support/test_inputs.hpp"
 
@@ -269,5 +272,58 @@ TEST_CASE("widening: every bf16 and fp16 pattern is its float32 value", "[numeri
       INFO((type == qpolicy::element::bf16 ? "bf16" : "fp16") << " from element " << first);
       CHECK(bad == 0);
     }
+  }
+}
+
+TEST_CASE("E8M0 block scales: every rule's byte and multiplier equal the scalar formulas", "[numerics][encoder]") {
+  // NaN-ignoring amax bits from zero through the subnormals, every binade and infinity (a stride of
+  // 4093 plus each binade's edges), in runs that leave vector tails; MXFP8's torch path also with a NaN
+  // in the block (`widest`).
+  std::vector<std::uint32_t> amax, widest;
+  for (std::uint64_t u = 0; u <= 0x7F800000u; u += 4093) amax.push_back(static_cast<std::uint32_t>(u));
+  for (std::uint32_t e = 0; e <= 255; ++e)
+    for (const std::uint32_t m : {0u, 1u, 0x1FFFFFu, 0x200000u, 0x3FFFFFu, 0x400000u, 0x400001u, 0x7FFFFFu})
+      if ((e << 23 | m) <= 0x7F800000u) amax.push_back(e << 23 | m);
+  amax.push_back(0x00800000u);
+  for (std::size_t i = 0; i < amax.size(); ++i) widest.push_back(i % 7 == 3 ? 0x7FC00000u : amax[i]);
+  const auto n = static_cast<std::int64_t>(amax.size()) - 5;
+  std::vector<std::uint8_t> bytes(amax.size());
+  std::vector<float> multipliers(amax.size());
+  using qpolicy::cpu::detail::e8m0_scales;
+  for (const auto kind : {e8m0_scales::mxfp8_torch, e8m0_scales::mxfp8_flashinfer, e8m0_scales::mxfp4_even, e8m0_scales::mxfp4_rceil}) {
+    qpolicy::cpu::detail::e8m0_block_scales(amax.data(), widest.data(), n, kind, bytes.data(), multipliers.data());
+    std::int64_t bad = 0;
+    std::string first;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float a = fp8::float_of(amax[j]);
+      std::uint8_t b = 0;
+      float m = 0.0f;
+      const auto reciprocal = [](std::uint8_t byte) { return fp8::float_of(byte == 254 ? 0x00400000u : (254u - byte) << 23); };
+      switch (kind) {
+        case e8m0_scales::mxfp8_torch: {
+          const bool nan = widest[j] > 0x7F800000u;
+          const float tiny = fp8::float_of(0x00800000u), clamped = a > tiny ? a : tiny;
+          b = nan ? 0 : qpolicy::lp::e8m0_ceil(clamped / fp8::max_e4m3);
+          m = nan ? fp8::float_of(0x7FC00000u) : reciprocal(b);
+          break;
+        }
+        case e8m0_scales::mxfp8_flashinfer:
+          b = qpolicy::lp::e8m0_round_up(a * fp8::float_of(fp8::inv_448_bits));
+          m = qpolicy::lp::flashinfer_inverse(b);
+          break;
+        case e8m0_scales::mxfp4_even:
+          b = qpolicy::lp::e8m0_even(a);
+          m = reciprocal(b);
+          break;
+        case e8m0_scales::mxfp4_rceil:
+          b = qpolicy::lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu));
+          m = qpolicy::lp::flashinfer_inverse(b);
+          break;
+      }
+      if ((bytes[j] != b || fp8::bits_of(multipliers[j]) != fp8::bits_of(m)) && bad++ == 0)
+        first = "amax bits " + std::to_string(amax[j]) + ": byte " + std::to_string(bytes[j]) + " want " + std::to_string(b);
+    }
+    INFO("rule " << static_cast<int>(kind) << ": " << first);
+    CHECK(bad == 0);
   }
 }
