@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "decode_rows-inl.h"
+#include "encode_lanes-inl.h"
 #include "hwy_dispatch.hpp"
 #include "quantize_rows.hpp"
 #include "qpolicy/numerics/detail/low_precision_blocks.hpp"
@@ -23,77 +23,6 @@ namespace qpolicy::cpu::detail {
 namespace HWY_NAMESPACE {
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
-
-/// At most 16 float32 lanes: a 16- or 32-element block is whole vectors on every target.
-using lanes_f32 = hn::CappedTag<float, 16>;
-using lanes_i32 = hn::RebindToSigned<lanes_f32>;
-using lanes_u32 = hn::RebindToUnsigned<lanes_f32>;
-
-/// The magnitude bits of float lanes, as int32 (at most 0x7FFFFFFF, so signed order is the value's).
-HWY_INLINE hn::Vec<lanes_i32> magnitude_of(hn::Vec<lanes_f32> v) {
-  const lanes_i32 di;
-  return hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF));
-}
-
-/// A vector's worth of bf16 words widened to float32 lanes: a bf16 is the top half of its float.
-HWY_INLINE hn::Vec<lanes_f32> load_bf16(const std::uint16_t* p) {
-  const lanes_f32 df;
-  const lanes_u32 du;
-  const hn::Rebind<std::uint16_t, lanes_f32> d16;
-  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
-}
-
-using lanes_u8 = hn::Rebind<std::uint8_t, lanes_f32>;
-
-/// The three E8M0 roundings of the MX formats.
-enum class e8m0_rule { ceil, round_up, even };
-
-/// sat(y) per lane, as code bytes (garbage where y is NaN): |y| capped at 448 (all of (448, 464] rounds
-/// to 448 and the rest saturates there), then rounded to e4m3's grid by adding and subtracting
-/// c = 2^(E + 20) for the binade E of |y| (at least 2^-6): the sum lies in c's binade, whose ulp 2^(E-3)
-/// is e4m3's step at |y|, so the addition rounds to nearest even and the subtraction is exact. The sign
-/// bit comes along, -0's too. Then the code of the rounded value r, exactly:
-/// - where the target converts float32 to float16 in hardware (AVX2, AVX-512, NEON, SVE): r * 2^-8 is a
-///   float16 (e4m3 spans 2^-9 to 448; float16's subnormal step is 2^-24) whose bits >> 7 are the code,
-///   the exponent fields lining up (bias 15 against 7, shifted by 8) and subnormals with subnormals;
-/// - elsewhere: a normal r's float32 bits >> 20 rebiased (bias 127 against 7), and a subnormal one as
-///   r + 2^-6, which is the normal code 8 plus r's.
-HWY_INLINE hn::Vec<lanes_u8> e4m3_code_bytes(hn::Vec<lanes_f32> y) {
-  const lanes_f32 d;
-  const lanes_u32 du;
-  const auto sign = hn::And(hn::BitCast(du, y), hn::Set(du, 0x80000000u));
-  const auto a = hn::Min(hn::Abs(y), hn::Set(d, 448.0f));
-  const auto binade = hn::BitCast(d, hn::And(hn::BitCast(du, a), hn::Set(du, 0x7F800000u)));
-  const auto c = hn::Mul(hn::Max(binade, hn::Set(d, 0x1p-6f)), hn::Set(d, 0x1p20f));
-  const auto rounded = hn::Sub(hn::Add(a, c), c);
-#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-  const auto subnormal = hn::Lt(rounded, hn::Set(d, 0x1p-6f));
-  const auto lifted = hn::BitCast(du, hn::Add(rounded, hn::IfThenElseZero(subnormal, hn::Set(d, 0x1p-6f))));
-  const auto offset = hn::IfThenElse(hn::RebindMask(du, subnormal), hn::Set(du, 968u), hn::Set(du, 960u));
-  return hn::DemoteTo(lanes_u8(), hn::BitCast(lanes_i32(), hn::Or(hn::Sub(hn::ShiftRight<20>(lifted), offset), hn::ShiftRight<24>(sign))));
-#else
-  const hn::Rebind<hwy::float16_t, lanes_f32> dh;
-  const hn::Rebind<std::int16_t, lanes_f32> di16;
-  const hn::Rebind<std::uint16_t, lanes_f32> du16;
-  const auto half = hn::BitCast(di16, hn::DemoteTo(dh, hn::BitCast(d, hn::Or(hn::BitCast(du, hn::Mul(rounded, hn::Set(d, 0x1p-8f))), sign))));
-  // half >> 7 is the code's magnitude, plus 256 when negative; less 384 there, it is the code as a
-  // signed byte (code - 256), which the signed narrowing keeps.
-  const auto code = hn::Sub(hn::BitCast(di16, hn::ShiftRight<7>(hn::BitCast(du16, half))), hn::And(hn::ShiftRight<15>(half), hn::Set(di16, 384)));
-  return hn::BitCast(lanes_u8(), hn::DemoteTo(hn::Rebind<std::int8_t, lanes_f32>(), code));
-#endif
-}
-
-/// lp::e2m1_encode per lane, as int32 0..15: the sign bit, and the count of rounding thresholds the
-/// magnitude passes (> 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5), compared as bits; a NaN's
-/// bits pass all seven (code 7, as the scalar encoder gives it).
-HWY_INLINE hn::Vec<lanes_i32> e2m1_code_lanes(hn::Vec<lanes_f32> y) {
-  const lanes_i32 di;
-  const auto a = magnitude_of(y);
-  static constexpr std::int32_t above[7] = {0x3E800000, 0x3F3FFFFF, 0x3FA00000, 0x3FDFFFFF, 0x40200000, 0x405FFFFF, 0x40A00000};
-  auto count = hn::Zero(di);
-  for (const std::int32_t t : above) count = hn::Sub(count, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, t))));
-  return hn::Or(count, hn::And(hn::ShiftRight<28>(hn::BitCast(di, y)), hn::Set(di, 8)));
-}
 
 template <bool Bf16>
 HWY_INLINE hn::Vec<lanes_f32> load_lanes(const void* in, std::int64_t i) {
@@ -281,146 +210,6 @@ void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64
   }
 }
 
-/// E8M0 bytes per lane from positive float32 values (or zero, infinity, NaN), each rule's bits as
-/// numerics/low_precision.hpp's scalar function computes them:
-/// - CEIL (e8m0_ceil): clamp(ceil(log2 r) + 127, 0, 254); a subnormal r's log2 from its mantissa as a float
-///   (exact), whose exponent is the top bit's place and whose fraction says whether more bits follow;
-/// - RP (e8m0_round_up): the exponent, plus one if the mantissa is not zero, 0 up to 2^-127, NaN 254;
-/// - EVEN (e8m0_even): the exponent after rounding to one significand bit, less 2.
-template <e8m0_rule Rule>
-HWY_INLINE hn::Vec<lanes_i32> e8m0_lanes(hn::Vec<lanes_f32> r) {
-  const lanes_f32 d;
-  const lanes_i32 di;
-  const auto u = hn::BitCast(di, r);
-  const auto exponent = hn::And(hn::ShiftRight<23>(u), hn::Set(di, 0xFF)), mantissa = hn::And(u, hn::Set(di, 0x7FFFFF));
-  const auto fraction = hn::VecFromMask(di, hn::Ne(mantissa, hn::Zero(di)));  // -1 where the mantissa is not zero
-  const auto clamp = [&](auto b) { return hn::Min(hn::Max(b, hn::Zero(di)), hn::Set(di, 254)); };
-  if constexpr (Rule == e8m0_rule::ceil) {
-    const auto top = hn::BitCast(di, hn::ConvertTo(d, mantissa));  // mantissa < 2^23: exact
-    const auto sub_log2 = hn::Sub(hn::Sub(hn::ShiftRight<23>(top), hn::Set(di, 127 + 149)),
-                                  hn::VecFromMask(di, hn::Ne(hn::And(top, hn::Set(di, 0x7FFFFF)), hn::Zero(di))));
-    const auto log2 = hn::IfThenElse(hn::Eq(exponent, hn::Zero(di)), sub_log2, hn::Sub(hn::Sub(exponent, hn::Set(di, 127)), fraction));
-    const auto b = hn::IfThenElse(hn::Eq(exponent, hn::Set(di, 255)), hn::Set(di, 254), clamp(hn::Add(log2, hn::Set(di, 127))));
-    return hn::IfThenZeroElse(hn::RebindMask(di, hn::Not(hn::Gt(r, hn::Zero(d)))), b);  // zero and NaN: 0
-  } else if constexpr (Rule == e8m0_rule::round_up) {
-    const auto b = hn::Min(hn::Sub(exponent, fraction), hn::Set(di, 254));
-    const auto tiny = hn::Lt(u, hn::Set(di, 0x400001));  // r <= 2^-127 (r is not negative)
-    return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(r)), hn::Set(di, 254), hn::IfThenZeroElse(tiny, b));
-  } else {
-    const auto e = hn::ShiftRight<23>(hn::And(hn::Add(u, hn::Set(di, 0x200000)), hn::Set(di, 0x7F800000)));
-    return hn::IfThenElse(hn::Eq(e, hn::Set(di, 255)), hn::Set(di, 254), clamp(hn::Sub(e, hn::Set(di, 2))));
-  }
-}
-
-void e8m0_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, const std::uint32_t* HWY_RESTRICT widest, std::int64_t n, e8m0_scales kind,
-                           std::uint8_t* HWY_RESTRICT scales, float* HWY_RESTRICT multipliers) {
-  const lanes_f32 d;
-  const lanes_i32 di;
-  const lanes_u32 du;
-  const lanes_u8 d8;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
-  // The codes' multipliers from the byte b: 1 / E8(b) = 2^(127 - b) exactly (2^-127 for 254 is the
-  // subnormal 0x00400000), or FlashInfer's inverse 2^(127 - b) with 0 for b = 0 and 2^-127 flushed to 0.
-  const auto reciprocal = [&](auto b) {
-    return hn::BitCast(d, hn::IfThenElse(hn::Eq(b, hn::Set(di, 254)), hn::Set(di, 0x00400000), hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), b))));
-  };
-  const auto inverse = [&](auto b) {
-    const auto value = hn::BitCast(d, hn::ShiftLeft<23>(hn::Max(hn::Sub(hn::Set(di, 254), b), hn::Zero(di))));
-    return hn::IfThenZeroElse(hn::RebindMask(d, hn::Eq(b, hn::Zero(di))), value);
-  };
-  std::int64_t j = 0;
-  for (; j + L <= n; j += L) {
-    const auto a = hn::BitCast(d, hn::LoadU(du, amax + j));  // NaN-ignoring
-    hn::Vec<lanes_i32> b;
-    hn::Vec<lanes_f32> m;
-    switch (kind) {
-      case e8m0_scales::mxfp8_torch: {
-        // CEIL of max(amax, 2^-126) / 448; a block with a NaN: byte 0 and a (positive) NaN multiplier.
-        const auto nan = hn::RebindMask(d, hn::Gt(hn::LoadU(du, widest + j), hn::Set(du, 0x7F800000u)));
-        const auto floor = hn::BitCast(d, hn::Max(hn::BitCast(di, a), hn::Set(di, 0x00800000)));
-        b = hn::IfThenZeroElse(hn::RebindMask(di, nan), e8m0_lanes<e8m0_rule::ceil>(hn::Div(floor, hn::Set(d, fp8::max_e4m3))));
-        m = hn::IfThenElse(nan, hn::BitCast(d, hn::Set(di, 0x7FC00000)), reciprocal(b));
-        break;
-      }
-      case e8m0_scales::mxfp8_flashinfer:
-        b = e8m0_lanes<e8m0_rule::round_up>(hn::Mul(a, hn::Set(d, fp8::float_of(fp8::inv_448_bits))));
-        m = inverse(b);
-        break;
-      case e8m0_scales::mxfp4_rceil:
-        b = e8m0_lanes<e8m0_rule::round_up>(hn::Mul(a, hn::Set(d, fp8::float_of(0x3E2AAAABu))));
-        m = inverse(b);
-        break;
-      case e8m0_scales::mxfp4_even:
-        b = e8m0_lanes<e8m0_rule::even>(a);
-        m = reciprocal(b);
-        break;
-    }
-    hn::StoreU(hn::DemoteTo(d8, b), d8, scales + j);
-    hn::StoreU(m, d, multipliers + j);
-  }
-  for (; j < n; ++j) {
-    const float a = fp8::float_of(amax[j]);
-    std::uint8_t b = 0;
-    float m = 0.0f;
-    switch (kind) {
-      case e8m0_scales::mxfp8_torch: {
-        const bool nan = widest[j] > 0x7F800000u;
-        const float tiny = fp8::float_of(0x00800000u);
-        b = nan ? 0 : lp::e8m0_ceil((a > tiny ? a : tiny) / fp8::max_e4m3);
-        m = nan ? fp8::float_of(0x7FC00000u) : fp8::float_of(b == 254 ? 0x00400000u : (254u - b) << 23);
-        break;
-      }
-      case e8m0_scales::mxfp8_flashinfer:
-        b = lp::e8m0_round_up(a * fp8::float_of(fp8::inv_448_bits));
-        m = lp::flashinfer_inverse(b);
-        break;
-      case e8m0_scales::mxfp4_rceil:
-        b = lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu));
-        m = lp::flashinfer_inverse(b);
-        break;
-      case e8m0_scales::mxfp4_even:
-        b = lp::e8m0_even(a);
-        m = fp8::float_of(b == 254 ? 0x00400000u : (254u - b) << 23);
-        break;
-    }
-    scales[j] = b;
-    multipliers[j] = m;
-  }
-}
-
-bool nvfp4_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, std::int64_t n, float encode, bool zero_if_scale_zero,
-                            std::uint8_t* HWY_RESTRICT scales, float* HWY_RESTRICT multipliers) {
-  // The block function's steps per lane: sf = sat(encode * (a * (1/6))), its e4m3 value, and the codes'
-  // multiplier 1 / (value * (1 / encode)), or 0 for a zero scale (weights) or a zero amax (activations).
-  // A NaN product (an infinite encode scale times a zero amax) is the caller's: false.
-  const lanes_f32 d;
-  const lanes_i32 di;
-  const lanes_u32 du;
-  const lanes_u8 d8;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto sixth = hn::Set(d, fp8::float_of(0x3E2AAAABu)), by = hn::Set(d, encode), decode = hn::Set(d, 1.0f / encode);
-  auto nan = hn::Zero(di);
-  std::int64_t j = 0;
-  for (; j + L <= n; j += L) {
-    const auto a = hn::BitCast(d, hn::LoadU(du, amax + j));
-    const auto t = hn::Mul(by, hn::Mul(a, sixth));
-    nan = hn::Or(nan, hn::VecFromMask(di, hn::RebindMask(di, hn::IsNaN(t))));
-    const auto code = e4m3_code_bytes(t);
-    hn::StoreU(code, d8, scales + j);
-    const auto scale = e4m3_lanes(du, hn::PromoteTo(du, code));
-    const auto zero = zero_if_scale_zero ? hn::Eq(scale, hn::Zero(d)) : hn::Eq(a, hn::Zero(d));
-    hn::StoreU(hn::IfThenZeroElse(zero, hn::Div(hn::Set(d, 1.0f), hn::Mul(scale, decode))), d, multipliers + j);
-  }
-  for (; j < n; ++j) {
-    const float a = fp8::float_of(amax[j]), t = encode * (a * fp8::float_of(0x3E2AAAABu));
-    if (t != t) return false;
-    scales[j] = fp8::sat(t);
-    const float scale = fp8::decode(scales[j]);
-    multipliers[j] = (zero_if_scale_zero ? scale == 0.0f : a == 0.0f) ? 0.0f : 1.0f / (scale * (1.0f / encode));
-  }
-  return hn::AllFalse(di, hn::Ne(nan, hn::Zero(di)));
-}
-
 template <int Drop>
 void int8_codes_of(const float* HWY_RESTRICT row, std::int64_t n, float s, element type, std::int8_t* HWY_RESTRICT q) {
   const lanes_f32 d;
@@ -552,8 +341,6 @@ HWY_EXPORT(block_magnitude_bits_run);
 HWY_EXPORT(sat_codes_f32_run);
 HWY_EXPORT(sat_codes_bf16_run);
 HWY_EXPORT(e2m1_codes_run);
-HWY_EXPORT(nvfp4_block_scales_run);
-HWY_EXPORT(e8m0_block_scales_run);
 HWY_EXPORT(int8_codes_run);
 HWY_EXPORT(rotate_blocks_run);
 HWY_EXPORT(round_to_bf16_run);
@@ -584,16 +371,6 @@ bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width,
 
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed) {
   QPOLICY_DISPATCH(e2m1_codes_run)(x, blocks, block, multipliers, packed);
-}
-
-void e8m0_block_scales(const std::uint32_t* amax, const std::uint32_t* widest, std::int64_t n, e8m0_scales kind, std::uint8_t* scales,
-                       float* multipliers) {
-  QPOLICY_DISPATCH(e8m0_block_scales_run)(amax, widest, n, kind, scales, multipliers);
-}
-
-bool nvfp4_block_scales(const std::uint32_t* amax, std::int64_t n, float encode, bool zero_if_scale_zero, std::uint8_t* scales,
-                        float* multipliers) {
-  return QPOLICY_DISPATCH(nvfp4_block_scales_run)(amax, n, encode, zero_if_scale_zero, scales, multipliers);
 }
 
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q) {
