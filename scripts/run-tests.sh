@@ -33,7 +33,7 @@ if [ "$tier" = fast ]; then
   echo "run-tests: the fast tier: building what its suites run and running them (about 4 minutes on 2 cores from a fresh clone, 2 once built)"
   suites=("${fast_suites[@]}")
 else
-  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build, the benchmarks and arm64 under qemu (about 45 to 60 minutes on 2 cores from a fresh clone)"
+  echo "run-tests: the full tier: every suite, the libFuzzer run, the sanitized build, the benchmarks and arm64 under qemu (about 60 to 80 minutes on 2 cores from a fresh clone)"
   suites=("${full_suites[@]}")
 fi
 
