@@ -7,6 +7,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
+
 #include "decode_rows-inl.h"
 #include "encode_lanes-inl.h"
 #include "hwy_dispatch.hpp"
@@ -71,15 +73,16 @@ void e8m0_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, const std::ui
     const auto value = hn::BitCast(d, hn::ShiftLeft<23>(hn::Max(hn::Sub(hn::Set(di, 254), b), hn::Zero(di))));
     return hn::IfThenZeroElse(hn::RebindMask(d, hn::Eq(b, hn::Zero(di))), value);
   };
-  std::int64_t j = 0;
-  for (; j + L <= n; j += L) {
-    const auto a = hn::BitCast(d, hn::LoadU(du, amax + j));  // NaN-ignoring
+  // One vector of blocks; the last, partial one through zero-padded copies (a padded lane's result is
+  // dropped).
+  const auto blocks = [&](const std::uint32_t* a_at, const std::uint32_t* w_at, std::uint8_t* s_at, float* m_at) {
+    const auto a = hn::BitCast(d, hn::LoadU(du, a_at));  // NaN-ignoring
     hn::Vec<lanes_i32> b;
     hn::Vec<lanes_f32> m;
     switch (kind) {
       case e8m0_scales::mxfp8_torch: {
         // CEIL of max(amax, 2^-126) / 448; a block with a NaN: byte 0 and a (positive) NaN multiplier.
-        const auto nan = hn::RebindMask(d, hn::Gt(hn::LoadU(du, widest + j), hn::Set(du, 0x7F800000u)));
+        const auto nan = hn::RebindMask(d, hn::Gt(hn::LoadU(du, w_at), hn::Set(du, 0x7F800000u)));
         const auto floor = hn::BitCast(d, hn::Max(hn::BitCast(di, a), hn::Set(di, 0x00800000)));
         b = hn::IfThenZeroElse(hn::RebindMask(di, nan), e8m0_lanes<e8m0_rule::ceil>(hn::Div(floor, hn::Set(d, fp8::max_e4m3))));
         m = hn::IfThenElse(nan, hn::BitCast(d, hn::Set(di, 0x7FC00000)), reciprocal(b));
@@ -98,36 +101,20 @@ void e8m0_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, const std::ui
         m = reciprocal(b);
         break;
     }
-    hn::StoreU(hn::DemoteTo(d8, b), d8, scales + j);
-    hn::StoreU(m, d, multipliers + j);
-  }
-  for (; j < n; ++j) {
-    const float a = fp8::float_of(amax[j]);
-    std::uint8_t b = 0;
-    float m = 0.0f;
-    switch (kind) {
-      case e8m0_scales::mxfp8_torch: {
-        const bool nan = widest[j] > 0x7F800000u;
-        const float tiny = fp8::float_of(0x00800000u);
-        b = nan ? 0 : lp::e8m0_ceil((a > tiny ? a : tiny) / fp8::max_e4m3);
-        m = nan ? fp8::float_of(0x7FC00000u) : fp8::float_of(b == 254 ? 0x00400000u : (254u - b) << 23);
-        break;
-      }
-      case e8m0_scales::mxfp8_flashinfer:
-        b = lp::e8m0_round_up(a * fp8::float_of(fp8::inv_448_bits));
-        m = lp::flashinfer_inverse(b);
-        break;
-      case e8m0_scales::mxfp4_rceil:
-        b = lp::e8m0_round_up(a * fp8::float_of(0x3E2AAAABu));
-        m = lp::flashinfer_inverse(b);
-        break;
-      case e8m0_scales::mxfp4_even:
-        b = lp::e8m0_even(a);
-        m = fp8::float_of(b == 254 ? 0x00400000u : (254u - b) << 23);
-        break;
-    }
-    scales[j] = b;
-    multipliers[j] = m;
+    hn::StoreU(hn::DemoteTo(d8, b), d8, s_at);
+    hn::StoreU(m, d, m_at);
+  };
+  std::int64_t j = 0;
+  for (; j + L <= n; j += L) blocks(amax + j, widest ? widest + j : amax + j, scales + j, multipliers + j);
+  if (j < n) {
+    alignas(64) std::uint32_t a_pad[16] = {}, w_pad[16] = {};
+    alignas(64) std::uint8_t s_pad[16];
+    alignas(64) float m_pad[16];
+    std::copy(amax + j, amax + n, a_pad);
+    std::copy(widest ? widest + j : amax + j, widest ? widest + n : amax + n, w_pad);
+    blocks(a_pad, w_pad, s_pad, m_pad);
+    std::copy(s_pad, s_pad + (n - j), scales + j);
+    std::copy(m_pad, m_pad + (n - j), multipliers + j);
   }
 }
 
@@ -143,23 +130,28 @@ bool nvfp4_block_scales_run(const std::uint32_t* HWY_RESTRICT amax, std::int64_t
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
   const auto sixth = hn::Set(d, fp8::float_of(0x3E2AAAABu)), by = hn::Set(d, encode), decode = hn::Set(d, 1.0f / encode);
   auto nan = hn::Zero(di);
-  std::int64_t j = 0;
-  for (; j + L <= n; j += L) {
-    const auto a = hn::BitCast(d, hn::LoadU(du, amax + j));
+  // One vector of blocks; the last, partial one through zero-padded copies (a padded lane's result is
+  // dropped; its NaN, an infinite encode scale times 0, only sends the caller to the block functions).
+  const auto blocks = [&](const std::uint32_t* a_at, std::uint8_t* s_at, float* m_at) {
+    const auto a = hn::BitCast(d, hn::LoadU(du, a_at));
     const auto t = hn::Mul(by, hn::Mul(a, sixth));
     nan = hn::Or(nan, hn::VecFromMask(di, hn::RebindMask(di, hn::IsNaN(t))));
     const auto code = e4m3_code_bytes(t);
-    hn::StoreU(code, d8, scales + j);
+    hn::StoreU(code, d8, s_at);
     const auto scale = e4m3_lanes(du, hn::PromoteTo(du, code));
     const auto zero = zero_if_scale_zero ? hn::Eq(scale, hn::Zero(d)) : hn::Eq(a, hn::Zero(d));
-    hn::StoreU(hn::IfThenZeroElse(zero, hn::Div(hn::Set(d, 1.0f), hn::Mul(scale, decode))), d, multipliers + j);
-  }
-  for (; j < n; ++j) {
-    const float a = fp8::float_of(amax[j]), t = encode * (a * fp8::float_of(0x3E2AAAABu));
-    if (t != t) return false;
-    scales[j] = fp8::sat(t);
-    const float scale = fp8::decode(scales[j]);
-    multipliers[j] = (zero_if_scale_zero ? scale == 0.0f : a == 0.0f) ? 0.0f : 1.0f / (scale * (1.0f / encode));
+    hn::StoreU(hn::IfThenZeroElse(zero, hn::Div(hn::Set(d, 1.0f), hn::Mul(scale, decode))), d, m_at);
+  };
+  std::int64_t j = 0;
+  for (; j + L <= n; j += L) blocks(amax + j, scales + j, multipliers + j);
+  if (j < n) {
+    alignas(64) std::uint32_t a_pad[16] = {};
+    alignas(64) std::uint8_t s_pad[16];
+    alignas(64) float m_pad[16];
+    std::copy(amax + j, amax + n, a_pad);
+    blocks(a_pad, s_pad, m_pad);
+    std::copy(s_pad, s_pad + (n - j), scales + j);
+    std::copy(m_pad, m_pad + (n - j), multipliers + j);
   }
   return hn::AllFalse(di, hn::Ne(nan, hn::Zero(di)));
 }
