@@ -8,6 +8,7 @@
 #include <hwy/highway.h>
 
 #include "decode_rows-inl.h"
+#include "encode_lanes-inl.h"
 
 #include <algorithm>
 #include <cstring>
@@ -67,17 +68,11 @@ void e2m1_values(const std::uint8_t* packed, std::int64_t pairs, float s, float*
 /// out[i] = to_bf16(v[i]), i < n: to nearest even; a NaN quieted with its low half dropped.
 void store_bf16(const float* v, std::int64_t n, std::uint16_t* out) {
   const float_tag d;
-  const hn::RebindToUnsigned<float_tag> du;
   const hn::Rebind<std::uint16_t, float_tag> d16;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    const auto u = hn::BitCast(du, hn::LoadU(d, v + i));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)))));
-    const auto quieted = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
-    const auto nan = hn::Gt(hn::And(u, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(hn::RebindToSigned<float_tag>(), hn::IfThenElse(nan, quieted, rounded))), d16, out + i);
-  }
+  for (; i + L <= n; i += L)
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(hn::RebindToSigned<float_tag>(), bf16_bits_lanes(hn::LoadU(d, v + i)))), d16, out + i);
   for (; i < n; ++i) out[i] = fp8::to_bf16(v[i]);
 }
 

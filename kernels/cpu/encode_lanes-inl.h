@@ -85,6 +85,17 @@ HWY_INLINE hn::Vec<lanes_i32> e2m1_code_lanes(hn::Vec<lanes_f32> y) {
   return hn::Or(count, hn::And(hn::ShiftRight<28>(hn::BitCast(di, y)), hn::Set(di, 8)));
 }
 
+/// fp8::to_bf16 per lane, as the bf16 bits in the low half of uint32 lanes: to nearest even; a NaN
+/// quieted, its low half dropped.
+HWY_INLINE hn::Vec<lanes_u32> bf16_bits_lanes(hn::Vec<lanes_f32> v) {
+  const lanes_u32 du;
+  const auto u = hn::BitCast(du, v);
+  const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+  const auto quieted = hn::Or(u, hn::Set(du, 0x00400000u));
+  const auto nan = hn::Gt(hn::And(u, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
+  return hn::ShiftRight<16>(hn::IfThenElse(nan, quieted, rounded));
+}
+
 }  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace qpolicy::cpu::detail

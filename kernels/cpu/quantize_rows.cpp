@@ -293,16 +293,9 @@ void rotate_blocks_run(const float* HWY_RESTRICT x, std::int64_t blocks, const f
 void round_to_bf16_run(float* HWY_RESTRICT v, std::int64_t n) {
   // fp8::to_bf16's rounding (to nearest even; a NaN quieted, its low half dropped), widened back.
   const lanes_f32 d;
-  const lanes_u32 du;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    const auto u = hn::BitCast(du, hn::LoadU(d, v + i));
-    const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
-    const auto quieted = hn::Or(u, hn::Set(du, 0x00400000u));
-    const auto nan = hn::Gt(hn::And(u, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
-    hn::StoreU(hn::BitCast(d, hn::And(hn::IfThenElse(nan, quieted, rounded), hn::Set(du, 0xFFFF0000u))), d, v + i);
-  }
+  for (; i + L <= n; i += L) hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(bf16_bits_lanes(hn::LoadU(d, v + i)))), d, v + i);
   for (; i < n; ++i) v[i] = fp8::from_bf16(fp8::to_bf16(v[i]));
 }
 
