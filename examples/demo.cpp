@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/forward.hpp"
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 #include "qpolicy/kernels/cuda/forward.hpp"
-#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/weight_only_forward.hpp"
 #include "qpolicy/kernels/cuda/device_info.hpp"
 #include "qpolicy/numerics/synthetic.hpp"
 #include "qpolicy/qpolicy.hpp"

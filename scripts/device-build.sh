@@ -31,19 +31,19 @@ compile() {  # source, extra flags...
   nvcc "${flags[@]}" "$@" -c "$src" -o "$out/obj/$(echo "$src" | tr '/' '_').o"
 }
 pids=()
-for src in kernels/cuda/device_info.cu kernels/cuda/device_memory.cu kernels/cuda/quant.cu kernels/cuda/low_precision.cu kernels/cuda/weight_only_gemm.cu kernels/cuda/low_precision_forward.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
+for src in kernels/cuda/device_info.cu kernels/cuda/device_memory.cu kernels/cuda/quant.cu kernels/cuda/block_quantizer.cu kernels/cuda/weight_only_gemm.cu kernels/cuda/weight_only_forward.cu kernels/cuda/gemm.cu kernels/cuda/forward.cu kernels/cuda/grouped_gemm.cu; do
   compile "$src" "${arch[@]}" & pids+=($!)
 done
-for src in kernels/cpu/reference.cpp kernels/cpu/quantize.cpp kernels/cpu/low_precision_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cpu/low_precision_forward.cpp kernels/cuda/gemm_check.cpp; do
+for src in kernels/cpu/reference.cpp kernels/cpu/quantize.cpp kernels/cpu/block_reference.cpp kernels/cpu/gemm_reference.cpp kernels/cpu/forward.cpp kernels/cpu/weight_only_forward.cpp kernels/cuda/gemm_check.cpp; do
   compile "$src" & pids+=($!)
 done
 # The CPU kernels (meson's libqpolicy_cpu_vectorized): every file of kernels/cpu but the ones above.
 for src in kernels/cpu/*.cpp; do
-  case "$src" in kernels/cpu/reference.cpp | kernels/cpu/quantize.cpp | kernels/cpu/low_precision_reference.cpp | \
-    kernels/cpu/gemm_reference.cpp | kernels/cpu/forward.cpp | kernels/cpu/low_precision_forward.cpp) continue ;; esac
+  case "$src" in kernels/cpu/reference.cpp | kernels/cpu/quantize.cpp | kernels/cpu/block_reference.cpp | \
+    kernels/cpu/gemm_reference.cpp | kernels/cpu/forward.cpp | kernels/cpu/weight_only_forward.cpp) continue ;; esac
   compile "$src" -DHWY_SHARED_DEFINE -Xcompiler -fno-trapping-math & pids+=($!)
 done
-programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/low_precision_gpu_test.cpp tests/gpu/dequantize_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp
+programs=(tests/gpu/device_test.cpp tests/gpu/quant_gpu_test.cpp tests/gpu/block_quantizer_gpu_test.cpp tests/gpu/dequantize_gpu_test.cpp tests/gpu/weight_only_gpu_test.cpp tests/gpu/gemm_gpu_test.cpp tests/gpu/grouped_gpu_test.cpp
           tests/gpu/forward_gpu_test.cpp tests/bench/cuda_quant_bench.cpp tests/bench/cuda_gemm_bench.cpp
           tests/bench/cuda_weight_only_bench.cpp)
 for src in "${programs[@]}"; do

@@ -37,7 +37,7 @@ if [ -z "${QPOLICY_NEW_SCHEMES_CASES:-}" ]; then
     export QPOLICY_NEW_SCHEMES_CASES=build-device/new_schemes_cases.json
   fi
 fi
-for t in device_test quant_gpu_test low_precision_gpu_test dequantize_gpu_test weight_only_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
+for t in device_test quant_gpu_test block_quantizer_gpu_test dequantize_gpu_test weight_only_gpu_test gemm_gpu_test grouped_gpu_test forward_gpu_test; do
   echo "=== $t" >>"$logs/tests.txt"
   timeout 300 "build-device/$t" >>"$logs/tests.txt" 2>&1
   rc=$?

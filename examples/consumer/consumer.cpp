@@ -6,7 +6,7 @@
 // quantized layer's output is within its scheme's error of the unquantized one.
 #include <qpolicy/qpolicy.hpp>
 #include <qpolicy/kernels/cpu/forward.hpp>
-#include <qpolicy/kernels/cpu/low_precision_forward.hpp>
+#include <qpolicy/kernels/cpu/weight_only_forward.hpp>
 #include <qpolicy/version.hpp>
 
 #include <cmath>

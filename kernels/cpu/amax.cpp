@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"

@@ -1,8 +1,8 @@
-// The amax passes over bf16 words in AVX-512 registers (low_precision_rows.hpp): a magnitude's 15 bits
+// The amax passes over bf16 words in AVX-512 registers (block_rows.hpp): a magnitude's 15 bits
 // order like its value, so the segments' maxima are unsigned 16-bit maxima of the words less their
 // sign, 32 at a time, folded across rows in registers and reduced once per segment. NaN words (above
 // infinity's 0x7F80) raise their segment's maximum above 0x7F80, which is how the caller learns of them.
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS

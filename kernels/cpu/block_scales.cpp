@@ -13,7 +13,7 @@
 #include "encode_lanes-inl.h"
 #include "hwy_dispatch.hpp"
 #include "quantize_rows.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qpolicy::cpu::detail {
@@ -25,7 +25,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 enum class e8m0_rule { ceil, round_up, even };
 
 /// E8M0 bytes per lane from positive float32 values (or zero, infinity, NaN), each rule's bits as
-/// numerics/low_precision.hpp's scalar function computes them:
+/// numerics/block_formats.hpp's scalar function computes them:
 /// - CEIL (e8m0_ceil): clamp(ceil(log2 r) + 127, 0, 254); a subnormal r's log2 from its mantissa as a float
 ///   (exact), whose exponent is the top bit's place and whose fraction says whether more bits follow;
 /// - RP (e8m0_round_up): the exponent, plus one if the mantissa is not zero, 0 up to 2^-127, NaN 254;

@@ -28,7 +28,7 @@ namespace {
 std::int64_t hwy_bits(cpu_target t) {
   switch (t) {
     case cpu_target::scalar: return 0;
-    case cpu_target::sse4: return HWY_SSSE3 | HWY_SSE4;
+    case cpu_target::sse4: return HWY_SSE4;
     case cpu_target::avx2: return HWY_AVX2;
     case cpu_target::avx3:
     case cpu_target::avx3_zen4:

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -44,10 +44,10 @@ struct e4m3_weights {
   const std::uint8_t* codes;
   std::int64_t n, k;
 };
-/// Weights quantized by low-precision weight formula F (an lp_matrix), decoded up to their outer scale.
+/// Weights quantized by low-precision weight formula F (an quantized_matrix), decoded up to their outer scale.
 template <schemes::formula F>
 struct formula_weights {
-  const lp_matrix* matrix;
+  const quantized_matrix* matrix;
 };
 
 /// How a weight row is stored, as the portable decoders read it: a code format and its block scales.
@@ -92,7 +92,7 @@ inline code_rows code_rows_of(const f32_weights& w) { return {row_format::f32, w
 inline code_rows code_rows_of(const e4m3_weights& w) { return {row_format::e4m3, w.codes, nullptr, nullptr, w.n, w.k}; }
 template <schemes::formula F>
 code_rows code_rows_of(const formula_weights<F>& w) {
-  const lp_matrix& m = *w.matrix;
+  const quantized_matrix& m = *w.matrix;
   return {row_format_of<F>(), m.codes.data(), m.block_scales.empty() ? nullptr : m.block_scales.data(),
           m.codebook.empty() ? nullptr : m.codebook.data(), m.rows, m.cols};
 }

@@ -16,7 +16,7 @@
 #include <hwy/highway.h>
 
 #include "decode_gemm.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qpolicy::cpu::detail {

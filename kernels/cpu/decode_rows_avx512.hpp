@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
@@ -91,7 +91,7 @@ template <>
 struct formula_row<formula::mxfp8_torch> {
   static constexpr int code_bits = 8;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
-  const lp_matrix* m;
+  const quantized_matrix* m;
   std::int64_t n;
   std::int64_t ahead = prefetch_ahead(m->cols, code_bits);
   const std::uint8_t* codes = m->codes.data() + n * m->cols;
@@ -137,7 +137,7 @@ template <>
 struct formula_row<formula::mxfp4_even> {
   static constexpr int code_bits = 4;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
-  const lp_matrix* m;
+  const quantized_matrix* m;
   std::int64_t n;
   std::int64_t ahead = prefetch_ahead(m->cols, code_bits);
   const fp4_byte_tables* bytes = &mxfp4_bytes_tables();
@@ -174,7 +174,7 @@ template <>
 struct formula_row<formula::nvfp4_weight> {
   static constexpr int code_bits = 4;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return nibble_pair_element(half, j); }
-  const lp_matrix* m;
+  const quantized_matrix* m;
   std::int64_t n;
   std::int64_t ahead = prefetch_ahead(m->cols, code_bits);
   const fp4_byte_tables* bytes = &nvfp4_bytes_tables();
@@ -217,7 +217,7 @@ template <>
 struct formula_row<formula::lut_b> {
   static constexpr int code_bits = 3;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
-  const lp_matrix* m;
+  const quantized_matrix* m;
   std::int64_t n;
   std::int64_t ahead = prefetch_ahead(m->cols, code_bits);  // 8 rows: one tile row
   std::int64_t tiles = m->cols / lp::lut_cols;  // per tile row
@@ -310,7 +310,7 @@ template <>
 struct formula_row<formula::int8_per_channel> {
   static constexpr int code_bits = 8;  // per element (the K slices of decode_gemm_avx512.cpp)
   static constexpr std::int64_t pair_element(std::int64_t half, std::int64_t j) { return step_pair_element(half, j); }
-  const lp_matrix* m;
+  const quantized_matrix* m;
   std::int64_t n;
   std::int64_t ahead = prefetch_ahead(m->cols, code_bits);
   const std::uint8_t* row = m->codes.data() + n * m->cols;

@@ -5,9 +5,9 @@
 
 #include "dequantize_rows.hpp"
 #include "qpolicy/kernels/cpu/detail/parallel.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/schemes/contract.hpp"
 

@@ -15,7 +15,7 @@
 
 #include "dequantize_rows.hpp"
 #include "hwy_dispatch.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qpolicy::cpu::detail {

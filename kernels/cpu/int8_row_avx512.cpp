@@ -1,14 +1,14 @@
 // The INT8 row kernel (§5.2) in AVX-512 registers, bf16 words straight from the input and the model dtype
-// bf16 (low_precision_rows.hpp): each restates int8_code lane by lane, bit for bit; the property tests
+// bf16 (block_rows.hpp): each restates int8_code lane by lane, bit for bit; the property tests
 // run the portable loop too.
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
 #include "qpolicy/kernels/cpu/detail/bf16_quotient_avx512.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::rows {

@@ -12,9 +12,8 @@
 //
 // The fit keeps arrays of vectors and masks, which scalable vectors (SVE) cannot form: arm64 runs the
 // NEON build of this file (Grace's SVE vectors are 128 bits, as NEON's).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#endif
+#undef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (QPOLICY_HWY_UNUSED_TARGETS | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/lut_b_fit.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
+#include "qpolicy/kernels/cpu/block_reference.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -30,7 +30,7 @@ void run_fp8(const input_view& x, const quantized_outputs& out, const quantize_o
 /// The reference of low-precision formula F: codes and scales as the spec's functions write them
 /// (block scales row-major), then the block scales placed in the requested layout.
 template <formula F>
-void reference_low_precision(const input_view& x, const quantized_outputs& out, const quantize_options& o) {
+void reference_block_quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o) {
   namespace ref = reference;
   constexpr auto& f = schemes::formula_of(F);
   const std::int64_t per_row = schemes::scales_per_row(f, x.cols);
@@ -42,7 +42,7 @@ void reference_low_precision(const input_view& x, const quantized_outputs& out, 
     // The rotation (rounded to x's dtype), then the base formula's reference on the rotated values.
     std::vector<float> rotated(static_cast<std::size_t>(x.size()));
     ref::hadamard_rotate(x, o.transform_size ? o.transform_size : f.transform_size, rotated.data());
-    reference_low_precision<f.base>({rotated.data(), element::f32, x.rows, x.cols}, out, o);
+    reference_block_quantize<f.base>({rotated.data(), element::f32, x.rows, x.cols}, out, o);
     return;
   } else if constexpr (F == formula::mxfp8_torch) ref::mxfp8_torch(x, out.codes, blocks.data());
   else if constexpr (F == formula::mxfp8_flashinfer) ref::mxfp8_flashinfer(x, out.codes, blocks.data());
@@ -53,7 +53,7 @@ void reference_low_precision(const input_view& x, const quantized_outputs& out, 
   else if constexpr (F == formula::nvfp4_weight)
     *out.second = ref::nvfp4_weight(x, out.codes, blocks.data(), o.has_amax ? &o.amax : nullptr).weight_scale_2;
   else {
-    static_assert(F == formula::nvfp4_per_token, "reference_low_precision has no reference for this formula: add its branch");
+    static_assert(F == formula::nvfp4_per_token, "reference_block_quantize has no reference for this formula: add its branch");
     ref::nvfp4_per_token(x, out.codes, blocks.data(), out.second);
   }
   auto* scales = static_cast<std::uint8_t*>(out.scales);
@@ -68,9 +68,7 @@ template <class Formula>
 void quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o, const cpu_options& co) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   if constexpr (f.low_precision()) {
-    auto lp_out = lp::outputs_of(f, out, o.swizzled);
-    lp_out.transform_size = o.transform_size;
-    lp_kernel<Formula>::run(x, lp_out, co, o.has_amax ? std::optional<float>(o.amax) : std::nullopt);
+    block_quantizer<Formula>::run(x, out, o, co);
   } else if constexpr (Formula::id == formula::fp8_per_tensor_static) {
     if (o.has_amax) weight_kernel<fp8_per_tensor>::run_with_amax(x, o.amax, out.codes, static_cast<float*>(out.scales), co);
     else weight_kernel<fp8_per_tensor>::run(x, out.codes, static_cast<float*>(out.scales), co);
@@ -83,7 +81,7 @@ template <class Formula>
 void reference::quantize(const input_view& x, const quantized_outputs& out, const quantize_options& o) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   if constexpr (f.low_precision()) {
-    reference_low_precision<Formula::id>(x, out, o);
+    reference_block_quantize<Formula::id>(x, out, o);
   } else if constexpr (Formula::id == formula::fp8_per_tensor_static) {
     if (o.has_amax) weight_per_tensor_with_amax(x, o.amax, out.codes, static_cast<float*>(out.scales));
     else weight_per_tensor(x, out.codes, static_cast<float*>(out.scales));

@@ -16,7 +16,7 @@
 #include "encode_lanes-inl.h"
 #include "hwy_dispatch.hpp"
 #include "quantize_rows.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qpolicy::cpu::detail {

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to kernels/cpu: the quantizers' vector passes in portable SIMD (quantize_rows.cpp, compiled
 // once per target of the platform; cpu_target.cpp says which one runs). Each lane computes exactly what
-// the scalar formulas compute (numerics.hpp, low_precision_blocks.hpp); what a lane cannot decide alone
+// the scalar formulas compute (numerics.hpp, quantize_blocks.hpp); what a lane cannot decide alone
 // is the caller's, and each function says what that is.
 #include <cstdint>
 

@@ -1,9 +1,9 @@
-// The activation treatments' operands (treat_activations, low_precision_forward.cpp) from their codes in
+// The activation treatments' operands (treat_activations, weight_only_forward.cpp) from their codes in
 // AVX-512 registers, sixteen elements per step: NVFP4 per-token values, and MXFP4 and MXFP8 values
 // rounded to bf16. Each restates its portable loop lane by lane, bit for bit (the products are the same
 // single float32 multiplications, the rounding fp8::to_bf16's integer steps); the property tests run
 // both.
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 
@@ -11,7 +11,7 @@
 #if QPOLICY_X86_KERNELS
 #include <immintrin.h>
 
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::rows {

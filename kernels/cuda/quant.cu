@@ -9,7 +9,7 @@
 #include "block_reduce.cuh"
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
@@ -243,9 +243,7 @@ void quantize(const input_view& x, const quantized_outputs& out, const quantize_
               const launch_options& o) {
   constexpr auto& f = schemes::formula_of(Formula::id);
   if constexpr (f.low_precision()) {
-    auto lp_out = lp::outputs_of(f, out, opt.swizzled);
-    lp_out.transform_size = opt.transform_size;
-    lp_kernel<Formula>::run(x, lp_out, amax_scratch, o, opt.has_amax ? std::optional<float>(opt.amax) : std::nullopt);
+    block_quantizer<Formula>::run(x, out, amax_scratch, opt, o);
   } else {
     if (opt.has_amax) throw std::invalid_argument("a given amax is a CPU option of fp8_per_tensor_static");
     using kernel = schemes::fp8_kernel_of<weight_kernel, activation_kernel, Formula>;

@@ -10,8 +10,8 @@
 #include "qpolicy/kernels/cuda/forward.hpp"
 #include "qpolicy/kernels/cuda/gemm.hpp"
 #include "qpolicy/kernels/cuda/grouped_gemm.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
-#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
+#include "qpolicy/kernels/cuda/weight_only_forward.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 #include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -74,7 +74,7 @@ void lut_b_dequantize(const std::uint8_t*, const std::uint8_t*, const std::uint8
 void dequantize(schemes::formula, const stored_tensors&, element, void*, const launch_options& o) { refuse_launch("decode", o); }
 void hadamard_rotate(const input_view&, std::int64_t, float*, const launch_options& o) { refuse_launch("rotate", o); }
 template <class Formula>
-void lp_kernel<Formula>::run(const input_view&, const lp::outputs&, std::uint32_t*, const launch_options& o, std::optional<float>) {
+void block_quantizer<Formula>::run(const input_view&, const quantized_outputs&, std::uint32_t*, const quantize_options&, const launch_options& o) {
   refuse_launch("quantize", o);
 }
 
@@ -123,7 +123,7 @@ moe_kernel moe_forward(forward_context&, const device_experts&, fp8::weight_scal
                        const std::uint16_t*, std::int64_t, const cpu::routing&, std::uint16_t*) {
   refuse("run forward passes on the GPU");
 }
-device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>&) { refuse("run forward passes on the GPU"); }
+device_quantized_matrices upload_matrices(const std::vector<cpu::quantized_matrix>&) { refuse("run forward passes on the GPU"); }
 device_treated treat_activations(forward_context&, schemes::activation_treatment, const std::uint16_t*, std::int64_t, std::int64_t,
                                  std::int64_t) {
   refuse("run forward passes on the GPU");
@@ -132,8 +132,8 @@ device_treated treat_activations(forward_context&, schemes::activation_treatment
 
 // The template entry points of every formula, as the .cu files instantiate them.
 extern const auto quantize_entries = registry::table_of(registry::formula_types, [](auto tag) { return &quantize<decltype(tag)>; });
-extern const auto lp_kernel_entries =
-    registry::table_of(registry::low_precision_formula_types, [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
+extern const auto block_quantizer_entries =
+    registry::table_of(registry::block_quantizer_formula_types, [](auto tag) { return &block_quantizer<decltype(tag)>::run; });
 extern const auto weight_only_entries = registry::table_of(registry::weight_only_formula_types, [](auto tag) {
   using formula = decltype(tag);
   return std::pair{&weight_only_gemm<formula>, &weight_only_gemm_tiles<formula>};

@@ -12,7 +12,7 @@
 #include "qpolicy/io/detail/paths.hpp"
 #include "qpolicy/io/safetensors.hpp"
 #include "qpolicy/io/detail/staged_output.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
 
 namespace qpolicy::cli {
 

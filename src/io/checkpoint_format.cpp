@@ -93,14 +93,14 @@ json::object quant_args(const args_of& x) {
 
 /// How compressed-tensors 0.19 stores a low-precision formula's weights (read from what llm-compressor
 /// 0.14 writes for the MXFP8, MXFP4A16, NVFP4A16 presets and an 8-bit channel INT scheme).
-struct low_precision_layout {
+struct block_layout {
   schemes::formula formula;
   std::string_view format;       // the config group's format
   std::string_view codes;        // the codes' tensor suffix
   std::string_view second;       // the third tensor's suffix, if any
   args_of weights;
 };
-constexpr low_precision_layout low_precision_layouts[] = {
+constexpr block_layout block_layouts[] = {
     {schemes::formula::mxfp8_torch, "mxfp8-quantized", "weight", "", {8, "float", "group", false, 32, false, "torch.uint8"}},
     {schemes::formula::mxfp4_even, "mxfp4-pack-quantized", "weight_packed", "", {4, "float", "group", false, 32, false, "torch.uint8"}},
     {schemes::formula::nvfp4_weight, "nvfp4-pack-quantized", "weight_packed", "weight_global_scale",
@@ -109,10 +109,10 @@ constexpr low_precision_layout low_precision_layouts[] = {
     {schemes::formula::int8_per_channel, "pack-quantized", "weight_packed", "weight_shape",
      {8, "int", "channel", false, std::nullopt, false, ""}},
 };
-const low_precision_layout& layout_of(schemes::formula f) {
+const block_layout& layout_of(schemes::formula f) {
   // A rotating formula stores its base's codes and scales (the rotation travels as transform_config).
   const auto stored = schemes::formula_of(f).base;
-  for (const auto& l : low_precision_layouts)
+  for (const auto& l : block_layouts)
     if (l.formula == stored) return l;
   throw std::logic_error("no checkpoint layout for formula " + std::string(schemes::formula_of(f).name));
 }

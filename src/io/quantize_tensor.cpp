@@ -10,7 +10,7 @@
 #include "qpolicy/kernels/cpu/dequantize.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
 #include "qpolicy/kernels/cuda/quant.hpp"
 
 namespace qpolicy {

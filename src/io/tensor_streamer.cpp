@@ -15,8 +15,8 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace qpolicy::checkpoint_io {
 

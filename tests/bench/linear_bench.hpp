@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/forward.hpp"
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 
 namespace qpolicy::bench {
 
@@ -37,12 +37,12 @@ layer_call make_layer_call(const linear_shape& s) {
     };
   } else {
     // An experts-only scheme: one expert's GEMM of this shape, with the row's MoE activation treatment.
-    auto q = std::make_shared<const cpu::lp_matrix>(cpu::detail::quantize_matrix<cpu::detail::weight_formula<Scheme>>(w, 0));
+    auto q = std::make_shared<const cpu::quantized_matrix>(cpu::detail::quantize_matrix<cpu::detail::weight_formula<Scheme>>(w, 0));
     auto y = std::make_shared<std::vector<float>>();
     return [q, y, k, n](const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& out) {
       y->resize(static_cast<std::size_t>(m * n));
       const auto xf = cpu::detail::widen_all(input_view{x.data(), element::bf16, m, k});
-      cpu::detail::lp_matmul<Scheme>(schemes::treatment_of(Scheme::id, layer_kind::moe), xf.data(), m, *q, nullptr, y->data(), {});
+      cpu::detail::weight_only_layer_matmul<Scheme>(schemes::treatment_of(Scheme::id, layer_kind::moe), xf.data(), m, *q, nullptr, y->data(), {});
       cpu::detail::store_bf16(*y, out.data());
     };
   }

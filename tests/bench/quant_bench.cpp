@@ -16,7 +16,7 @@
 #include "../support/random_operands.hpp"
 #include "best_time.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -116,7 +116,7 @@ int main() {
   // (the MXFP4 path's), same matrix, same threads.
   const auto mx = qp::cpu::detail::quantize_matrix<qp::formulas::mxfp4_even>(x, 0);
   const auto lut = qp::cpu::detail::quantize_matrix<qp::formulas::lut_b>({w.data(), qpolicy::element::bf16, 512, cols}, 0);
-  qp::cpu::lp_matrix lut_full = lut;  // the tiles repeated over the whole matrix: the decode's cost does not depend on their values
+  qp::cpu::quantized_matrix lut_full = lut;  // the tiles repeated over the whole matrix: the decode's cost does not depend on their values
   lut_full.rows = rows;
   for (int r = 1; r < rows / 512; ++r) {
     lut_full.codes.insert(lut_full.codes.end(), lut.codes.begin(), lut.codes.end());

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/dequantize.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
 #include "device_buffer.hpp"
 
 namespace qp = qpolicy;

@@ -10,7 +10,7 @@
 #include "qpolicy/config/config.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cuda/device_info.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "device_buffer.hpp"
 
 namespace qp = qpolicy;

@@ -16,7 +16,7 @@
 #include "../support/type_lists.hpp"
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/dequantize.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace qp = qpolicy;
 using qp::schemes::formula;

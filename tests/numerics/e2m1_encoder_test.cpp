@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace {

@@ -15,8 +15,8 @@
 #include "qpolicy/kernels/cpu/detail/e4m3_encoder.hpp"
 #include "kernels/cpu/quantize_rows.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "../support/test_inputs.hpp"
 

@@ -8,16 +8,16 @@
 #include <vector>
 
 #include "../support/new_schemes_cases.hpp"
-#include "low_precision_impls.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "block_quantizer_impls.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
+#include "qpolicy/kernels/cpu/block_reference.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
 
 namespace qp = qpolicy;
 namespace lp = qpolicy::lp;
 namespace ref = qpolicy::cpu::reference;
 using namespace qpolicy::test::new_schemes;
-using qpolicy::test::low_precision::lp_buffers;
+using qpolicy::test::low_precision::quantizer_buffers;
 
 namespace {
 
@@ -36,8 +36,8 @@ std::vector<std::uint16_t> rotated_bits(const input_tensor& x, bool fast) {
 
 /// Formula F on x by the reference or the fast path.
 template <class Formula>
-lp_buffers run(const input_tensor& x, bool fast) {
-  lp_buffers out(Formula::id, x.rows, x.cols, false);
+quantizer_buffers run(const input_tensor& x, bool fast) {
+  quantizer_buffers out(Formula::id, x.rows, x.cols, false);
   if (fast) qpolicy::test::low_precision::fast_quantize<Formula>(x.view(), out);
   else qpolicy::test::low_precision::reference_quantize<Formula>(x.view(), out);
   return out;

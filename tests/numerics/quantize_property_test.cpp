@@ -20,7 +20,7 @@
 #include "qpolicy/io/quantize_tensor.hpp"
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;

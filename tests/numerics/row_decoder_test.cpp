@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/decode_gemm.hpp"
 #include "qpolicy/kernels/cpu/cpu_target.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 
 namespace cpu = qpolicy::cpu;
 namespace lp = qpolicy::lp;
@@ -20,9 +20,9 @@ namespace {
 
 /// Random stored tensors of weight formula F for an [n, k] matrix: every byte value drawn.
 template <formula F>
-cpu::lp_matrix random_matrix(std::int64_t n, std::int64_t k, std::mt19937& rng) {
+cpu::quantized_matrix random_matrix(std::int64_t n, std::int64_t k, std::mt19937& rng) {
   constexpr auto& row = qpolicy::schemes::formula_of(F);
-  cpu::lp_matrix m;
+  cpu::quantized_matrix m;
   m.rows = n, m.cols = k;
   const bool packed = row.codes == qpolicy::schemes::code_format::e2m1_packed;
   const bool lut = row.codes == qpolicy::schemes::code_format::lut3_tiles;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
 #include "qpolicy/numerics/detail/weight_only_tile.hpp"
 
 namespace qpolicy::test {
@@ -44,10 +44,12 @@ struct weight_only_case {
     codebooks.resize(static_cast<std::size_t>(experts * codebook_step));
     row_scales.resize(static_cast<std::size_t>(experts * n));
     tensor_scales.resize(static_cast<std::size_t>(experts));
-    for (std::int64_t e = 0; e < experts; ++e)
-      cpu::lp_kernel<formula_tag<F>>::run({w.data() + e * n * k, qpolicy::element::bf16, n, k},
-                                          {codes.data() + e * code_step, scales.data() + e * scale_step, row_scales.data() + e * n,
-                                           tensor_scales.data() + e, false, codebook_step ? codebooks.data() + e * codebook_step : nullptr});
+    for (std::int64_t e = 0; e < experts; ++e) {
+      void* s = int8 ? static_cast<void*>(row_scales.data() + e * n) : scales.data() + e * scale_step;
+      cpu::block_quantizer<formula_tag<F>>::run({w.data() + e * n * k, qpolicy::element::bf16, n, k},
+                                                {codes.data() + e * code_step, s, tensor_scales.data() + e,
+                                                 codebook_step ? codebooks.data() + e * codebook_step : nullptr});
+    }
   }
 
   /// The problem over the given copies of the operands (host or device pointers).

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "../support/random_operands.hpp"
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
-#include "low_precision_impls.hpp"
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
+#include "block_quantizer_impls.hpp"
+#include "qpolicy/kernels/cpu/block_reference.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
@@ -27,7 +27,7 @@ using qp::schemes::formula;
 using qpolicy::test::bf16_tensor;
 using qpolicy::test::random_bf16;
 using qpolicy::test::relative_error;
-using qpolicy::test::low_precision::lp_buffers;
+using qpolicy::test::low_precision::quantizer_buffers;
 using qpolicy::test::low_precision::reference_quantize;
 
 namespace {
@@ -38,7 +38,7 @@ std::uint8_t nibble(const std::vector<std::uint8_t>& packed, std::size_t i) { re
 /// §9's exact weight operands Ŵ [rows, cols] from the reference quantizer of formula F (float64).
 template <class Formula>
 std::vector<double> exact_weights(const qpolicy::input_view& w) {
-  lp_buffers b(Formula::id, w.rows, w.cols, false);
+  quantizer_buffers b(Formula::id, w.rows, w.cols, false);
   reference_quantize<Formula>(w, b);
   std::vector<double> out(static_cast<std::size_t>(w.size()));
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -77,7 +77,7 @@ std::vector<double> exact_activations(activation_treatment t, const std::vector<
   const qpolicy::input_view xv{x.data(), qpolicy::element::f32, rows, k};
   std::vector<double> out(x.size());
   if (t == activation_treatment::mxfp8_qdq) {  // §B.5: torch-path MXFP8 codes, dequantized to bf16
-    lp_buffers b(formula::mxfp8_torch, rows, k, false);
+    quantizer_buffers b(formula::mxfp8_torch, rows, k, false);
     reference_quantize<qp::formulas::mxfp8_torch>(xv, b);
     for (std::size_t i = 0; i < x.size(); ++i)
       out[i] = lp::round_to(qpolicy::element::bf16, fp8::decode(b.codes[i]) * lp::e8m0_value(b.block_scales[i / 32]));
@@ -86,11 +86,11 @@ std::vector<double> exact_activations(activation_treatment t, const std::vector<
   if (t == activation_treatment::none) {
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i];
   } else if (t == activation_treatment::mxfp4_qdq) {
-    lp_buffers b(formula::mxfp4_even, rows, k, false);
+    quantizer_buffers b(formula::mxfp4_even, rows, k, false);
     reference_quantize<qp::formulas::mxfp4_even>(xv, b);
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = lp::round_to(qpolicy::element::bf16, float(e2m1(nibble(b.codes, i)) * lp::e8m0_value(b.block_scales[i / 32])));
   } else {
-    lp_buffers b(formula::nvfp4_per_token, rows, k, false);
+    quantizer_buffers b(formula::nvfp4_per_token, rows, k, false);
     reference_quantize<qp::formulas::nvfp4_per_token>(xv, b);
     for (std::size_t i = 0; i < x.size(); ++i) {
       const auto c = nibble(b.codes, i);
@@ -109,7 +109,7 @@ void check_gemm_bound(activation_treatment t, const std::vector<float>& x, std::
   const auto wd = exact_weights<Formula>(w.view());
   for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
     std::vector<float> out(static_cast<std::size_t>(rows * w.rows));
-    cpu::detail::lp_matmul<Scheme>(t, x.data(), rows, m, nullptr, out.data(), {path, 3}, 32);
+    cpu::detail::weight_only_layer_matmul<Scheme>(t, x.data(), rows, m, nullptr, out.data(), {path, 3}, 32);
     std::int64_t bad = 0;
     double worst = 0;
     for (std::int64_t i = 0; i < rows; ++i)
@@ -278,7 +278,7 @@ TEST_CASE("activation treatments give §9's exact operands bit for bit, on both 
   std::vector<double> exact;
   std::vector<float> token_scales;
   if (t == activation_treatment::nvfp4_per_token) {  // §6.3's operands before the token scale, which multiplies the sum
-    lp_buffers b(formula::nvfp4_per_token, rows, k, false);
+    quantizer_buffers b(formula::nvfp4_per_token, rows, k, false);
     reference_quantize<qp::formulas::nvfp4_per_token>({x.data(), qpolicy::element::f32, rows, k}, b);
     for (std::size_t i = 0; i < x.size(); ++i) {
       const auto c = nibble(b.codes, i);
@@ -306,7 +306,7 @@ TEST_CASE("INT8 decode-batch GEMMs take every code, -128 and 0 included, on both
   // takes several K slices at 8 rows; §9's bound against float64.
   std::mt19937 rng(53);
   const std::int64_t n = 80, k = GENERATE(320, 1064);
-  cpu::lp_matrix w;
+  cpu::quantized_matrix w;
   w.rows = n;
   w.cols = k;
   w.codes.resize(static_cast<std::size_t>(n * k));
@@ -316,7 +316,7 @@ TEST_CASE("INT8 decode-batch GEMMs take every code, -128 and 0 included, on both
     const auto x = random_bf16(rows, k, 1.0f, rng).floats();
     for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
       std::vector<float> out(static_cast<std::size_t>(rows * n));
-      cpu::detail::lp_matmul<qp::int8_per_channel_weight_only>(activation_treatment::none, x.data(), rows, w, nullptr, out.data(), {path, 3});
+      cpu::detail::weight_only_layer_matmul<qp::int8_per_channel_weight_only>(activation_treatment::none, x.data(), rows, w, nullptr, out.data(), {path, 3});
       std::int64_t bad = 0;
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < n; ++j) {

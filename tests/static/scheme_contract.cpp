@@ -128,7 +128,7 @@ static_assert(boost::hana::length(reg::method_types) == qp::method_count);
 static_assert(boost::hana::length(reg::key_types) == qp::key_count);
 static_assert(boost::hana::length(reg::formula_types) == sc::formula_count && sc::formula_count == 17);
 static_assert(boost::hana::length(reg::fp8_scheme_types) == 3);
-static_assert(boost::hana::length(reg::low_precision_formula_types) == 11);
+static_assert(boost::hana::length(reg::block_quantizer_formula_types) == 11);
 static_assert(std::is_same_v<reg::as_list<std::tuple, decltype(reg::weight_only_formula_types)>,
                              std::tuple<qp::formulas::mxfp8_torch, qp::formulas::mxfp4_even, qp::formulas::int8_per_channel,
                                         qp::formulas::nvfp4_weight, qp::formulas::lut_b>>);

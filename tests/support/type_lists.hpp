@@ -12,7 +12,7 @@ using all_formulas = registry::as_list<std::tuple, decltype(registry::formula_ty
 /// The FP8 formulas and the low-precision ones.
 using fp8_formulas = registry::as_list<
     std::tuple, decltype(registry::where(registry::formula_types, [](schemes::formula f) { return !schemes::formula_of(f).low_precision(); }))>;
-using low_precision_formulas = registry::as_list<std::tuple, decltype(registry::low_precision_formula_types)>;
+using low_precision_formulas = registry::as_list<std::tuple, decltype(registry::block_quantizer_formula_types)>;
 /// Every (scheme, activation tag) pair of a linear and of a MoE layer, every scheme with kernels.
 using linear_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::linear>)>;
 using moe_layer_pairs = registry::as_list<std::tuple, decltype(registry::layer_pair_types<layer_kind::moe>)>;

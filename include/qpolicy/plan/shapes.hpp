@@ -41,7 +41,7 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
     const std::int64_t bk = schemes::block_k, multiple = has_contract ? schemes::contract_of(l.decided).preferred_multiple : 1;
     // The low-precision schemes: K in whole blocks for linear layers, the MoE sizes their contract takes
     // (vLLM's messages), padding reported.
-    const auto lp_weights = schemes::weight_formula_of(l.decided);
+    const auto weight_formula = schemes::weight_formula_of(l.decided);
     if (layer.kind == layer_kind::linear && layer.shape.size() == 2) {
       const auto out = layer.shape[0], in = layer.shape[1];
       const bool split_in = tp > 1 && detail::row_parallel(layer);
@@ -53,8 +53,8 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
       }
       const auto in_rank = split_in ? in / tp : in;
       const auto out_rank = split_out ? out / tp : out;
-      if (lp_weights) {
-        const auto& f = schemes::formula_of(*lp_weights);
+      if (weight_formula) {
+        const auto& f = schemes::formula_of(*weight_formula);
         if (in_rank % f.k_multiple) fail(layer.name + ": " + schemes::block_message(f, in_rank));
         continue;
       }
@@ -81,7 +81,7 @@ constexpr void check_shapes(plan& p, const model_desc& model, const plan_options
         continue;
       }
       const auto i_rank = inter / tp;
-      if (lp_weights) {
+      if (weight_formula) {
         const auto& c = schemes::contract_of(l.decided);
         if (c.moe_multiple > 1 && (h % c.moe_multiple || i_rank % c.moe_multiple)) {
           if (c.moe_pads)

@@ -130,22 +130,22 @@ constexpr formula_row fp8_row(formula id, key_id key, std::string_view section, 
           groups ? key_of(key).scale.group.col : 1, groups ? group_k_message : "", pre_transform::none, 0, id};
 }
 /// A low-precision row.
-constexpr formula_row lp_row(formula id, std::string_view name, std::string_view section, std::optional<key_id> key, bool weight,
-                             code_format codes, scale_format scales, std::int64_t block, scale_rounding rounding,
-                             second_scale second, std::string_view second_suffix, bool model_dtype_only,
-                             std::string_view k_message) {
+constexpr formula_row block_formula_row(formula id, std::string_view name, std::string_view section, std::optional<key_id> key, bool weight,
+                                        code_format codes, scale_format scales, std::int64_t block, scale_rounding rounding,
+                                        second_scale second, std::string_view second_suffix, bool model_dtype_only,
+                                        std::string_view k_message) {
   const group_shape group = block ? group_shape{1, static_cast<std::int32_t>(block)} : per_channel;
   return {id, name, section, key, weight, codes, scales, group, rounding, second, second_suffix, model_dtype_only,
           block ? scale_options::byte_blocks : scale_options::row_floats, second == second_scale::per_tensor,
           block ? block : 1, k_message, pre_transform::none, 0, id};
 }
 /// The two MXFP4 rows, also the bases of the rotating rows.
-inline constexpr formula_row mxfp4_even_row = lp_row(formula::mxfp4_even, "mxfp4", "§4.2", key_id::mxfp4_static, true, code_format::e2m1_packed,
-                                                     scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false,
-                                                     mxfp4_k_message);
-inline constexpr formula_row mxfp4_rceil_row = lp_row(formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", key_id::mxfp4_dynamic, false,
-                                                      code_format::e2m1_packed, scale_format::e8m0, 32, scale_rounding::e8m0_rp,
-                                                      second_scale::none, "", false, mxfp4_k_message);
+inline constexpr formula_row mxfp4_even_row = block_formula_row(formula::mxfp4_even, "mxfp4", "§4.2", key_id::mxfp4_static, true, code_format::e2m1_packed,
+                                                                scale_format::e8m0, 32, scale_rounding::e8m0_even, second_scale::none, "", false,
+                                                                mxfp4_k_message);
+inline constexpr formula_row mxfp4_rceil_row = block_formula_row(formula::mxfp4_rceil, "mxfp4_dynamic", "§4.3", key_id::mxfp4_dynamic, false,
+                                                                 code_format::e2m1_packed, scale_format::e8m0, 32, scale_rounding::e8m0_rp,
+                                                                 second_scale::none, "", false, mxfp4_k_message);
 /// A row that rotates 32-column blocks before the quantizer of row `base`, and stores what it stores;
 /// `key` and `weight` say what it quantizes (its key names the unrotated formula, formula_of_key).
 constexpr formula_row rotated_row(formula id, std::string_view name, key_id key, bool weight, const formula_row& base) {
@@ -165,8 +165,8 @@ constexpr formula_row rotated_row(formula id, std::string_view name, key_id key,
 /// LUT-B (new-schemes §B): per 8x64 tile, 3-bit indices into eight ascending e4m3 values and one E8M0
 /// scale (MXFP8's CEIL of the tile's amax), the codebook fitted by Lloyd iterations.
 constexpr formula_row lut_b_row() {
-  formula_row r = lp_row(formula::lut_b, "lut_b", "new-schemes §B", key_id::lut_b, true, code_format::lut3_tiles,
-                         scale_format::e8m0, 64, scale_rounding::e8m0_ceil, second_scale::codebook, "codebook", false, lut_b_message);
+  formula_row r = block_formula_row(formula::lut_b, "lut_b", "new-schemes §B", key_id::lut_b, true, code_format::lut3_tiles,
+                                    scale_format::e8m0, 64, scale_rounding::e8m0_ceil, second_scale::codebook, "codebook", false, lut_b_message);
   r.group = key_of(key_id::lut_b).scale.group;
   r.tile_rows = 8;
   return r;
@@ -181,19 +181,19 @@ inline constexpr auto formula_table = std::to_array<formula_row>({
     detail::fp8_row(formula::fp8_per_channel_static, key_id::fp8_per_channel_static, "§6", scale_rounding::none),
     detail::fp8_row(formula::fp8_per_block_static, key_id::fp8_per_block_static, "§8", scale_rounding::ue8m0_option),
     detail::fp8_row(formula::fp8_per_block_dynamic, key_id::fp8_per_block_dynamic, "§7", scale_rounding::ue8m0_option),
-    detail::lp_row(formula::mxfp8_torch, "mxfp8", "§3.2", key_id::mxfp8_static, true, code_format::e4m3, scale_format::e8m0, 32,
-                   scale_rounding::e8m0_ceil, second_scale::none, "", false, mxfp8_k_message),
-    detail::lp_row(formula::mxfp8_flashinfer, "mxfp8_dynamic", "§3.3", key_id::mxfp8_dynamic, false, code_format::e4m3,
-                   scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp8_k_message),
+    detail::block_formula_row(formula::mxfp8_torch, "mxfp8", "§3.2", key_id::mxfp8_static, true, code_format::e4m3, scale_format::e8m0, 32,
+                              scale_rounding::e8m0_ceil, second_scale::none, "", false, mxfp8_k_message),
+    detail::block_formula_row(formula::mxfp8_flashinfer, "mxfp8_dynamic", "§3.3", key_id::mxfp8_dynamic, false, code_format::e4m3,
+                              scale_format::e8m0, 32, scale_rounding::e8m0_rp, second_scale::none, "", false, mxfp8_k_message),
     detail::mxfp4_even_row,
     detail::mxfp4_rceil_row,
-    detail::lp_row(formula::int8_per_channel, "int8_per_channel_static", "§5.2", key_id::int8_per_channel_static, true,
-                   code_format::int8, scale_format::f32, 0, scale_rounding::model_dtype, second_scale::none, "", true, ""),
-    detail::lp_row(formula::nvfp4_weight, "nvfp4", "§6.2", key_id::nvfp4, true, code_format::e2m1_packed, scale_format::e4m3, 16,
-                   scale_rounding::e4m3_sat, second_scale::per_tensor, "scale_2", true, nvfp4_k_message),
-    detail::lp_row(formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", std::nullopt, false, code_format::e2m1_packed,
-                   scale_format::e4m3, 16, scale_rounding::e4m3_sat, second_scale::per_token, "scale_per_token", true,
-                   nvfp4_k_message),
+    detail::block_formula_row(formula::int8_per_channel, "int8_per_channel_static", "§5.2", key_id::int8_per_channel_static, true,
+                              code_format::int8, scale_format::f32, 0, scale_rounding::model_dtype, second_scale::none, "", true, ""),
+    detail::block_formula_row(formula::nvfp4_weight, "nvfp4", "§6.2", key_id::nvfp4, true, code_format::e2m1_packed, scale_format::e4m3, 16,
+                              scale_rounding::e4m3_sat, second_scale::per_tensor, "scale_2", true, nvfp4_k_message),
+    detail::block_formula_row(formula::nvfp4_per_token, "nvfp4_per_token", "§6.3", std::nullopt, false, code_format::e2m1_packed,
+                              scale_format::e4m3, 16, scale_rounding::e4m3_sat, second_scale::per_token, "scale_per_token", true,
+                              nvfp4_k_message),
     detail::rotated_row(formula::mxfp4_hadamard_weight, "mxfp4_hadamard32", key_id::mxfp4_static, true, detail::mxfp4_even_row),
     detail::rotated_row(formula::mxfp4_hadamard_even, "mxfp4_hadamard32_dynamic", key_id::mxfp4_dynamic, false, detail::mxfp4_even_row),
     detail::rotated_row(formula::mxfp4_hadamard_rceil, "mxfp4_hadamard32_rceil", key_id::mxfp4_dynamic, false, detail::mxfp4_rceil_row),
@@ -257,7 +257,7 @@ constexpr bool takes_shape(const formula_row& f, std::int64_t n, std::int64_t k)
   return k % f.k_multiple == 0 && n % f.tile_rows == 0;
 }
 
-// ---- storage sizes (row-major; the 128x4 layout pads, numerics/low_precision.hpp) ----
+// ---- storage sizes (row-major; the 128x4 layout pads, numerics/block_formats.hpp) ----
 
 /// LUT-B's bytes of packed indices per 8x64 tile, and codebook entries per tile.
 inline constexpr std::int64_t lut_tile_bytes = 192;

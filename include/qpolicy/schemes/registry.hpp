@@ -64,7 +64,7 @@ inline constexpr auto weight_only_scheme_types =
     where(method_types, [](method m) { return schemes::is_weight_only(m); });
 
 /// The low-precision formulas (the quantizers outside FP8's float32-scaled e4m3).
-inline constexpr auto low_precision_formula_types =
+inline constexpr auto block_quantizer_formula_types =
     where(formula_types, [](schemes::formula f) { return schemes::formula_of(f).low_precision(); });
 
 /// The weight formulas the weight-only GEMM decodes (the low-precision weight formulas; a rotated

@@ -2,7 +2,7 @@
 // Forward passes of quantized layers on the CPU, specialized on the scheme tag and the activation tag.
 // One layer type per kind, linear_layer<Scheme, Act> and moe_layer<Scheme, Act>, whose GEMM the scheme
 // row says: the scaled FP8 GEMM (this header: quantize the activation with Act's key, FP8 GEMM with
-// Scheme's scales) or the weight-only GEMM (low_precision_forward.hpp: Act is the row's activation
+// Scheme's scales) or the weight-only GEMM (weight_only_forward.hpp: Act is the row's activation
 // treatment). A MoE layer routes tokens to experts and runs w13, SiLU-and-mul and w2 per expert as such
 // GEMMs, then sums each token's experts with its routing weights. The same calls for every scheme:
 //   auto layer = cpu::quantize_linear<qp::fp8_per_block>(weight_view, bias);   // Act: the row's default
@@ -346,4 +346,4 @@ void moe_forward(const scaled_moe_layer<Scheme, Act>& layer, const input_view& x
 }  // namespace qpolicy::cpu
 
 // The weight-only layers, and linear_layer / moe_layer, which name either kind.
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"

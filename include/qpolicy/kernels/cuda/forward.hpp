@@ -181,4 +181,4 @@ moe_kernel moe_forward(forward_context& ctx, const device_scaled_moe<Scheme, Act
 }  // namespace qpolicy::cuda
 
 // The weight-only layers on the device, and device_linear / device_moe, which name either kind.
-#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/weight_only_forward.hpp"

@@ -6,8 +6,8 @@
 // run's scale is e4m3 scale x second scale first (vLLM's dequantize_to_dtype order).
 #include <cstdint>
 
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/schemes/contract.hpp"
 #include "qpolicy/schemes/formulas.hpp"

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::lp {

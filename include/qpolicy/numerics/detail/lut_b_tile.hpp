@@ -13,7 +13,7 @@
 // two inits within an ulp of the same loss, could notice another order.
 #include <cstdint>
 
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::lp {

@@ -12,7 +12,7 @@
 
 #include "qpolicy/numerics/detail/grouped_tile.hpp"
 #include "qpolicy/numerics/detail/warp_tile.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::lp::weight_only {

@@ -1,6 +1,6 @@
 #pragma once
 // MXFP4's e2m1 encode of 16 scaled values in one AVX-512 register, shared by the MXFP4 row kernels
-// (kernels/cpu/low_precision.cpp) and the rotated MXFP4 kernel (kernels/cpu/rotation.cpp). Internal:
+// (kernels/cpu/block_quantizer.cpp) and the rotated MXFP4 kernel (kernels/cpu/rotation.cpp). Internal:
 // include it only from x86-64 GCC translation units (QPOLICY_E2M1_AVX512 says whether it is there).
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS

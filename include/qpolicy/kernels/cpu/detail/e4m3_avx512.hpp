@@ -1,6 +1,6 @@
 #pragma once
 // The e4m3 encoder's sixteen-lane form (AVX-512), shared by the code runs (kernels/cpu/e4m3_encoder.cpp)
-// and the MXFP8 block kernel (kernels/cpu/low_precision.cpp). Internal: include it only from x86-64 GCC
+// and the MXFP8 block kernel (kernels/cpu/block_quantizer.cpp). Internal: include it only from x86-64 GCC
 // translation units (QPOLICY_AVX512_ENCODER says whether it is there); callers check has_avx512_kernels().
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS

@@ -17,7 +17,7 @@
 #include "../support/quantize_tensor_cli.hpp"
 #include "../support/temp_dir.hpp"
 #include "qpolicy/io/safetensors.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace st = qpolicy::safetensors;
 namespace lp = qpolicy::lp;

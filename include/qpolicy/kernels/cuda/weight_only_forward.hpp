@@ -1,6 +1,6 @@
 #pragma once
 // Forward passes of the low-precision schemes on the GPU, the same steps as
-// kernels/cpu/low_precision_forward.hpp: each projection treats its activations as the scheme's layer
+// kernels/cpu/weight_only_forward.hpp: each projection treats its activations as the scheme's layer
 // contract says (none; MXFP4 quantize-dequantize; NVFP4 per-token codes with the token scale applied
 // to the sum) with the CUDA quantizers, then runs the weight-only GEMM (weight_only_gemm.hpp) over the
 // weights quantized once on the CPU (bit-identical on both backends). A MoE layer runs every expert
@@ -13,13 +13,13 @@
 
 #include "qpolicy/kernels/cuda/device_memory.hpp"
 #include "qpolicy/kernels/cuda/forward.hpp"
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 #include "qpolicy/kernels/cuda/weight_only_gemm.hpp"
 
 namespace qpolicy::cuda {
 
 /// One matrix (or one per expert, side by side) of a low-precision scheme on the device.
-struct device_lp_matrices {
+struct device_quantized_matrices {
   std::int64_t rows = 0, cols = 0, code_step = 0, scale_step = 0, codebook_step = 0;
   device_memory codes, block_scales, row_scales, tensor_scales, codebooks;
 };
@@ -29,20 +29,20 @@ template <class Scheme, class Act>
 struct device_weight_only_linear {
   std::int64_t out_features = 0, in_features = 0;
   std::int64_t hadamard_size = 0;  // the input rotation's block (rotating treatments), else 0
-  device_lp_matrices weight;
+  device_quantized_matrices weight;
   device_memory bias;  // bf16 [out], or empty
 };
 
 /// A MoE layer of the weight-only GEMM on the device: each projection's experts side by side.
 template <class Scheme, class Act>
 struct device_weight_only_moe : moe_dims {
-  device_lp_matrices w13, w2;
+  device_quantized_matrices w13, w2;
 };
 
 namespace detail {
 
 /// The matrices on the device, expert after expert.
-device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>& matrices);
+device_quantized_matrices upload_matrices(const std::vector<cpu::quantized_matrix>& matrices);
 
 /// Activations after a treatment, on the device: the bf16 GEMM operands [rows, k] (x itself when there
 /// is no treatment, else ctx.treated) and the per-row outer scales (ctx.token_scales), or null.
@@ -54,8 +54,8 @@ device_treated treat_activations(forward_context& ctx, schemes::activation_treat
                                  std::int64_t k, std::int64_t hadamard_size = 0);
 
 /// The weight-only problem of matrices `m` over treated activations into `out`.
-inline lp::weight_only::problem lp_problem(const device_lp_matrices& m, const device_treated& a, std::uint16_t* out,
-                                           const std::uint16_t* bias) {
+inline lp::weight_only::problem weight_only_problem_of(const device_quantized_matrices& m, const device_treated& a, std::uint16_t* out,
+                                                       const std::uint16_t* bias) {
   return {a.values,
           m.codes.as<std::uint8_t>(),
           m.block_scales.get() ? m.block_scales.as<std::uint8_t>() : nullptr,
@@ -106,7 +106,7 @@ void linear_forward(forward_context& ctx, const device_weight_only_linear<Scheme
   const auto a = detail::treat_activations(ctx, Act::id, x, rows, layer.in_features, layer.hadamard_size);
   const std::int64_t offsets[] = {0, rows};
   weight_only_gemm<cpu::detail::weight_formula<Scheme>>(
-      detail::lp_problem(layer.weight, a, out, layer.bias.get() ? layer.bias.template as<std::uint16_t>() : nullptr), offsets, 1,
+      detail::weight_only_problem_of(layer.weight, a, out, layer.bias.get() ? layer.bias.template as<std::uint16_t>() : nullptr), offsets, 1,
       ctx.launch);
 }
 
@@ -121,7 +121,7 @@ void moe_forward(forward_context& ctx, const device_weight_only_moe<Scheme, Act>
                            const detail::moe_rows& rows) {
                          const auto a = detail::treat_activations(ctx, treatment, in, rows.slots, k);
                          weight_only_gemm_tiles<cpu::detail::weight_formula<Scheme>>(
-                             detail::lp_problem(which == 13 ? layer.w13 : layer.w2, a, result, nullptr), rows.tiles, rows.tile_count,
+                             detail::weight_only_problem_of(which == 13 ? layer.w13 : layer.w2, a, result, nullptr), rows.tiles, rows.tile_count,
                              ctx.launch);
                        });
 }

@@ -1,8 +1,8 @@
-// The low-precision row kernels in AVX-512 registers (low_precision_rows.hpp): MXFP4 and MXFP8 one
+// The low-precision row kernels in AVX-512 registers (block_rows.hpp): MXFP4 and MXFP8 one
 // 32-block at a time or 16 at once, NVFP4 16 blocks' scales as one register, INT8's element loop on 16
 // lanes; from widened rows or straight from bf16 words. Each restates its portable row function
-// (low_precision.cpp) lane by lane, bit for bit: the property tests run both.
-#include "low_precision_rows.hpp"
+// (block_quantizer.cpp) lane by lane, bit for bit: the property tests run both.
+#include "block_rows.hpp"
 
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
@@ -12,7 +12,7 @@
 
 #include "qpolicy/kernels/cpu/detail/e2m1_avx512.hpp"
 #include "qpolicy/kernels/cpu/detail/e4m3_avx512.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 
 namespace qpolicy::cpu::rows {

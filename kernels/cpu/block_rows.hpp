@@ -1,6 +1,6 @@
 #pragma once
-// Internal to kernels/cpu: the low-precision row kernels low_precision.cpp's rows call, the AVX-512 ones
-// defined in low_precision_avx512.cpp (QPOLICY_X86_KERNELS builds; callers check has_avx512_kernels() first) and
+// Internal to kernels/cpu: the low-precision row kernels block_quantizer.cpp's rows call, the AVX-512 ones
+// defined in block_rows_avx512.cpp (QPOLICY_X86_KERNELS builds; callers check has_avx512_kernels() first) and
 // the portable NVFP4 blocks they fall back on.
 #include <cstddef>
 #include <cstdint>

@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "qpolicy/kernels/cpu/forward.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy::cpu {
 
 /// One weight matrix quantized by a low-precision weight formula, as the formula stores it (row-major).
-struct lp_matrix {
+struct quantized_matrix {
   std::int64_t rows = 0, cols = 0;
   std::vector<std::uint8_t> codes, block_scales, codebook;  // codebook: LUT-B's, 8 e4m3 bytes a tile
   std::vector<float> row_scales;  // INT8's per-row scales
@@ -39,9 +39,9 @@ using weight_formula = formula_tag<*schemes::weight_formula_of(Scheme::id)>;
 /// w quantized by formula tag Formula (the fast kernel: bit-identical to the reference); a rotating
 /// formula rotates `transform_size`-column blocks (0: its row's size).
 template <class Formula>
-lp_matrix quantize_matrix(const input_view& w, unsigned threads, std::int64_t transform_size = 0) {
+quantized_matrix quantize_matrix(const input_view& w, unsigned threads, std::int64_t transform_size = 0) {
   const auto& f = schemes::formula_of(Formula::id);
-  lp_matrix m;
+  quantized_matrix m;
   m.rows = w.rows;
   m.cols = w.cols;
   m.codes.resize(static_cast<std::size_t>(schemes::code_bytes(f, w.rows, w.cols)));
@@ -49,15 +49,17 @@ lp_matrix quantize_matrix(const input_view& w, unsigned threads, std::int64_t tr
   if (f.second == schemes::second_scale::codebook)
     m.codebook.resize(static_cast<std::size_t>(schemes::scale_count(f, w.rows, w.cols) * schemes::lut_codebook_size));
   m.row_scales.resize(static_cast<std::size_t>(w.rows));
-  lp_kernel<Formula>::run(w, {m.codes.data(), m.block_scales.empty() ? nullptr : m.block_scales.data(), m.row_scales.data(),
-                              &m.tensor_scale, false, m.codebook.empty() ? nullptr : m.codebook.data(), transform_size},
-                          {threads});
+  void* scales = f.scales == schemes::scale_format::f32 ? static_cast<void*>(m.row_scales.data()) : m.block_scales.data();
+  quantize_options q;
+  q.transform_size = transform_size;
+  block_quantizer<Formula>::run(w, {m.codes.data(), scales, &m.tensor_scale, m.codebook.empty() ? nullptr : m.codebook.data()}, q,
+                                {threads});
   return m;
 }
 
 /// The weight operands of w, decoded up to their outer scale, as float32 [rows, cols].
 template <schemes::formula F>
-std::vector<float> decode_weights(const lp_matrix& w, unsigned threads);
+std::vector<float> decode_weights(const quantized_matrix& w, unsigned threads);
 
 /// Activations after a layer's treatment: the GEMM operands [rows, k] and the per-row outer scale
 /// (NVFP4's token scale; empty when there is none).
@@ -72,13 +74,13 @@ treated_activations treat_activations(schemes::activation_treatment t, const flo
 /// scales and bias applied: at decode batches the weight rows decoded step by step inside the GEMM,
 /// else in float32 panels.
 template <schemes::formula F>
-void weight_only_matmul(const treated_activations& a, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
+void weight_only_matmul(const treated_activations& a, std::int64_t rows, const quantized_matrix& w, const float* bias, float* out,
                         const forward_options& o);
 
 /// The weight-only GEMM of a layer: activation treatment, weight decode, sum, outer scales, bias.
 template <class Scheme>
-void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
-               const forward_options& o, std::int64_t hadamard_size = 0) {
+void weight_only_layer_matmul(schemes::activation_treatment t, const float* x, std::int64_t rows, const quantized_matrix& w, const float* bias, float* out,
+                              const forward_options& o, std::int64_t hadamard_size = 0) {
   if (rows == 0) return;
   const auto a = treat_activations(t, x, rows, w.cols, o.path == kernel_path::vectorized ? o.threads : 1, hadamard_size);
   weight_only_matmul<weight_formula<Scheme>::id>(a, rows, w, bias, out, o);
@@ -86,12 +88,12 @@ void lp_matmul(schemes::activation_treatment t, const float* x, std::int64_t row
 
 /// Throws std::invalid_argument with vLLM's message when a MoE size is not a multiple the scheme takes
 /// (a tiled weight formula: when w13 [2I, H] or w2 [H, I] is not whole tiles).
-void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter);
+void check_weight_only_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter);
 /// The rotation size of a rotating linear layer: `requested`, or 32 (the shorthand's) when 0; throws
 /// std::invalid_argument with vLLM's messages for a size that is not a power of two or does not divide K.
 std::int64_t checked_hadamard_size(std::int64_t requested, std::int64_t k);
 /// Throws std::invalid_argument with vLLM's message when a linear layer's K is not a multiple of the block.
-void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k);
+void check_weight_only_linear_k(const schemes::formula_row& f, std::int64_t k);
 
 }  // namespace detail
 
@@ -123,7 +125,7 @@ struct weight_only_linear_layer : weight_only_rules<Scheme, Act, layer_kind::lin
   using activation = Act;
   std::int64_t out_features = 0, in_features = 0;
   std::int64_t hadamard_size = 0;  // the input rotation's block (rotating treatments), else 0
-  lp_matrix weight;
+  quantized_matrix weight;
   std::vector<float> bias;  // [out] or empty
 };
 
@@ -135,7 +137,7 @@ struct weight_only_moe_layer : weight_only_rules<Scheme, Act, layer_kind::moe> {
   using scheme = Scheme;
   using activation = Act;
   std::int64_t experts = 0, hidden = 0, intermediate = 0, hidden_padded = 0, intermediate_padded = 0;
-  std::vector<lp_matrix> w13, w2;
+  std::vector<quantized_matrix> w13, w2;
 };
 
 /// Quantizes a linear weight ([out, in], bf16/fp16/fp32) with Scheme's weight formula; throws
@@ -150,10 +152,10 @@ weight_only_linear_layer<Scheme, Act> quantize_linear(const input_view& w, const
   if constexpr (schemes::rotates(Act::id)) {
     // The weights rotated once, then quantized: W H per block, so (x H)(W H)^T = x W^T (new-schemes §A.3).
     l.hadamard_size = detail::checked_hadamard_size(options.hadamard_size, w.cols);
-    detail::check_lp_linear_k(schemes::formula_of(formula::id), w.cols);
+    detail::check_weight_only_linear_k(schemes::formula_of(formula::id), w.cols);
     l.weight = detail::quantize_matrix<formula_tag<*schemes::rotated_weight_formula(formula::id)>>(w, options.threads, l.hadamard_size);
   } else {
-    detail::check_lp_linear_k(schemes::formula_of(formula::id), w.cols);
+    detail::check_weight_only_linear_k(schemes::formula_of(formula::id), w.cols);
     l.weight = detail::quantize_matrix<formula>(w, options.threads);
   }
   if (bias) l.bias.assign(bias, bias + w.rows);
@@ -168,8 +170,8 @@ void linear_forward(const weight_only_linear_layer<Scheme, Act>& layer, const in
                                 std::to_string(layer.in_features));
   const auto xf = detail::widen_all(x);
   detail::scratch_vector<float> y(static_cast<std::size_t>(x.rows * layer.out_features));
-  detail::lp_matmul<Scheme>(Act::id, xf.data(), x.rows, layer.weight,
-                            layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options, layer.hadamard_size);
+  detail::weight_only_layer_matmul<Scheme>(Act::id, xf.data(), x.rows, layer.weight,
+                                           layer.bias.empty() ? nullptr : layer.bias.data(), y.data(), options, layer.hadamard_size);
   detail::store_bf16(y, out);
 }
 
@@ -182,7 +184,7 @@ weight_only_moe_layer<Scheme, Act> quantize_moe(const input_view& w13, const inp
                                   const forward_options& options = {}) {
   constexpr auto& c = schemes::contract_of(Scheme::id);
   const auto s = detail::check_moe_shape(w13, w2, experts);
-  detail::check_lp_moe_sizes(c, s.hidden, s.inter);
+  detail::check_weight_only_moe_sizes(c, s.hidden, s.inter);
   weight_only_moe_layer<Scheme, Act> m;
   m.experts = experts;
   m.hidden = s.hidden;
@@ -224,7 +226,7 @@ void moe_forward(const weight_only_moe_layer<Scheme, Act>& layer, const input_vi
                     forward_options inner = options;
                     inner.threads = threads;
                     const auto& w = which == 13 ? layer.w13[static_cast<std::size_t>(e)] : layer.w2[static_cast<std::size_t>(e)];
-                    detail::lp_matmul<Scheme>(treatment, in, rows, w, nullptr, o, inner);
+                    detail::weight_only_layer_matmul<Scheme>(treatment, in, rows, w, nullptr, o, inner);
                   },
                   sum.data());
   detail::store_bf16(sum, out);

@@ -72,7 +72,7 @@ std::vector<std::uint8_t> slice(const std::vector<std::uint8_t>& v, std::size_t 
   return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n)};
 }
 
-struct lp_case {
+struct formula_case {
   const char* config;  // the quantization_config
   qpolicy::schemes::formula formula;
   const char* format;  // the config group's format
@@ -84,7 +84,7 @@ struct lp_case {
 
 TEST_CASE("quantize writes the low-precision schemes in compressed-tensors' formats, with the online formulas' bits",
           "[checkpoint][quantize][dir][low-precision]") {
-  const auto c = GENERATE(values<lp_case>({
+  const auto c = GENERATE(values<formula_case>({
       {R"({"linear": "mxfp8", "moe": "mxfp8"})", formula::mxfp8_torch, "mxfp8-quantized", true, true},
       {R"({"linear": "mxfp4", "moe": "mxfp4"})", formula::mxfp4_even, "mxfp4-pack-quantized", true, true},
       {R"({"moe": "int8_per_channel_weight_only"})", formula::int8_per_channel, "pack-quantized", false, false},

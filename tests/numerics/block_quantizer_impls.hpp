@@ -7,19 +7,19 @@
 
 #include "qpolicy/kernels/cpu/reference.hpp"
 #include "qpolicy/kernels/cpu/vectorized.hpp"
-#include "qpolicy/numerics/detail/low_precision_blocks.hpp"
+#include "qpolicy/numerics/detail/quantize_blocks.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 
 namespace qpolicy::test::low_precision {
 
 /// Host buffers for every output a formula may have, sized for [rows, cols].
-struct lp_buffers {
+struct quantizer_buffers {
   std::vector<std::uint8_t> codes, block_scales, codebook;
   std::vector<float> row_scales, tensor_scale;
   bool swizzled = false;
   std::int64_t rows = 0, per_row = 0;
 
-  lp_buffers(schemes::formula id, std::int64_t r, std::int64_t cols, bool swizzle) : swizzled(swizzle), rows(r) {
+  quantizer_buffers(schemes::formula id, std::int64_t r, std::int64_t cols, bool swizzle) : swizzled(swizzle), rows(r) {
     const auto& f = schemes::formula_of(id);
     per_row = schemes::scales_per_row(f, cols);
     const auto shape = schemes::block_scale_shape(f, rows, cols, swizzled);
@@ -51,13 +51,13 @@ struct lp_buffers {
 
 /// The CPU reference of formula tag Formula into `out` (block scales in its layout).
 template <class Formula>
-void reference_quantize(const qpolicy::input_view& x, lp_buffers& out) {
+void reference_quantize(const qpolicy::input_view& x, quantizer_buffers& out) {
   cpu::reference::quantize<Formula>(x, out.outputs(schemes::formula_of(Formula::id)), {false, {}, out.swizzled});
 }
 
 /// The CPU fast path of formula tag Formula into `out`.
 template <class Formula>
-void fast_quantize(const qpolicy::input_view& x, lp_buffers& out, unsigned threads = 3) {
+void fast_quantize(const qpolicy::input_view& x, quantizer_buffers& out, unsigned threads = 3) {
   cpu::quantize<Formula>(x, out.outputs(schemes::formula_of(Formula::id)), {false, {}, out.swizzled}, {threads});
 }
 

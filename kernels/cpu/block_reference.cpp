@@ -1,11 +1,11 @@
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/block_reference.hpp"
 
 #include <cmath>
 #include <vector>
 
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
 
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace qpolicy::cpu::reference {
 

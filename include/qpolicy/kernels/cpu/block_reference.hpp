@@ -1,6 +1,6 @@
 #pragma once
 // The CPU reference of the low-precision quantizers (low-precision-numerics.md), written to be read
-// against the spec: plain loops over the shared format arithmetic (numerics/low_precision.hpp). The
+// against the spec: plain loops over the shared format arithmetic (numerics/block_formats.hpp). The
 // vectorized and CUDA kernels are tested bit for bit against these.
 #include <cstdint>
 

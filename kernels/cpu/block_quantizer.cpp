@@ -1,4 +1,4 @@
-#include "qpolicy/kernels/cpu/low_precision.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
 
 #include "qpolicy/kernels/cpu/detail/isa.hpp"
 #if QPOLICY_X86_KERNELS
@@ -19,7 +19,7 @@
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/kernels/cpu/detail/row_ops.hpp"
 #include "qpolicy/kernels/cpu/detail/scratch.hpp"
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 #include "lut_b_fit.hpp"
 #include "quantize_rows.hpp"
 #include "qpolicy/schemes/registry.hpp"
@@ -43,7 +43,7 @@ namespace {
 constexpr std::int64_t block_chunk = 64;
 
 /// The MXFP4 blocks of a widened row (§4.2 EVEN, or §4.3 RCEIL): the block functions of
-/// numerics/detail/low_precision_blocks.hpp over whole blocks, the amax and the codes in vector lanes.
+/// numerics/detail/quantize_blocks.hpp over whole blocks, the amax and the codes in vector lanes.
 void mxfp4_blocks(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* codes, std::uint8_t* scales) {
   std::uint32_t amax[block_chunk], widest[block_chunk];
   float multipliers[block_chunk];
@@ -161,7 +161,7 @@ void mxfp4_row(const float* x, std::int64_t blocks, bool rceil, std::uint8_t* co
 
 /// One row of formula F: `row` holds its widened values, r its index.
 template <formula F>
-void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::outputs& out) {
+void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element type, float encode, const lp::block_outputs& out) {
   constexpr auto& f = schemes::formula_of(F);
   constexpr formula base = f.base;
   if constexpr (base == formula::mxfp4_even || base == formula::mxfp4_rceil) {
@@ -216,7 +216,7 @@ void quantize_row(const float* row, std::int64_t r, std::int64_t cols, element t
 
 /// The 8x64 tiles of rows [8 * first, 8 * last) of x (LUT-B, §B.3): as many consecutive tiles at once as
 /// the vectors have float32 lanes (across tile rows: experts' K is often a few tiles), one per lane.
-void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::outputs& out) {
+void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, const lp::block_outputs& out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols;
   const int lanes = detail::lut_b_fit_lanes();
   lp::lut_scratch scratch;
@@ -235,7 +235,7 @@ void lut_b_tiles(const input_view& x, std::int64_t first, std::int64_t last, con
 
 /// The row-wise formulas: each row widened, rotated first where the row has a transform, then quantized.
 template <formula F>
-void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o, float encode) {
+void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_options& o, float encode) {
   constexpr auto& f = schemes::formula_of(F);
   const std::int64_t size = out.transform_size ? out.transform_size : f.transform_size;
   const detail::hadamard_table rotation(f.transform == schemes::pre_transform::hadamard ? size : 0);
@@ -311,12 +311,13 @@ void run_rows(const input_view& x, const lp::outputs& out, const cpu_options& o,
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, const cpu_options& o,
-                             std::optional<float> tensor_amax) {
+void block_quantizer<Formula>::run(const input_view& x, const quantized_outputs& quantized, const quantize_options& q,
+                                   const cpu_options& o) {
   constexpr formula F = Formula::id;
+  const lp::block_outputs out = lp::block_outputs_of(schemes::formula_of(F), quantized, q);
   float encode = 0.0f;
   if constexpr (F == formula::nvfp4_weight) {
-    encode = lp::nvfp4_global_scale(tensor_amax ? *tensor_amax : detail::tensor_amax(x, true, o));  // amaxT of the matrix
+    encode = lp::nvfp4_global_scale(q.has_amax ? q.amax : detail::tensor_amax(x, true, o));  // amaxT of the matrix
     *out.tensor_scale = 1.0f / encode;                                  // weight_scale_2
   }
   if constexpr (F == formula::lut_b) {
@@ -361,10 +362,10 @@ void hadamard_rotate(const input_view& x, std::int64_t size, void* out, const cp
 
 // Every low-precision formula of the registry: an external table odr-uses each kernel.
 namespace detail {
-const void* lp_kernel_table() {
+const void* block_quantizer_table() {
   static const auto table = registry::table_of(
-      registry::low_precision_formula_types,
-      [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
+      registry::block_quantizer_formula_types,
+      [](auto tag) { return &block_quantizer<decltype(tag)>::run; });
   return &table;
 }
 }  // namespace detail

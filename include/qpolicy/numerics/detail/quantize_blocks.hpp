@@ -3,12 +3,12 @@
 // formula over one block of float32 values already widened from the input, returning the block's
 // scale and writing its codes. __host__ __device__: the vectorized CPU path calls them on a widened
 // row, the CUDA kernels on a block in registers, so both compute the same bits; the CPU reference
-// (kernels/cpu/low_precision_reference.cpp) is written independently from the spec and is the oracle.
+// (kernels/cpu/block_reference.cpp) is written independently from the spec and is the oracle.
 #include <cstdint>
 
 #include "qpolicy/numerics/detail/hadamard.hpp"
 #include "qpolicy/numerics/detail/lut_b_tile.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 #include "qpolicy/numerics/numerics.hpp"
 #include "qpolicy/schemes/formulas.hpp"
 #include "qpolicy/numerics/tensor_view.hpp"
@@ -23,9 +23,10 @@ using fp8::max_num;
 inline constexpr int mx_block = 32;  // elements per E8M0 scale (MXFP8, MXFP4)
 inline constexpr int nv_block = 16;  // elements per e4m3 scale (NVFP4)
 
-/// Where a low-precision quantizer writes; unused outputs are null (schemes::formula_row says
-/// which a formula has).
-struct outputs {
+/// A formula's quantized_outputs as its block quantizer's kernels address them, each part typed by the
+/// formula row's storage; unused parts are null (internal: callers pass quantized_outputs and
+/// quantize_options, and the kernels resolve them once with block_outputs_of).
+struct block_outputs {
   std::uint8_t* codes = nullptr;         // e4m3 / int8 [rows, cols], or packed e2m1 [rows, cols / 2]
   std::uint8_t* block_scales = nullptr;  // E8M0 or e4m3 bytes [rows, cols / block] (LUT-B: per tile), or the 128x4 layout
   float* row_scales = nullptr;           // INT8's per-row scales, NVFP4's per-token scales: [rows]
@@ -35,13 +36,13 @@ struct outputs {
   std::int64_t transform_size = 0;       // a rotating formula's block, when not its row's (a layer's hadamard_size)
 };
 
-/// Where the low-precision kernels of formula row `f` write a formula's `out`: its scales are block
-/// bytes or per-row floats, its second scale per tensor or per token.
-inline outputs outputs_of(const schemes::formula_row& f, const quantized_outputs& out, bool swizzled) {
+/// Where the kernels of formula row `f` write `out`: its scales are block bytes or per-row floats, its
+/// second scale per tensor or per token; the scale layout and rotation size from `o`.
+inline block_outputs block_outputs_of(const schemes::formula_row& f, const quantized_outputs& out, const quantize_options& o) {
   const bool floats = f.scales == schemes::scale_format::f32;
   return {out.codes, floats ? nullptr : static_cast<std::uint8_t*>(out.scales),
           floats ? static_cast<float*>(out.scales) : f.second == schemes::second_scale::per_token ? out.second : nullptr,
-          f.second == schemes::second_scale::per_tensor ? out.second : nullptr, swizzled, out.codebook};
+          f.second == schemes::second_scale::per_tensor ? out.second : nullptr, o.swizzled, out.codebook, o.transform_size};
 }
 
 /// Where block scale (row, j) of a tensor with `per_row` blocks a row goes.

@@ -1,4 +1,4 @@
-#include "qpolicy/kernels/cpu/low_precision_forward.hpp"
+#include "qpolicy/kernels/cpu/weight_only_forward.hpp"
 
 #include <stdexcept>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "qpolicy/kernels/cpu/detail/rotation.hpp"
 #include "qpolicy/numerics/detail/hadamard.hpp"
 #include "decode_gemm.hpp"
-#include "low_precision_rows.hpp"
+#include "block_rows.hpp"
 
 namespace qpolicy::cpu::detail {
 
@@ -15,7 +15,7 @@ using schemes::activation_treatment;
 using schemes::formula;
 
 template <formula F>
-std::vector<float> decode_weights(const lp_matrix& w, unsigned threads) {
+std::vector<float> decode_weights(const quantized_matrix& w, unsigned threads) {
   std::vector<float> out(static_cast<std::size_t>(w.rows * w.cols));
   if constexpr (F == formula::lut_b) {
     const std::int64_t k_tiles = w.cols / lp::lut_cols;
@@ -77,7 +77,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   if (t == activation_treatment::mxfp8_qdq) {
     // §B.5: the torch path's MXFP8 codes, dequantized in float32 (q * 2^(b - 127)) and rounded to bf16.
     scratch_vector<std::uint8_t> q(n), b(n / 32);
-    lp_kernel<formulas::mxfp8_torch>::run(xv, {q.data(), b.data(), nullptr, nullptr, false}, {threads});
+    block_quantizer<formulas::mxfp8_torch>::run(xv, {q.data(), b.data()}, {}, {threads});
     a.values.resize(n);
     const auto& e4m3 = e4m3_values();
     each_span(rows, k, 32, threads, [&](std::size_t i0, std::size_t i1) {
@@ -90,7 +90,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   a.values.resize(n);
   if (t == activation_treatment::mxfp4_qdq) {
     // §4.3: the EVEN codes decoded and rounded to the model dtype (bf16 here), which is exact.
-    lp_kernel<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data(), nullptr, nullptr, false}, {threads});
+    block_quantizer<formulas::mxfp4_even>::run(xv, {codes.data(), scales.data()}, {}, {threads});
     each_span(rows, k, 32, threads, [&](std::size_t i0, std::size_t i1) {
       const std::size_t done = rows::mxfp4_bf16_values_vectorized(codes.data() + i0 / 2, scales.data() + i0 / 32, i1 - i0, a.values.data() + i0);
       for (std::size_t i = i0 + done; i < i1; ++i)
@@ -102,7 +102,7 @@ treated_activations treat_activations(activation_treatment t, const float* x, st
   // §6.3: codes and e4m3 block scales per token; the token scale multiplies the sum (§6.4). An all-zero
   // token has NaN block scales (0x7F) and zero codes: its operands are 0, as its exact product is.
   a.row_scale.resize(static_cast<std::size_t>(rows));
-  lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data(), nullptr, false}, {threads});
+  block_quantizer<formulas::nvfp4_per_token>::run(xv, {codes.data(), scales.data(), a.row_scale.data()}, {}, {threads});
   each_span(rows, k, 16, threads, [&](std::size_t i0, std::size_t i1) {
     const std::size_t done = rows::nvfp4_token_values_vectorized(codes.data() + i0 / 2, scales.data() + i0 / 16, i1 - i0, a.values.data() + i0);
     for (std::size_t i = i0 + done; i < i1; ++i) {
@@ -133,7 +133,7 @@ void apply_outer_scales(float* out, std::int64_t rows, std::int64_t n, const flo
 }  // namespace
 
 template <formula F>
-void weight_only_matmul(const treated_activations& a, std::int64_t rows, const lp_matrix& w, const float* bias, float* out,
+void weight_only_matmul(const treated_activations& a, std::int64_t rows, const quantized_matrix& w, const float* bias, float* out,
                         const forward_options& o) {
   const std::int64_t n = w.rows, k = w.cols;
   if (o.path == kernel_path::reference) {
@@ -162,7 +162,7 @@ const void* decode_weights_table() {
   return decoded_formula_table([](auto tag) { return &decode_weights<decltype(tag)::id>; });
 }
 
-void check_lp_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
+void check_weight_only_moe_sizes(const schemes::scheme_contract& c, std::int64_t hidden, std::int64_t inter) {
   const auto& f = schemes::formula_of(*schemes::formula_of_key(c.weight_key));
   if (f.tiled()) {  // quantize_lut_b's check, w13 [2I, H] first, then w2 [H, I]
     if (!schemes::takes_shape(f, 2 * inter, hidden)) throw std::invalid_argument(schemes::block_message(f, hidden, 2 * inter));
@@ -181,7 +181,7 @@ std::int64_t checked_hadamard_size(std::int64_t requested, std::int64_t k) {
   return size;
 }
 
-void check_lp_linear_k(const schemes::formula_row& f, std::int64_t k) {
+void check_weight_only_linear_k(const schemes::formula_row& f, std::int64_t k) {
   if (k % f.k_multiple != 0) throw std::invalid_argument(schemes::block_message(f, k));
 }
 

@@ -3,8 +3,8 @@
 #include <cuda_runtime.h>
 
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
-#include "qpolicy/kernels/cuda/low_precision_forward.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
+#include "qpolicy/kernels/cuda/weight_only_forward.hpp"
 
 namespace qpolicy::cuda {
 
@@ -48,8 +48,8 @@ __global__ void rotate_bf16(const std::uint16_t* x, std::int64_t n, std::int64_t
 
 namespace detail {
 
-device_lp_matrices upload_matrices(const std::vector<cpu::lp_matrix>& matrices) {
-  device_lp_matrices d;
+device_quantized_matrices upload_matrices(const std::vector<cpu::quantized_matrix>& matrices) {
+  device_quantized_matrices d;
   if (matrices.empty()) return d;
   d.rows = matrices.front().rows;
   d.cols = matrices.front().cols;
@@ -98,20 +98,20 @@ device_treated treat_activations(forward_context& ctx, schemes::activation_treat
   auto* scales = ctx.scales.as<std::uint8_t>();
   auto* values = ctx.treated.as<std::uint16_t>();
   if (t == schemes::activation_treatment::mxfp8_qdq) {
-    lp_kernel<formulas::mxfp8_torch>::run(xv, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+    block_quantizer<formulas::mxfp8_torch>::run(xv, {codes, scales}, ctx.amax.as<std::uint32_t>(), {}, ctx.launch);
     decode_mxfp8<<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
     check(cudaGetLastError(), "decode_mxfp8 (LUT-B activations)", ctx.launch);
     return {values, nullptr};
   }
   if (t == schemes::activation_treatment::mxfp4_qdq) {
-    lp_kernel<formulas::mxfp4_even>::run(xv, {codes, scales, nullptr, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+    block_quantizer<formulas::mxfp4_even>::run(xv, {codes, scales}, ctx.amax.as<std::uint32_t>(), {}, ctx.launch);
     decode_operands<true><<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
     check(cudaGetLastError(), "decode_operands (MXFP4)", ctx.launch);
     return {values, nullptr};
   }
   ctx.token_scales.reserve(static_cast<std::size_t>(rows) * sizeof(float));
   auto* st = ctx.token_scales.as<float>();
-  lp_kernel<formulas::nvfp4_per_token>::run(xv, {codes, scales, st, nullptr, false}, ctx.amax.as<std::uint32_t>(), ctx.launch);
+  block_quantizer<formulas::nvfp4_per_token>::run(xv, {codes, scales, st}, ctx.amax.as<std::uint32_t>(), {}, ctx.launch);
   decode_operands<false><<<blocks, 256, 0, stream_of(ctx.launch)>>>(codes, scales, n, values);
   check(cudaGetLastError(), "decode_operands (NVFP4)", ctx.launch);
   return {values, st};

@@ -1,5 +1,5 @@
 // CUDA kernels of the low-precision quantizers: thin __global__ templates over the shared block
-// arithmetic (numerics/low_precision_blocks.hpp). One thread per 32- or 16-block for the block formulas
+// arithmetic (numerics/quantize_blocks.hpp). One thread per 32- or 16-block for the block formulas
 // (a block's values in registers), one CUDA block per row for the per-row formulas (INT8 scales,
 // NVFP4 per-token scales); int64 indices throughout.
 #include <cuda_runtime.h>
@@ -11,7 +11,7 @@
 #include "block_reduce.cuh"
 #include "qpolicy/kernels/cuda/detail/cuda_check.hpp"
 #include "qpolicy/kernels/cuda/device_memory.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
 #include "qpolicy/schemes/registry.hpp"
 
 namespace qpolicy::cuda {
@@ -29,7 +29,7 @@ using detail::stream_of;
 /// One thread per (row, block) of a block formula. NVFP4 weights read the matrix's amax bits from
 /// `amax_bits` (the previous kernel's result) for their global scale.
 template <formula F>
-__global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t* amax_bits) {
+__global__ void block_kernel(input_view x, lp::block_outputs out, const std::uint32_t* amax_bits) {
   constexpr int block = static_cast<int>(schemes::formula_of(F).block());
   const std::int64_t per_row = x.cols / block, blocks = x.rows * per_row;
   float encode = 0.0f;
@@ -50,7 +50,7 @@ __global__ void block_kernel(input_view x, lp::outputs out, const std::uint32_t*
 /// rotated from their `size`-column block (the fused multiply-add chain of numerics/detail/hadamard.hpp,
 /// rounded once to x's dtype), then the base formula's block function.
 template <formula F>
-__global__ void rotated_block_kernel(input_view x, lp::outputs out, std::int64_t size) {
+__global__ void rotated_block_kernel(input_view x, lp::block_outputs out, std::int64_t size) {
   constexpr int block = static_cast<int>(schemes::formula_of(F).block());
   const std::int64_t per_row = x.cols / block, blocks = x.rows * per_row;
   const float c = lp::hadamard_magnitude(size);
@@ -66,7 +66,7 @@ __global__ void rotated_block_kernel(input_view x, lp::outputs out, std::int64_t
 }
 
 /// LUT-B (new-schemes §B.3): one thread per 8x64 tile, the tile's fit in the thread's local memory.
-__global__ void lut_b_kernel(input_view x, lp::outputs out) {
+__global__ void lut_b_kernel(input_view x, lp::block_outputs out) {
   const std::int64_t k_tiles = x.cols / lp::lut_cols, tiles = x.rows / lp::lut_rows * k_tiles;
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < tiles;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -129,7 +129,7 @@ __global__ void amax_kernel(input_view x, std::uint32_t* amax_bits) {
 /// One CUDA block per row: INT8 per-channel (amaxT, scale in the model dtype, one code per element) or
 /// NVFP4 per-token (amaxN, the token's scale, one 16-block per thread).
 template <formula F>
-__global__ void row_kernel(input_view x, lp::outputs out) {
+__global__ void row_kernel(input_view x, lp::block_outputs out) {
   constexpr bool int8 = F == formula::int8_per_channel;
   const std::int64_t r = blockIdx.x, first = r * x.cols;
   float a = 0.0f;
@@ -171,10 +171,11 @@ unsigned grid_for(std::int64_t items) {
 }  // namespace
 
 template <class Formula>
-void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::uint32_t* amax_scratch, const launch_options& o,
-                             std::optional<float> tensor_amax) {
+void block_quantizer<Formula>::run(const input_view& x, const quantized_outputs& quantized, std::uint32_t* amax_scratch,
+                                   const quantize_options& q, const launch_options& o) {
   constexpr formula F = Formula::id;
   constexpr auto& f = schemes::formula_of(F);
+  const lp::block_outputs out = lp::block_outputs_of(f, quantized, q);
   if (x.size() == 0) return;
   const std::int64_t size = out.transform_size ? out.transform_size : f.transform_size;
   if (!schemes::takes_shape(f, x.rows, x.cols) || (size && (!lp::is_hadamard_size(size) || x.cols % size != 0)))
@@ -193,9 +194,9 @@ void lp_kernel<Formula>::run(const input_view& x, const lp::outputs& out, std::u
     check_launch("row_kernel (low precision)", o);
   } else {
     if constexpr (F == formula::nvfp4_weight) {
-      if (tensor_amax) {
+      if (q.has_amax) {
         // The bits as the amax kernel leaves them: a non-negative float's bits order as its value.
-        const std::uint32_t bits = fp8::bits_of(*tensor_amax);
+        const std::uint32_t bits = fp8::bits_of(q.amax);
         check(cudaMemcpyAsync(amax_scratch, &bits, sizeof bits, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (amax)", o);
         check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (amax)", o);  // `bits` is a stack value
       } else {
@@ -242,6 +243,6 @@ void hadamard_rotate(const input_view& x, std::int64_t size, float* out, const l
 }
 
 // Every low-precision formula of the registry: an external table odr-uses each kernel.
-extern const auto lp_kernel_entries = registry::table_of(registry::low_precision_formula_types, [](auto tag) { return &lp_kernel<decltype(tag)>::run; });
+extern const auto block_quantizer_entries = registry::table_of(registry::block_quantizer_formula_types, [](auto tag) { return &block_quantizer<decltype(tag)>::run; });
 
 }  // namespace qpolicy::cuda

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../support/low_precision_cases.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace bj = boost::json;
 namespace lp = qpolicy::lp;

@@ -16,17 +16,17 @@
 #include <tuple>
 #include <vector>
 
-#include "../numerics/low_precision_impls.hpp"
+#include "../numerics/block_quantizer_impls.hpp"
 #include "../support/type_lists.hpp"
 #include "device_buffer.hpp"
-#include "qpolicy/kernels/cpu/low_precision.hpp"
-#include "qpolicy/kernels/cuda/low_precision.hpp"
+#include "qpolicy/kernels/cpu/block_quantizer.hpp"
+#include "qpolicy/kernels/cuda/block_quantizer.hpp"
 
 namespace qp = qpolicy;
 namespace fp8 = qpolicy::fp8;
 using qpolicy::test::fail;
 using qpolicy::test::failures;
-using qpolicy::test::low_precision::lp_buffers;
+using qpolicy::test::low_precision::quantizer_buffers;
 
 namespace {
 
@@ -107,7 +107,7 @@ bool same_float(float a, float b) { return fp8::bits_of(a) == fp8::bits_of(b) ||
 
 /// Formula tag Formula on the device (cuda::quantize), its parts copied into `out`.
 template <class Formula>
-void cuda_quantize(const qpolicy::input_view& x, lp_buffers& out) {
+void cuda_quantize(const qpolicy::input_view& x, quantizer_buffers& out) {
   const auto& f = qp::schemes::formula_of(Formula::id);
   const auto o = out.outputs(f);
   const bool floats = out.block_scales.empty();
@@ -128,7 +128,7 @@ void check(const input& t, int& runs) {
   const qpolicy::input_view x{t.bits.data(), t.type, t.rows, t.cols};
   for (const bool swizzled : {false, true}) {
     if (swizzled && (!f.block() || f.tiled())) continue;
-    lp_buffers gpu(Formula::id, t.rows, t.cols, swizzled), cpu(Formula::id, t.rows, t.cols, swizzled);
+    quantizer_buffers gpu(Formula::id, t.rows, t.cols, swizzled), cpu(Formula::id, t.rows, t.cols, swizzled);
     cuda_quantize<Formula>(x, gpu);
     qp::test::low_precision::reference_quantize<Formula>(x, cpu);
     ++runs;
@@ -175,7 +175,7 @@ void check_rotation_and_decode(const input& t, int& runs) {
   }
   const auto& f = qp::schemes::formula_of(qp::schemes::formula::lut_b);
   if (!qp::schemes::takes_shape(f, t.rows, t.cols)) return;
-  lp_buffers q(qp::schemes::formula::lut_b, t.rows, t.cols, false);
+  quantizer_buffers q(qp::schemes::formula::lut_b, t.rows, t.cols, false);
   qp::test::low_precision::reference_quantize<qp::formulas::lut_b>(x, q);
   for (const auto type : {qpolicy::element::bf16, qpolicy::element::f16}) {
     std::vector<std::uint16_t> want(t.bits.size()), got(t.bits.size());

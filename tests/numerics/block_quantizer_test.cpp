@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "qpolicy/kernels/cpu/low_precision_reference.hpp"
+#include "qpolicy/kernels/cpu/block_reference.hpp"
 #include "../support/low_precision_cases.hpp"
-#include "low_precision_impls.hpp"
-#include "qpolicy/numerics/low_precision.hpp"
+#include "block_quantizer_impls.hpp"
+#include "qpolicy/numerics/block_formats.hpp"
 
 namespace lp = qpolicy::lp;
 namespace ref = qpolicy::cpu::reference;
