@@ -61,6 +61,60 @@ HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int
     for (std::int64_t t = whole; t < count; ++t) acc[r * L + (t - whole)] += x[r * ldx + t] * w[t];
 }
 
+/// acc[0, L) += the products x[t] w[t], t < count, of one activation row and elements [k0, k0 + count)
+/// of weight row n, decoded in registers (the same values and products as decode_run then dot_rows,
+/// without the decoded run's store and reload, which bound a lone activation row's e4m3 weights); the
+/// lanes' sums as dot_rows leaves them (elements past the last whole vector in lane t - whole). false:
+/// row n's format has no fused decode (e2m1's runs gain nothing from it), and acc is unchanged.
+HWY_INLINE bool fused_dot_one(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count, const float* HWY_RESTRICT x,
+                              float* HWY_RESTRICT acc) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)w, (void)n, (void)k0, (void)count, (void)x, (void)acc;
+  return false;
+#else
+  const float_tag d;
+  const hn::RebindToUnsigned<float_tag> du;
+  const hn::Rebind<std::uint8_t, float_tag> d8;
+  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto* codes = static_cast<const std::uint8_t*>(w.codes);
+  const auto e4m3_at = [&](const std::uint8_t* c) { return e4m3_lanes(du, hn::PromoteTo(du, hn::LoadU(d8, c))); };
+  auto a0 = hn::LoadU(d, acc), a1 = hn::Zero(d);
+  switch (w.format) {
+    case row_format::e4m3: {
+      const std::uint8_t* c = codes + n * w.k + k0;
+      const std::int64_t whole = count / L * L;
+      std::int64_t t = 0;
+      for (; t + 2 * L <= whole; t += 2 * L) {
+        a0 = hn::MulAdd(hn::LoadU(d, x + t), e4m3_at(c + t), a0);
+        a1 = hn::MulAdd(hn::LoadU(d, x + t + L), e4m3_at(c + t + L), a1);
+      }
+      if (t < whole) a0 = hn::MulAdd(hn::LoadU(d, x + t), e4m3_at(c + t), a0);
+      hn::StoreU(hn::Add(a0, a1), d, acc);
+      const float* e4m3_table = e4m3_values().data();
+      for (t = whole; t < count; ++t) acc[t - whole] += x[t] * e4m3_table[c[t]];
+      return true;
+    }
+    case row_format::e4m3_e8m0: {  // whole 32-element blocks: L divides them
+      for (std::int64_t b = 0; b < count; b += lp::mx_block) {
+        const std::uint8_t s = w.scales[n * (w.k / lp::mx_block) + (k0 + b) / lp::mx_block];
+        const std::uint8_t* c = codes + n * w.k + k0 + b;
+        // Marlin: byte 0 decodes the block as 0, NaN codes too (the products x * 0 stay, as decode_run's).
+        const auto scale = hn::Set(d, s == 0 ? 0.0f : lp::e8m0_value(s));
+        for (std::int64_t t = 0; t < lp::mx_block; t += 2 * L) {
+          const auto w0 = s == 0 ? hn::Zero(d) : hn::Mul(e4m3_at(c + t), scale);
+          const auto w1 = s == 0 ? hn::Zero(d) : hn::Mul(e4m3_at(c + t + L), scale);
+          a0 = hn::MulAdd(hn::LoadU(d, x + b + t), w0, a0);
+          a1 = hn::MulAdd(hn::LoadU(d, x + b + t + L), w1, a1);
+        }
+      }
+      hn::StoreU(hn::Add(a0, a1), d, acc);
+      return true;
+    }
+    default: return false;
+  }
+#endif
+}
+
 /// How far ahead along its own row each weight row's codes are fetched: a block's rows interleave their
 /// streams, chunk by chunk, which the hardware prefetcher follows late.
 inline constexpr std::int64_t prefetch_elements = 8 * decode_chunk;
@@ -106,13 +160,10 @@ void decode_gemm_range(const code_rows& w, const batch_activations& x, const gro
           const std::int64_t row = row0 + j;
           float* a = acc + j * rows * L;
           prefetch_ahead(w, row, k0, count);
-          const float* wv = decode_run(w, row, k0, count, buffer);
-          if (!groups) {
-            dot_rows(xs, k, rows, wv, count, a);
-            continue;
-          }
-          std::fill(part, part + rows * L, 0.0f);
-          dot_rows(xs, k, rows, wv, count, part);
+          float* sums = groups ? part : a;  // with group scales, the chunk's sums from zero
+          if (groups) std::fill(part, part + rows * L, 0.0f);
+          if (rows != 1 || !fused_dot_one(w, row, k0, count, xs, sums)) dot_rows(xs, k, rows, decode_run(w, row, k0, count, buffer), count, sums);
+          if (!groups) continue;
           const float ws = groups->w_scale[(row / 128) * groups->chunks + k0 / decode_chunk];
           for (std::int64_t r = 0; r < rows; ++r) {
             const auto s = hn::Set(d, groups->a_scale[(m0 + r) * groups->chunks + k0 / decode_chunk] * ws);

@@ -244,19 +244,21 @@ TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound when each bl
   // Each 16-element block of a row is scaled by its own power of two (so neighbouring blocks' scale
   // bytes differ, and a decoder that took one block's scale for another's would be far off), over 80
   // rows (whole 64-row passes and a 16-row tile) and K with a half pair of steps at its end where the
-  // formula allows it.
+  // formula allows it (NVFP4: half a 32-element step). One row of x, or 17 (a pass of 16 and one), takes
+  // the decode fused into a lone row's dot product.
   std::mt19937 rng(43);
-  constexpr bool whole_tiles = cpu::detail::weight_formula<Scheme>::id == formula::lut_b;
-  const std::int64_t n = 80, k = whole_tiles ? 320 : 288;
+  constexpr auto F = cpu::detail::weight_formula<Scheme>::id;
+  const std::int64_t n = 80, k = F == formula::lut_b ? 320 : qp::schemes::formula_of(F).block() == 16 ? 272 : 288;
+  const std::int64_t m = GENERATE(1, 5, 17);
   auto w = random_bf16(n, k, 0.02f, rng);
   for (std::int64_t i = 0; i < n * k; ++i) {
     const std::int64_t block = i / 16, row = i / k;
     const float factor = std::ldexp(1.0f, static_cast<int>((block * 5 + row) % 9) - 4);
     w.bits[static_cast<std::size_t>(i)] = fp8::to_bf16(fp8::from_bf16(w.bits[static_cast<std::size_t>(i)]) * factor);
   }
-  const auto x = random_bf16(5, k, 1.0f, rng);
+  const auto x = random_bf16(m, k, 1.0f, rng);
   constexpr auto treatment = qp::schemes::contract_of(Scheme::id).moe_treatment;
-  INFO(Scheme::name);
+  INFO(Scheme::name << ", " << m << " rows of x");
   check_gemm_bound<Scheme>(treatment, x.floats(), x.rows, w);
 }
 
