@@ -143,6 +143,30 @@ void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* cod
   }
 }
 
+/// The MXFP8 blocks of a bf16 row read as words, with no widened row: the blocks' magnitude bits from
+/// the words (a finite bf16 value's float32 bits are its word's, shifted), the E8M0 scales, and the codes
+/// through the bf16 encoder, which widens each vector in registers: the widened row's bits. False, with
+/// nothing written, for a row holding a NaN or an infinity: the widened row's block functions say what
+/// those blocks get.
+bool mxfp8_bf16_row(const std::uint16_t* words, std::int64_t cols, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+  const std::int64_t blocks = cols / 32;
+  thread_local std::vector<std::uint16_t> magnitude;
+  thread_local std::vector<std::uint32_t> amax;
+  thread_local std::vector<float> multipliers;
+  magnitude.assign(static_cast<std::size_t>(blocks), 0);
+  bool nan = false;
+  detail::magnitude_bits_bf16(words, cols, 32, magnitude.data(), &nan);
+  if (nan || *std::max_element(magnitude.begin(), magnitude.end()) >= 0x7F80) return false;
+  amax.resize(magnitude.size());
+  multipliers.resize(magnitude.size());
+  for (std::size_t j = 0; j < magnitude.size(); ++j) amax[j] = std::uint32_t{magnitude[j]} << 16;
+  detail::e8m0_block_scales(amax.data(), amax.data(), blocks, flashinfer ? detail::e8m0_scales::mxfp8_flashinfer : detail::e8m0_scales::mxfp8_torch,
+                            scales, multipliers.data());
+  detail::encode_e4m3_bf16(words, cols, 32, multipliers.data(), {flashinfer ? detail::e4m3_rule::clamp_s_sat : detail::e4m3_rule::tcvt, true},
+                           codes);
+  return true;
+}
+
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
 /// x times 1 / E8(b), through the encoder.
 void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers) {
@@ -285,6 +309,12 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
         }
       }
 #endif
+      if constexpr (f.transform == schemes::pre_transform::none && (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer)) {
+        if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
+            mxfp8_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, f.base == formula::mxfp8_flashinfer,
+                           out.codes + r * x.cols, out.block_scales + r * (x.cols / 32)))
+          continue;
+      }
       detail::widen(x, r * x.cols, x.cols, row.data());
       if constexpr (f.transform == schemes::pre_transform::hadamard) {
         if (size == 32 && !out.swizzled) {
