@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -143,12 +144,23 @@ void mxfp8_flashinfer_row(const float* x, std::int64_t blocks, std::uint8_t* cod
   }
 }
 
-/// The MXFP8 blocks of a bf16 row read as words, with no widened row: the blocks' magnitude bits from
-/// the words (a finite bf16 value's float32 bits are its word's, shifted), the E8M0 scales, and the codes
-/// through the bf16 encoder, which widens each vector in registers: the widened row's bits. False, with
-/// nothing written, for a row holding a NaN or an infinity: the widened row's block functions say what
-/// those blocks get.
-bool mxfp8_bf16_row(const std::uint16_t* words, std::int64_t cols, bool flashinfer, std::uint8_t* codes, std::uint8_t* scales) {
+/// The E8M0 scale rule of an MX formula; none for the others.
+constexpr std::optional<detail::e8m0_scales> mx_scales_of(formula f) {
+  switch (f) {
+    case formula::mxfp8_torch: return detail::e8m0_scales::mxfp8_torch;
+    case formula::mxfp8_flashinfer: return detail::e8m0_scales::mxfp8_flashinfer;
+    case formula::mxfp4_even: return detail::e8m0_scales::mxfp4_even;
+    case formula::mxfp4_rceil: return detail::e8m0_scales::mxfp4_rceil;
+    default: return std::nullopt;
+  }
+}
+
+/// The MX blocks of a bf16 row read as words, with no widened row: the blocks' magnitude bits from the
+/// words (a finite bf16 value's float32 bits are its word's, shifted), the E8M0 scales of `kind`, and the
+/// codes from the words, each vector widened in registers: the widened row's bits. False, with nothing
+/// written, for a row holding a NaN or an infinity: the widened row's block functions say what those
+/// blocks get.
+bool mx_bf16_row(const std::uint16_t* words, std::int64_t cols, detail::e8m0_scales kind, std::uint8_t* codes, std::uint8_t* scales) {
   const std::int64_t blocks = cols / 32;
   thread_local std::vector<std::uint16_t> magnitude;
   thread_local std::vector<std::uint32_t> amax;
@@ -160,11 +172,18 @@ bool mxfp8_bf16_row(const std::uint16_t* words, std::int64_t cols, bool flashinf
   amax.resize(magnitude.size());
   multipliers.resize(magnitude.size());
   for (std::size_t j = 0; j < magnitude.size(); ++j) amax[j] = std::uint32_t{magnitude[j]} << 16;
-  detail::e8m0_block_scales(amax.data(), amax.data(), blocks, flashinfer ? detail::e8m0_scales::mxfp8_flashinfer : detail::e8m0_scales::mxfp8_torch,
-                            scales, multipliers.data());
-  detail::encode_e4m3_bf16(words, cols, 32, multipliers.data(), {flashinfer ? detail::e4m3_rule::clamp_s_sat : detail::e4m3_rule::tcvt, true},
-                           codes);
-  return true;
+  detail::e8m0_block_scales(amax.data(), amax.data(), blocks, kind, scales, multipliers.data());
+  switch (kind) {
+    case detail::e8m0_scales::mxfp8_torch:
+    case detail::e8m0_scales::mxfp8_flashinfer:
+      detail::encode_e4m3_bf16(words, cols, 32, multipliers.data(),
+                               {kind == detail::e8m0_scales::mxfp8_flashinfer ? detail::e4m3_rule::clamp_s_sat : detail::e4m3_rule::tcvt, true},
+                               codes);
+      return true;
+    case detail::e8m0_scales::mxfp4_even:
+    case detail::e8m0_scales::mxfp4_rceil: detail::e2m1_codes_bf16(words, blocks, 32, multipliers.data(), codes); return true;
+  }
+  return false;
 }
 
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
@@ -309,10 +328,11 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
         }
       }
 #endif
-      if constexpr (f.transform == schemes::pre_transform::none && (f.base == formula::mxfp8_torch || f.base == formula::mxfp8_flashinfer)) {
+      if constexpr (f.transform == schemes::pre_transform::none && mx_scales_of(F)) {
+        constexpr bool e2m1 = f.codes == schemes::code_format::e2m1_packed;
         if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
-            mxfp8_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, f.base == formula::mxfp8_flashinfer,
-                           out.codes + r * x.cols, out.block_scales + r * (x.cols / 32)))
+            mx_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, *mx_scales_of(F), out.codes + r * x.cols / (e2m1 ? 2 : 1),
+                        out.block_scales + r * (x.cols / 32)))
           continue;
       }
       detail::widen(x, r * x.cols, x.cols, row.data());

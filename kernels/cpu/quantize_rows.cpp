@@ -183,8 +183,9 @@ bool sat_codes_bf16_run(const std::uint16_t* in, std::int64_t n, std::int64_t wi
   return multiply ? sat_codes_run<true, true>(in, n, width, s, out, ahead) : sat_codes_run<true, false>(in, n, width, s, out, ahead);
 }
 
-void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64_t block, const float* HWY_RESTRICT multipliers,
-                    std::uint8_t* HWY_RESTRICT packed) {
+template <bool Bf16>
+void e2m1_codes_of(const void* HWY_RESTRICT x, std::int64_t blocks, std::int64_t block, const float* HWY_RESTRICT multipliers,
+                   std::uint8_t* HWY_RESTRICT packed) {
   const lanes_f32 d;
   const hn::Rebind<std::uint8_t, lanes_f32> d8;
   const hn::CappedTag<std::int16_t, 16> d16;  // a pair of codes (each at most 15) is a positive int16
@@ -197,7 +198,7 @@ void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64
   for (std::int64_t c0 = 0; c0 < total; c0 += chunk) {
     const std::int64_t count = std::min(chunk, total - c0);
     for (std::int64_t i = 0; i < count; i += L) {
-      const auto y = hn::Mul(hn::LoadU(d, x + c0 + i), hn::Set(d, multipliers[(c0 + i) / block]));
+      const auto y = hn::Mul(load_lanes<Bf16>(x, c0 + i), hn::Set(d, multipliers[(c0 + i) / block]));
       hn::StoreU(hn::DemoteTo(d8, e2m1_code_lanes(y)), d8, codes + i);
     }
     std::int64_t i = 0;
@@ -208,6 +209,16 @@ void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64
     }
     for (; i < count; i += 2) packed[(c0 + i) / 2] = static_cast<std::uint8_t>((codes[i] & 0xFu) | ((codes[i + 1] & 0xFu) << 4));
   }
+}
+
+void e2m1_codes_run(const float* HWY_RESTRICT x, std::int64_t blocks, std::int64_t block, const float* HWY_RESTRICT multipliers,
+                    std::uint8_t* HWY_RESTRICT packed) {
+  e2m1_codes_of<false>(x, blocks, block, multipliers, packed);
+}
+
+void e2m1_codes_bf16_run(const std::uint16_t* HWY_RESTRICT x, std::int64_t blocks, std::int64_t block, const float* HWY_RESTRICT multipliers,
+                         std::uint8_t* HWY_RESTRICT packed) {
+  e2m1_codes_of<true>(x, blocks, block, multipliers, packed);
 }
 
 template <int Drop>
@@ -334,6 +345,7 @@ HWY_EXPORT(block_magnitude_bits_run);
 HWY_EXPORT(sat_codes_f32_run);
 HWY_EXPORT(sat_codes_bf16_run);
 HWY_EXPORT(e2m1_codes_run);
+HWY_EXPORT(e2m1_codes_bf16_run);
 HWY_EXPORT(int8_codes_run);
 HWY_EXPORT(rotate_blocks_run);
 HWY_EXPORT(round_to_bf16_run);
@@ -360,6 +372,10 @@ bool sat_codes_f32(const float* in, std::int64_t n, std::int64_t width, const fl
 bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width, const float* s, bool multiply, std::uint8_t* out,
                      const void* ahead) {
   return QPOLICY_DISPATCH(sat_codes_bf16_run)(in, n, width > 0 ? width : n, s, multiply, out, ahead);
+}
+
+void e2m1_codes_bf16(const std::uint16_t* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed) {
+  QPOLICY_DISPATCH(e2m1_codes_bf16_run)(x, blocks, block, multipliers, packed);
 }
 
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed) {

@@ -36,6 +36,8 @@ bool sat_codes_bf16(const std::uint16_t* in, std::int64_t n, std::int64_t width,
 /// (element 2i in the low nibble): lp::e2m1_encode of every product, NaN included. A NaN multiplier is
 /// the caller's (which NaN a product keeps depends on operand order).
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed);
+/// e2m1_codes of bf16 words, each widened in registers.
+void e2m1_codes_bf16(const std::uint16_t* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed);
 
 /// Which MX formula's E8M0 block scales e8m0_block_scales computes.
 enum class e8m0_scales : std::uint8_t {
