@@ -155,23 +155,31 @@ constexpr std::optional<detail::e8m0_scales> mx_scales_of(formula f) {
   }
 }
 
-/// The MX blocks of a bf16 row read as words, with no widened row: the blocks' magnitude bits from the
-/// words (a finite bf16 value's float32 bits are its word's, shifted), the E8M0 scales of `kind`, and the
-/// codes from the words, each vector widened in registers: the widened row's bits. False, with nothing
-/// written, for a row holding a NaN or an infinity: the widened row's block functions say what those
-/// blocks get.
+/// The float32 magnitude bits of each `block`-word block of a bf16 row, from the words (a finite bf16
+/// value's float32 bits are its word's, shifted: the widened row's amax), into `amax`, and the largest
+/// of them. nullopt for a row holding a NaN or an infinity, whose blocks the widened row's block
+/// functions take.
+std::optional<std::uint32_t> bf16_block_amax(const std::uint16_t* words, std::int64_t cols, std::int64_t block, std::vector<std::uint32_t>& amax) {
+  thread_local std::vector<std::uint16_t> magnitude;
+  magnitude.assign(static_cast<std::size_t>(cols / block), 0);
+  bool nan = false;
+  detail::magnitude_bits_bf16(words, cols, block, magnitude.data(), &nan);
+  const std::uint16_t widest = *std::max_element(magnitude.begin(), magnitude.end());
+  if (nan || widest >= 0x7F80) return std::nullopt;
+  amax.resize(magnitude.size());
+  for (std::size_t j = 0; j < magnitude.size(); ++j) amax[j] = std::uint32_t{magnitude[j]} << 16;
+  return std::uint32_t{widest} << 16;
+}
+
+/// The MX blocks of a bf16 row read as words, with no widened row: the blocks' amax from the words, the
+/// E8M0 scales of `kind`, and the codes from the words, each vector widened in registers: the widened
+/// row's bits. False, with nothing written, for a row holding a NaN or an infinity.
 bool mx_bf16_row(const std::uint16_t* words, std::int64_t cols, detail::e8m0_scales kind, std::uint8_t* codes, std::uint8_t* scales) {
   const std::int64_t blocks = cols / 32;
-  thread_local std::vector<std::uint16_t> magnitude;
   thread_local std::vector<std::uint32_t> amax;
   thread_local std::vector<float> multipliers;
-  magnitude.assign(static_cast<std::size_t>(blocks), 0);
-  bool nan = false;
-  detail::magnitude_bits_bf16(words, cols, 32, magnitude.data(), &nan);
-  if (nan || *std::max_element(magnitude.begin(), magnitude.end()) >= 0x7F80) return false;
-  amax.resize(magnitude.size());
-  multipliers.resize(magnitude.size());
-  for (std::size_t j = 0; j < magnitude.size(); ++j) amax[j] = std::uint32_t{magnitude[j]} << 16;
+  if (!bf16_block_amax(words, cols, 32, amax)) return false;
+  multipliers.resize(amax.size());
   detail::e8m0_block_scales(amax.data(), amax.data(), blocks, kind, scales, multipliers.data());
   switch (kind) {
     case detail::e8m0_scales::mxfp8_torch:
@@ -184,6 +192,28 @@ bool mx_bf16_row(const std::uint16_t* words, std::int64_t cols, detail::e8m0_sca
     case detail::e8m0_scales::mxfp4_rceil: detail::e2m1_codes_bf16(words, blocks, 32, multipliers.data(), codes); return true;
   }
   return false;
+}
+
+/// The NVFP4 16-blocks of a bf16 row read as words, with no widened row (as mx_bf16_row): weights under
+/// the tensor's encode scale, or activations under their token's, written to `token_scale`. False for a
+/// row holding a NaN or an infinity, or whose products make a NaN multiplier (a zero row's infinite encode
+/// scale): the widened row's path then writes every output again.
+bool nvfp4_bf16_row(const std::uint16_t* words, std::int64_t cols, bool weight, float encode, std::uint8_t* codes, std::uint8_t* scales,
+                    float* token_scale) {
+  const std::int64_t blocks = cols / 16;
+  thread_local std::vector<std::uint32_t> amax;
+  thread_local std::vector<float> multipliers;
+  const auto widest = bf16_block_amax(words, cols, 16, amax);
+  if (!widest) return false;
+  multipliers.resize(amax.size());
+  const float st = weight ? 0.0f : lp::nvfp4_token_scale(fp8::float_of(*widest));
+  if (!weight) encode = 1.0f / st;  // a zero row gives +inf
+  if (!detail::nvfp4_block_scales(amax.data(), blocks, encode, weight, scales, multipliers.data())) return false;
+  for (const float m : multipliers)
+    if (m != m) return false;
+  detail::e2m1_codes_bf16(words, blocks, 16, multipliers.data(), codes);
+  if (!weight) *token_scale = st;
+  return true;
 }
 
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
@@ -328,6 +358,12 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
         }
       }
 #endif
+      if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
+        if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
+            nvfp4_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, F == formula::nvfp4_weight, encode,
+                           out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr))
+          continue;
+      }
       if constexpr (f.transform == schemes::pre_transform::none && mx_scales_of(F)) {
         constexpr bool e2m1 = f.codes == schemes::code_format::e2m1_packed;
         if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
