@@ -216,6 +216,20 @@ bool nvfp4_bf16_row(const std::uint16_t* words, std::int64_t cols, bool weight, 
   return true;
 }
 
+/// An INT8 row of bf16 read as words, with no widened row: the row's amax from the words, its scale, and
+/// the codes, each vector widened in registers. False for a row holding a NaN (the widened row's scale
+/// keeps that NaN).
+bool int8_bf16_row(const std::uint16_t* words, std::int64_t cols, std::int8_t* codes, float* scale) {
+  std::uint16_t magnitude = 0;
+  bool nan = false;
+  detail::magnitude_bits_bf16(words, cols, cols, &magnitude, &nan);
+  if (nan) return false;
+  const float s = lp::int8_scale(element::bf16, fp8::float_of(std::uint32_t{magnitude} << 16));
+  detail::int8_codes_bf16(words, cols, s, codes);
+  *scale = s;
+  return true;
+}
+
 /// The MXFP8 (torch path) blocks of a widened row: the scales, then the codes tcvt(x / E8(b)), as
 /// x times 1 / E8(b), through the encoder.
 void mxfp8_torch_row(const float* x, std::int64_t blocks, std::uint8_t* codes, std::uint8_t* scales, std::vector<float>& multipliers) {
@@ -358,6 +372,12 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
         }
       }
 #endif
+      if constexpr (F == formula::int8_per_channel) {
+        if (x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
+            int8_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, reinterpret_cast<std::int8_t*>(out.codes) + r * x.cols,
+                          out.row_scales + r))
+          continue;
+      }
       if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
         if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
             nvfp4_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, F == formula::nvfp4_weight, encode,

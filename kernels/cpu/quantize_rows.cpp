@@ -221,8 +221,8 @@ void e2m1_codes_bf16_run(const std::uint16_t* HWY_RESTRICT x, std::int64_t block
   e2m1_codes_of<true>(x, blocks, block, multipliers, packed);
 }
 
-template <int Drop>
-void int8_codes_of(const float* HWY_RESTRICT row, std::int64_t n, float s, element type, std::int8_t* HWY_RESTRICT q) {
+template <int Drop, bool Bf16 = false>
+void int8_codes_of(const void* HWY_RESTRICT row, std::int64_t n, float s, element type, std::int8_t* HWY_RESTRICT q) {
   const lanes_f32 d;
   const lanes_i32 di;
   const lanes_u32 du;
@@ -231,7 +231,7 @@ void int8_codes_of(const float* HWY_RESTRICT row, std::int64_t n, float s, eleme
   const auto scale = hn::Set(d, s), magic = hn::Set(d, 12582912.0f);
   std::int64_t i = 0;
   for (; i + L <= n; i += L) {
-    const auto v = hn::Div(hn::LoadU(d, row + i), scale);
+    const auto v = hn::Div(load_lanes<Bf16>(row, i), scale);
     auto t = v;
     if constexpr (Drop > 0) {  // rD: round to nearest even at bit Drop (a NaN is decided before: its bits may round to infinity)
       const auto u = hn::BitCast(du, v);
@@ -242,7 +242,11 @@ void int8_codes_of(const float* HWY_RESTRICT row, std::int64_t n, float s, eleme
     const auto c = hn::Min(hn::Max(hn::IfThenZeroElse(hn::IsNaN(v), t), hn::Set(d, -127.0f)), hn::Set(d, 127.0f));
     hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, hn::Sub(hn::Add(c, magic), magic))), d8, q + i);
   }
-  for (; i < n; ++i) q[i] = lp::int8_code(type, row[i], s);
+  for (; i < n; ++i) q[i] = lp::int8_code(type, element_at<Bf16>(row, i), s);
+}
+
+void int8_codes_bf16_run(const std::uint16_t* words, std::int64_t n, float s, std::int8_t* q) {
+  int8_codes_of<16, true>(words, n, s, element::bf16, q);
 }
 
 void int8_codes_run(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q) {
@@ -347,6 +351,7 @@ HWY_EXPORT(sat_codes_bf16_run);
 HWY_EXPORT(e2m1_codes_run);
 HWY_EXPORT(e2m1_codes_bf16_run);
 HWY_EXPORT(int8_codes_run);
+HWY_EXPORT(int8_codes_bf16_run);
 HWY_EXPORT(rotate_blocks_run);
 HWY_EXPORT(round_to_bf16_run);
 HWY_EXPORT(non_finite_words_run);
@@ -380,6 +385,10 @@ void e2m1_codes_bf16(const std::uint16_t* x, std::int64_t blocks, std::int64_t b
 
 void e2m1_codes(const float* x, std::int64_t blocks, std::int64_t block, const float* multipliers, std::uint8_t* packed) {
   QPOLICY_DISPATCH(e2m1_codes_run)(x, blocks, block, multipliers, packed);
+}
+
+void int8_codes_bf16(const std::uint16_t* words, std::int64_t n, float s, std::int8_t* q) {
+  QPOLICY_DISPATCH(int8_codes_bf16_run)(words, n, s, q);
 }
 
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q) {

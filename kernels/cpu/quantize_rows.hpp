@@ -64,6 +64,8 @@ enum class model_rounding : std::uint8_t { bf16, f16, f32 };
 
 /// INT8 codes q[i] = lp::int8_code(D, row[i], s), i < n.
 void int8_codes(const float* row, std::int64_t n, float s, model_rounding rounding, std::int8_t* q);
+/// int8_codes of a bf16 row read as words (the model dtype's rounding: bf16's), each vector widened in registers.
+void int8_codes_bf16(const std::uint16_t* words, std::int64_t n, float s, std::int8_t* q);
 
 /// The Hadamard rotation of `blocks` consecutive blocks of n columns by the tabulated signed matrix h
 /// ([n, n], row-major): out[j] = the fused multiply-add chain over i of x[i] * h[i][j] from 0, in i's
