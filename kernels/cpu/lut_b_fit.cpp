@@ -12,6 +12,9 @@
 //
 // The fit keeps arrays of vectors and masks, which scalable vectors (SVE) cannot form: arm64 runs the
 // NEON build of this file (Grace's SVE vectors are 128 bits, as NEON's).
+#ifndef QPOLICY_HWY_UNUSED_TARGETS
+#define QPOLICY_HWY_UNUSED_TARGETS 0  // a build outside meson.build (the libFuzzer and device scripts) compiles them all
+#endif
 #undef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (QPOLICY_HWY_UNUSED_TARGETS | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #undef HWY_TARGET_INCLUDE
