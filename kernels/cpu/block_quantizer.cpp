@@ -340,9 +340,11 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
                                            out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 32)))
           continue;
       }
+      // A bf16 row read as words in place (no widened row), by the AVX-512 kernels where the CPU has them.
+      [[maybe_unused]] const bool words_in_place = x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
+      [[maybe_unused]] const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
 #if QPOLICY_X86_KERNELS
-      const bool bf16_words = x.type == element::bf16 && detail::has_avx512_kernels() && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0;
-      const auto* words = static_cast<const std::uint16_t*>(x.data) + r * x.cols;
+      const bool bf16_words = words_in_place && detail::has_avx512_kernels();
       const std::int64_t next = backward ? r - 1 : r + 1;  // the row after this one, for the kernels' prefetch
       const std::uint16_t* next_row = next >= first && next < last ? words + (next - r) * x.cols : nullptr;
       if constexpr (F == formula::int8_per_channel) {
@@ -373,22 +375,19 @@ void run_rows(const input_view& x, const lp::block_outputs& out, const cpu_optio
       }
 #endif
       if constexpr (F == formula::int8_per_channel) {
-        if (x.type == element::bf16 && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
-            int8_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, reinterpret_cast<std::int8_t*>(out.codes) + r * x.cols,
-                          out.row_scales + r))
+        if (words_in_place && int8_bf16_row(words, x.cols, reinterpret_cast<std::int8_t*>(out.codes) + r * x.cols, out.row_scales + r))
           continue;
       }
       if constexpr (F == formula::nvfp4_weight || F == formula::nvfp4_per_token) {
-        if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
-            nvfp4_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, F == formula::nvfp4_weight, encode,
-                           out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 16), F == formula::nvfp4_per_token ? out.row_scales + r : nullptr))
+        if (words_in_place && !out.swizzled &&
+            nvfp4_bf16_row(words, x.cols, F == formula::nvfp4_weight, encode, out.codes + r * x.cols / 2, out.block_scales + r * (x.cols / 16),
+                           F == formula::nvfp4_per_token ? out.row_scales + r : nullptr))
           continue;
       }
       if constexpr (f.transform == schemes::pre_transform::none && mx_scales_of(F)) {
         constexpr bool e2m1 = f.codes == schemes::code_format::e2m1_packed;
-        if (x.type == element::bf16 && !out.swizzled && reinterpret_cast<std::uintptr_t>(x.data) % 2 == 0 &&
-            mx_bf16_row(static_cast<const std::uint16_t*>(x.data) + r * x.cols, x.cols, *mx_scales_of(F), out.codes + r * x.cols / (e2m1 ? 2 : 1),
-                        out.block_scales + r * (x.cols / 32)))
+        if (words_in_place && !out.swizzled &&
+            mx_bf16_row(words, x.cols, *mx_scales_of(F), out.codes + r * x.cols / (e2m1 ? 2 : 1), out.block_scales + r * (x.cols / 32)))
           continue;
       }
       detail::widen(x, r * x.cols, x.cols, row.data());
