@@ -9,6 +9,7 @@
 #include <hwy/highway.h>
 
 #include "decode_rows-inl.h"
+#include "lone_row-inl.h"
 
 #include <algorithm>
 
@@ -61,69 +62,12 @@ HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int
     for (std::int64_t t = whole; t < count; ++t) acc[r * L + (t - whole)] += x[r * ldx + t] * w[t];
 }
 
-/// acc[0, L) += the products x[t] w[t], t < count, of one activation row and elements [k0, k0 + count)
-/// of weight row n, decoded in registers (the same values and products as decode_run then dot_rows,
-/// without the decoded run's store and reload, which bound a lone activation row's e4m3 weights); the
-/// lanes' sums as dot_rows leaves them (elements past the last whole vector in lane t - whole). false:
-/// row n's format has no fused decode (e2m1's runs gain nothing from it), and acc is unchanged.
-HWY_INLINE bool fused_dot_one(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count, const float* HWY_RESTRICT x,
-                              float* HWY_RESTRICT acc) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)w, (void)n, (void)k0, (void)count, (void)x, (void)acc;
-  return false;
-#else
-  const float_tag d;
-  const hn::RebindToUnsigned<float_tag> du;
-  const hn::Rebind<std::uint8_t, float_tag> d8;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto* codes = static_cast<const std::uint8_t*>(w.codes);
-  const auto e4m3_at = [&](const std::uint8_t* c) { return e4m3_lanes(du, hn::PromoteTo(du, hn::LoadU(d8, c))); };
-  auto a0 = hn::LoadU(d, acc), a1 = hn::Zero(d);
-  switch (w.format) {
-    case row_format::e4m3: {
-      const std::uint8_t* c = codes + n * w.k + k0;
-      const std::int64_t whole = count / L * L;
-      std::int64_t t = 0;
-      for (; t + 2 * L <= whole; t += 2 * L) {
-        a0 = hn::MulAdd(hn::LoadU(d, x + t), e4m3_at(c + t), a0);
-        a1 = hn::MulAdd(hn::LoadU(d, x + t + L), e4m3_at(c + t + L), a1);
-      }
-      if (t < whole) a0 = hn::MulAdd(hn::LoadU(d, x + t), e4m3_at(c + t), a0);
-      hn::StoreU(hn::Add(a0, a1), d, acc);
-      const float* e4m3_table = e4m3_values().data();
-      for (t = whole; t < count; ++t) acc[t - whole] += x[t] * e4m3_table[c[t]];
-      return true;
-    }
-    case row_format::e4m3_e8m0: {  // whole 32-element blocks: L divides them
-      for (std::int64_t b = 0; b < count; b += lp::mx_block) {
-        const std::uint8_t s = w.scales[n * (w.k / lp::mx_block) + (k0 + b) / lp::mx_block];
-        const std::uint8_t* c = codes + n * w.k + k0 + b;
-        // Marlin: byte 0 decodes the block as 0, NaN codes too (the products x * 0 stay, as decode_run's).
-        const auto scale = hn::Set(d, s == 0 ? 0.0f : lp::e8m0_value(s));
-        for (std::int64_t t = 0; t < lp::mx_block; t += 2 * L) {
-          const auto w0 = s == 0 ? hn::Zero(d) : hn::Mul(e4m3_at(c + t), scale);
-          const auto w1 = s == 0 ? hn::Zero(d) : hn::Mul(e4m3_at(c + t + L), scale);
-          a0 = hn::MulAdd(hn::LoadU(d, x + b + t), w0, a0);
-          a1 = hn::MulAdd(hn::LoadU(d, x + b + t + L), w1, a1);
-        }
-      }
-      hn::StoreU(hn::Add(a0, a1), d, acc);
-      return true;
-    }
-    default: return false;
-  }
-#endif
-}
-
-/// How far ahead along its own row each weight row's codes are fetched: a block's rows interleave their
-/// streams, chunk by chunk, which the hardware prefetcher follows late.
-inline constexpr std::int64_t prefetch_elements = 8 * decode_chunk;
-
-/// Fetches row n's code bytes prefetch_elements past [k0, k0 + count) into the cache (past the row's
-/// end: the next rows', which the block reads next or the next block reads first).
+/// Fetches row n's code bytes row_prefetch_bytes past [k0, k0 + count) into the cache (past the row's
+/// end: the next rows', which the block reads next or the next block reads first): a block's rows
+/// interleave their streams, chunk by chunk, which the hardware prefetcher follows late.
 HWY_INLINE void prefetch_ahead(const code_rows& w, std::int64_t n, std::int64_t k0, std::int64_t count) {
   std::int64_t first = 0, bytes = 0;  // from the start of the codes
-  const std::int64_t at = n * w.k + k0 + prefetch_elements;
+  const std::int64_t at = n * w.k + k0;
   switch (w.format) {
     case row_format::f32: first = at * 4, bytes = count * 4; break;
     case row_format::e4m3:
@@ -133,7 +77,7 @@ HWY_INLINE void prefetch_ahead(const code_rows& w, std::int64_t n, std::int64_t 
     case row_format::e2m1_e4m3: first = at / 2, bytes = count / 2; break;
     case row_format::lut3: return;  // tiles of 8 rows: each row's run is 24 bytes of a 192-byte tile, read in order
   }
-  const char* ahead = static_cast<const char*>(w.codes) + first;
+  const char* ahead = static_cast<const char*>(w.codes) + first + row_prefetch_bytes;
   for (std::int64_t b = 0; b < bytes; b += 64) hwy::Prefetch(ahead + b);
 }
 
@@ -148,6 +92,9 @@ void decode_gemm_range(const code_rows& w, const batch_activations& x, const gro
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
   const std::int64_t n = w.n, k = w.k, m = x.m;
   alignas(64) float acc[row_block * decode_batch_rows * 16], part[decode_batch_rows * 16], buffer[decode_chunk];
+  // A lone activation row (the last row of x when m % 16 == 1) as the weights' fused decode reads it.
+  scratch_vector<float> lone_row(reads_prepared_row(w.format) && m % decode_batch_rows == 1 ? static_cast<std::size_t>(k) : 0);
+  if (!lone_row.empty() && !prepare_lone_row(w.format, x.values + (m - 1) * k, k, lone_row.data())) lone_row.clear();
   for (std::int64_t row0 = first; row0 < last; row0 += row_block) {
     const std::int64_t block = std::min(row_block, last - row0);
     for (std::int64_t m0 = 0; m0 < m; m0 += decode_batch_rows) {
@@ -162,7 +109,7 @@ void decode_gemm_range(const code_rows& w, const batch_activations& x, const gro
           prefetch_ahead(w, row, k0, count);
           float* sums = groups ? part : a;  // with group scales, the chunk's sums from zero
           if (groups) std::fill(part, part + rows * L, 0.0f);
-          if (rows != 1 || !fused_dot_one(w, row, k0, count, xs, sums)) dot_rows(xs, k, rows, decode_run(w, row, k0, count, buffer), count, sums);
+          if (rows != 1 || !fused_dot_one(w, row, k0, count, xs, lone_row.empty() ? nullptr : lone_row.data() + k0, sums)) dot_rows(xs, k, rows, decode_run(w, row, k0, count, buffer), count, sums);
           if (!groups) continue;
           const float ws = groups->w_scale[(row / 128) * groups->chunks + k0 / decode_chunk];
           for (std::int64_t r = 0; r < rows; ++r) {

@@ -13,7 +13,10 @@
 //     Where the CPU has AMX, sixteen weight rows' decoded steps form a tile for tdpbf16ps, which takes
 //     the same operands under the same rules (decode_tiles_amx.hpp).
 //   - Elsewhere (decode_gemm.cpp, portable SIMD on every target): the same loop in float32, each weight
-//     run decoded by its code format's vector decoder (decode_rows-inl.h).
+//     run decoded by its code format's vector decoder (decode_rows-inl.h); a lone row of x multiplies
+//     the codes as they are decoded in registers (lone_row-inl.h), e2m1 and e4m3 codes by their cheapest
+//     decodes (bf16 bytes looked up, float16 patterns converted), the row rearranged or scaled once to
+//     suit them. NVFP4's e4m3 block scales then multiply each block's sum, not each product.
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -28,10 +31,11 @@ namespace qpolicy::cpu::detail {
 /// The most rows of x the decode-batch GEMM takes; more rows amortize a decoded panel (gemm_tiled).
 inline constexpr std::int64_t decode_batch_rows = 16;
 
-/// How far ahead of a weight row's bytes the AVX-512 kernels fetch at least (the float32 kernel: this;
-/// the code rows: prefetch_ahead in decode_rows_avx512.hpp): several rows interleave streams, which the
-/// hardware prefetcher follows late; 16 KiB ahead measured 1.6x (MXFP4) and 1.3x (FP8) the speed of no
-/// prefetch at M = 1, and more than 4 KiB or 8 KiB.
+/// How far ahead of a weight row's bytes the decode-batch kernels fetch (the AVX-512 code rows: at least
+/// this, prefetch_ahead in decode_rows_avx512.hpp): several rows interleave streams, which the hardware
+/// prefetcher follows late; 16 KiB ahead measured 1.6x (MXFP4) and 1.3x (FP8) the speed of no prefetch at
+/// M = 1 with AVX-512, and more than 4 KiB or 8 KiB; the portable kernels' lone rows on AVX2 as much as
+/// 8 KiB or more (MXFP4 1.3x 512 bytes, the float32 baseline 1.1-1.2x 4 KiB and 8 KiB).
 inline constexpr std::int64_t row_prefetch_bytes = 16384;
 
 /// Weights [n, k] in float32 (the baseline GEMM's).

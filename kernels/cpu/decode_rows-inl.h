@@ -1,7 +1,8 @@
 // Per-target code (Highway; included once per target by the kernel files that decode weights): a run of
 // a weight row decoded to float32, every value exactly the one lp::weight_operand gives (or the e4m3 or
 // float32 value for the FP8 GEMMs' codes), so that every product the GEMMs form is the same on every
-// target. One function per code format; a new code format adds one here.
+// target (a lone activation row's NVFP4 blocks excepted: lone_row-inl.h). One function per code format;
+// a new code format adds one here.
 #if defined(QPOLICY_DECODE_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef QPOLICY_DECODE_ROWS_INL_H_
 #undef QPOLICY_DECODE_ROWS_INL_H_
@@ -128,6 +129,78 @@ HWY_INLINE void e2m1_run(const std::uint8_t* packed, std::int64_t pairs, const f
   }
 #endif
 }
+
+#if HWY_TARGET != HWY_SCALAR
+/// The code bytes of a group of e2m1 weights that e2m1_group decodes in registers: at most 32 (64
+/// weights), whole 128-bit blocks.
+using e2m1_byte_tag = hn::CappedTag<std::uint8_t, 32>;
+/// The float32 vectors e2m1_group fills: a quarter of the group's bytes each.
+using e2m1_float_tag = hn::Repartition<float, e2m1_byte_tag>;
+
+/// The weights in a group of e2m1_group: two per code byte.
+HWY_INLINE std::int64_t e2m1_group_weights() { return 2 * static_cast<std::int64_t>(hn::Lanes(e2m1_byte_tag())); }
+
+/// Which weight of its group lane `lane` of e2m1_group's vector v (0..7) holds. Vector v = 4h + 2u + e
+/// comes from the codes' low (h = 0) or high (h = 1) nibbles, the lower (u = 0) or upper (u = 1) halves of
+/// each 128-bit block b after the bytes are paired into bf16 words, and their even (e = 0) or odd (e = 1)
+/// words; its lane 4b + r holds byte 16b + 8u + 2r + e's nibble h, which is weight 2 * byte + h.
+HWY_INLINE std::int64_t e2m1_group_weight(std::int64_t v, std::int64_t lane) {
+  const std::int64_t h = v / 4, u = v / 2 % 2, e = v % 2, b = lane / 4, r = lane % 4;
+  return 2 * (16 * b + 8 * u + 2 * r + e) + h;
+}
+
+/// A scale per 128-bit block of e2m1_group's vectors: lanes [4b, 4b + 4) scales[b * stride] (b < 2).
+HWY_INLINE hn::Vec<e2m1_float_tag> block_lanes(const float* scales, std::int64_t stride) {
+  const e2m1_float_tag df;
+  if constexpr (hn::MaxLanes(df) >= 8) {
+    if (hn::Lanes(df) == 8) {
+      const hn::Half<e2m1_float_tag> dh;
+      return hn::Combine(df, hn::Set(dh, scales[stride]), hn::Set(dh, scales[0]));
+    }
+  }
+  return hn::Set(df, scales[0]);
+}
+
+/// The scales of e2m1_group's vectors v with v % 4 < 2 (half u = 0 of each 128-bit block) and v % 4 >= 2
+/// (u = 1), from the scales of the group's Block-element blocks: a 128-bit block of codes is one MX
+/// block, or two NVFP4 blocks (its halves).
+template <std::int64_t Block>
+HWY_INLINE hn::Vec<e2m1_float_tag> e2m1_half_scales(const float* scales, int u) {
+  return Block == 32 ? block_lanes(scales, 1) : block_lanes(scales + u, 2);
+}
+
+/// The e2m1_group_weights() weights of packed e2m1 codes (element 2j in byte j's low nibble) as their
+/// F4 values in float32, in eight vectors, visit(v, values) for v = 0..7, in e2m1_group_weight's order
+/// (their block scales: e2m1_half_scales). Each F4 value is a bf16 (two table lookups give its bytes), so
+/// the bytes paired into 16-bit words are the high halves of the float32 values: no conversion from
+/// integers.
+template <class Visit>
+HWY_INLINE void e2m1_group(const std::uint8_t* HWY_RESTRICT packed, Visit&& visit) {
+  const e2m1_byte_tag d8;
+  const hn::Repartition<std::uint16_t, e2m1_byte_tag> d16;
+  const hn::Repartition<std::uint32_t, e2m1_byte_tag> du;
+  const e2m1_float_tag df;
+  // F4(0..15) as bf16: low bytes, then high bytes.
+  alignas(16) static constexpr std::uint8_t low_bytes[16] = {0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0, 0, 0, 0x80, 0xC0, 0, 0x40, 0x80, 0xC0};
+  alignas(16) static constexpr std::uint8_t high_bytes[16] = {0,    0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                                                              0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
+  const auto low_table = hn::LoadDup128(d8, low_bytes), high_table = hn::LoadDup128(d8, high_bytes);
+  const auto bytes = hn::LoadU(d8, packed);
+  const auto nibble_mask = hn::Set(d8, 0x0F);
+  const auto high_words = hn::Set(du, 0xFFFF0000u);
+  const auto words = [&](int v, hn::Vec<decltype(du)> pairs) {
+    visit(v, hn::BitCast(df, hn::ShiftLeft<16>(pairs)));
+    visit(v + 1, hn::BitCast(df, hn::And(pairs, high_words)));
+  };
+  const auto nibbles = [&](int v, hn::Vec<e2m1_byte_tag> codes) {
+    const auto low = hn::TableLookupBytes(low_table, codes), high = hn::TableLookupBytes(high_table, codes);
+    words(v, hn::BitCast(du, hn::InterleaveLower(d8, low, high)));
+    words(v + 2, hn::BitCast(du, hn::InterleaveUpper(d8, low, high)));
+  };
+  nibbles(0, hn::And(bytes, nibble_mask));
+  nibbles(4, hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, bytes))), nibble_mask));
+}
+#endif
 
 /// out[0, count) = elements [k0, k0 + count) of row n of LUT-B weights (count and k0 multiples of 64):
 /// each tile's eight values F8(codebook) * E8(scale), looked up by the 3-bit indices, 8 from 3 bytes.

@@ -36,7 +36,7 @@ namespace {
 /// scheme's ratio is to the best of the float32 calls made beside it: this VM's speed drifts by 2x over
 /// seconds, and rounds spread a scheme's runs over the whole shape's time, so one slow phase does not
 /// take them all.
-void linear_layers(std::string_view only, int runs) {
+void linear_layers(std::string_view only, int runs, std::int64_t only_m) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{14336, 4096}, {4096, 14336}}) {
@@ -61,6 +61,7 @@ void linear_layers(std::string_view only, int runs) {
     };
     std::vector<batch> batches;
     for (const std::int64_t m : {1, 8, 256}) {
+      if (only_m != 0 && m != only_m) continue;
       batch b{m, std::vector<float>(static_cast<std::size_t>(m * k)), std::vector<float>(static_cast<std::size_t>(m * n)), {}, {},
               std::vector<double>(layers.size(), 1e300), std::vector<double>(layers.size(), 1e300)};
       b.x.resize(b.xf.size());
@@ -124,8 +125,15 @@ int main() {
     fmt::print(stderr, "QPOLICY_GEMM_BENCH_RUNS is '{}'; expected a whole number of runs, 1 or more\n", runs_env);
     return 1;
   }
+  // QPOLICY_GEMM_BENCH_M=1|8|256: only the linear layers' batches of that many rows.
+  const char* m_env = std::getenv("QPOLICY_GEMM_BENCH_M");
+  const std::int64_t only_m = m_env ? std::atoll(m_env) : 0;
+  if (m_env && only_m != 1 && only_m != 8 && only_m != 256) {
+    fmt::print(stderr, "QPOLICY_GEMM_BENCH_M is '{}'; expected 1, 8 or 256\n", m_env);
+    return 1;
+  }
   if (!only.empty()) {
-    linear_layers(only, runs);
+    linear_layers(only, runs, only_m);
     return 0;
   }
   const std::int64_t m = 256;
@@ -167,6 +175,6 @@ int main() {
     f32_sum += t_f32;
   }
   fmt::print("bench: cpu_gemm_fp8_block_all_shapes {:.3f} s vs f32_gemm {:.2f}x\n", fp8_sum, f32_sum / fp8_sum);
-  linear_layers(only, runs);
+  linear_layers(only, runs, only_m);
   return 0;
 }

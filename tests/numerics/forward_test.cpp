@@ -81,6 +81,28 @@ TEST_CASE("tiled FP8 GEMMs: within §10's bound at decode batches, the reference
   });
 }
 
+TEST_CASE("decode-batch FP8 GEMMs give NaN in the outputs of weight rows with a NaN code, and the same bits elsewhere", "[gemm]") {
+  // A lone row of x decodes e4m3 codes as float16 patterns, where a NaN code (0x7F, 0xFF) is a number:
+  // a chunk holding one takes the field-by-field decode. Rows 3 and 7 hold one in their second chunk.
+  const std::int64_t m = GENERATE(1, 3), n = 40, k = 384;
+  std::mt19937 rng(static_cast<unsigned>(11 + m));
+  const auto a = random_codes(static_cast<std::size_t>(m * k), rng), clean = random_codes(static_cast<std::size_t>(n * k), rng);
+  auto w = clean;
+  w[static_cast<std::size_t>(3 * k + 130)] = 0x7F;
+  w[static_cast<std::size_t>(7 * k + 200)] = 0xFF;
+  const std::vector<float> sa(1, 0.5f), sw(1, 0.25f);
+  std::vector<float> got(static_cast<std::size_t>(m * n)), want(got.size());
+  cpu::gemm_scaled(a.data(), sa.data(), false, w.data(), sw.data(), false, m, n, k, got.data(), nullptr, {2});
+  cpu::gemm_scaled(a.data(), sa.data(), false, clean.data(), sw.data(), false, m, n, k, want.data(), nullptr, {2});
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      INFO("row " << i << " of x, weight row " << j);
+      const float g = got[static_cast<std::size_t>(i * n + j)], e = want[static_cast<std::size_t>(i * n + j)];
+      if (j == 3 || j == 7) CHECK(std::isnan(g));
+      else CHECK(fp8::bits_of(g) == fp8::bits_of(e));
+    }
+}
+
 TEST_CASE("the float32 GEMM baseline computes A W^T", "[gemm]") {
   std::mt19937 rng(3);
   std::normal_distribution<float> d;

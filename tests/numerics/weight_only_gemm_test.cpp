@@ -238,6 +238,26 @@ TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound on tiny weig
   check_gemm_bound<Scheme>(treatment, xf, x.rows, w);
 }
 
+TEMPLATE_TEST_CASE("MX GEMMs of a lone activation row near either end of float32's range stay within §9's bound", "[forward][weight_only]",
+                   qp::mxfp4, qp::mxfp8) {
+  using Scheme = TestType;
+  // A lone row of x decodes e2m1 and e4m3 weights in registers and multiplies each block's sum by its
+  // scale (and e4m3's float16 patterns by 2^8), which holds while x times a code's value stays a finite
+  // normal float: a row with values near 2^125 (times 6: past float32's maximum) and 2^-130 among
+  // ordinary ones takes the decode that scales each weight first. Also 3 rows of them; Marlin's
+  // activations (x itself) and the MoE emulation's.
+  std::mt19937 rng(45);
+  const std::int64_t n = 48, k = 320;
+  const auto w = random_bf16(n, k, 0.02f, rng);
+  const std::int64_t m = GENERATE(1, 3);
+  auto x = random_bf16(m, k, 1.0f, rng).floats();
+  for (std::size_t i = 0; i < x.size(); i += 5) x[i] *= 0x1p125f, x[i + 1] *= 0x1p-130f;
+  for (const auto treatment : {qp::schemes::contract_of(Scheme::id).linear_treatment, qp::schemes::contract_of(Scheme::id).moe_treatment}) {
+    INFO(Scheme::name << ", " << m << " rows of x, treatment " << int(treatment));
+    check_gemm_bound<Scheme>(treatment, x, m, w);
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound when each block of a row has its own scale",
                         "[forward][weight_only]", qpolicy::test::weight_only_schemes) {
   using Scheme = TestType;
