@@ -21,14 +21,34 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 /// acc[r * L + j] += the products x[r][t] w[t] of the t = j (mod L) lanes, t < count, for r < rows (the
-/// lanes' float32 sums; elements past the last whole vector in lane t - whole). Four rows of x share
-/// each load of w; a lone row runs four chains along K: either way four multiply-adds are in flight.
+/// lanes' float32 sums; elements past the last whole vector in lane t - whole). Eight rows of x share
+/// each load of w, eight chains of multiply-adds in flight (two multiply-add units of four cycles'
+/// latency), then four; a lone row runs four chains along K.
 HWY_INLINE void dot_rows(const float* HWY_RESTRICT x, std::int64_t ldx, std::int64_t rows, const float* HWY_RESTRICT w,
                          std::int64_t count, float* HWY_RESTRICT acc) {
   const float_tag d;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(d));
   const std::int64_t whole = count / L * L;
   std::int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    const float* HWY_RESTRICT x0 = x + r * ldx;
+    float* HWY_RESTRICT a = acc + r * L;
+    auto a0 = hn::LoadU(d, a), a1 = hn::LoadU(d, a + L), a2 = hn::LoadU(d, a + 2 * L), a3 = hn::LoadU(d, a + 3 * L);
+    auto a4 = hn::LoadU(d, a + 4 * L), a5 = hn::LoadU(d, a + 5 * L), a6 = hn::LoadU(d, a + 6 * L), a7 = hn::LoadU(d, a + 7 * L);
+    for (std::int64_t t = 0; t < whole; t += L) {
+      const auto wv = hn::LoadU(d, w + t);
+      a0 = hn::MulAdd(hn::LoadU(d, x0 + t), wv, a0);
+      a1 = hn::MulAdd(hn::LoadU(d, x0 + ldx + t), wv, a1);
+      a2 = hn::MulAdd(hn::LoadU(d, x0 + 2 * ldx + t), wv, a2);
+      a3 = hn::MulAdd(hn::LoadU(d, x0 + 3 * ldx + t), wv, a3);
+      a4 = hn::MulAdd(hn::LoadU(d, x0 + 4 * ldx + t), wv, a4);
+      a5 = hn::MulAdd(hn::LoadU(d, x0 + 5 * ldx + t), wv, a5);
+      a6 = hn::MulAdd(hn::LoadU(d, x0 + 6 * ldx + t), wv, a6);
+      a7 = hn::MulAdd(hn::LoadU(d, x0 + 7 * ldx + t), wv, a7);
+    }
+    hn::StoreU(a0, d, a), hn::StoreU(a1, d, a + L), hn::StoreU(a2, d, a + 2 * L), hn::StoreU(a3, d, a + 3 * L);
+    hn::StoreU(a4, d, a + 4 * L), hn::StoreU(a5, d, a + 5 * L), hn::StoreU(a6, d, a + 6 * L), hn::StoreU(a7, d, a + 7 * L);
+  }
   for (; r + 4 <= rows; r += 4) {
     const float* HWY_RESTRICT x0 = x + r * ldx;
     auto a0 = hn::LoadU(d, acc + r * L), a1 = hn::LoadU(d, acc + (r + 1) * L);

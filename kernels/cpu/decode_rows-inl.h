@@ -44,10 +44,81 @@ HWY_INLINE hn::Vec<hn::Rebind<float, DU>> e4m3_lanes(DU du, hn::Vec<DU> c) {
   return hn::BitCast(df, hn::Or(hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), nan, value), sign));
 }
 
+// Targets that convert float16 to float32 in hardware (F16C on x86, every arm64 target): e4m3 codes
+// then decode as float16 bit patterns (fused_e4m3_one); elsewhere by their fields (e4m3_lanes).
+#undef QPOLICY_E4M3_AS_F16
+#if HWY_TARGET != HWY_SCALAR && (HWY_ARCH_ARM || (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2))
+#define QPOLICY_E4M3_AS_F16 1
+#else
+#define QPOLICY_E4M3_AS_F16 0
+#endif
+
+#if QPOLICY_E4M3_AS_F16
+/// The vectors of e4m3 codes decoded as float16 patterns: 16-bit words (a vector's worth of codes, at
+/// most 16), their halves as float16 and as float32.
+struct e4m3_f16_tags {
+  hn::CappedTag<std::uint16_t, 16> words;
+  hn::Rebind<std::uint8_t, hn::CappedTag<std::uint16_t, 16>> codes;
+  hn::Half<hn::CappedTag<std::uint16_t, 16>> half_words;
+  hn::Rebind<hwy::float16_t, hn::Half<hn::CappedTag<std::uint16_t, 16>>> f16;
+  hn::Rebind<float, hn::Half<hn::CappedTag<std::uint16_t, 16>>> f32;
+};
+
+/// Lanes(tags.words) e4m3 codes as float16 bit patterns: each code's sign and magnitude bits placed as a
+/// float16's, whose value is the code's times 2^-8 exactly (subnormals included; a NaN code's pattern is
+/// a number: no_e4m3_nan first). The sign lands on bit 14 and moves to bit 15 by adding bit 14 to itself.
+HWY_INLINE hn::Vec<hn::CappedTag<std::uint16_t, 16>> e4m3_f16_patterns(const e4m3_f16_tags& tags, const std::uint8_t* codes) {
+  const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(tags.words, hn::LoadU(tags.codes, codes)));
+  return hn::Add(bits, hn::And(bits, hn::Set(tags.words, 0x4000)));
+}
+/// The lower and upper halves of e4m3_f16_patterns as float32: the codes' values times 2^-8.
+HWY_INLINE hn::Vec<decltype(e4m3_f16_tags::f32)> e4m3_f16_lower(const e4m3_f16_tags& tags, hn::Vec<hn::CappedTag<std::uint16_t, 16>> p) {
+  return hn::PromoteTo(tags.f32, hn::BitCast(tags.f16, hn::LowerHalf(tags.half_words, p)));
+}
+HWY_INLINE hn::Vec<decltype(e4m3_f16_tags::f32)> e4m3_f16_upper(const e4m3_f16_tags& tags, hn::Vec<hn::CappedTag<std::uint16_t, 16>> p) {
+  return hn::PromoteTo(tags.f32, hn::BitCast(tags.f16, hn::UpperHalf(tags.half_words, p)));
+}
+
+/// Whether none of codes[0, count) is an e4m3 NaN (0x7F, 0xFF), which as a float16 pattern is a number.
+HWY_INLINE bool no_e4m3_nan(const std::uint8_t* codes, std::int64_t count) {
+  const hn::CappedTag<std::uint8_t, 32> d8;
+  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(d8));
+  const auto magnitude = hn::Set(d8, 0x7F);
+  auto most = hn::Zero(d8);
+  std::int64_t t = 0;
+  for (; t + step <= count; t += step) most = hn::Max(most, hn::And(hn::LoadU(d8, codes + t), magnitude));
+  bool none = hn::AllFalse(d8, hn::Eq(most, magnitude));
+  for (; t < count; ++t) none &= (codes[t] & 0x7F) != 0x7F;
+  return none;
+}
+
+#endif
+
+#if QPOLICY_E4M3_AS_F16
+/// e4m3_run by float16 patterns, times 2^8 (exact) and the scale, when no code is a NaN; false (and out
+/// unwritten) when one is.
+HWY_INLINE bool e4m3_f16_run(const std::uint8_t* codes, std::int64_t count, float scale, float* out) {
+  if (!no_e4m3_nan(codes, count)) return false;
+  const e4m3_f16_tags tags;
+  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(tags.words)), half = step / 2, whole = count / step * step;
+  const auto scale_2_8 = hn::Set(tags.f32, 256.0f), scale_v = hn::Set(tags.f32, scale);
+  for (std::int64_t t = 0; t < whole; t += step) {
+    const auto pattern = e4m3_f16_patterns(tags, codes + t);
+    hn::StoreU(hn::Mul(hn::Mul(e4m3_f16_lower(tags, pattern), scale_2_8), scale_v), tags.f32, out + t);
+    hn::StoreU(hn::Mul(hn::Mul(e4m3_f16_upper(tags, pattern), scale_2_8), scale_v), tags.f32, out + t + half);
+  }
+  for (std::int64_t t = whole; t < count; ++t) out[t] = fp8::decode(codes[t]) * scale;
+  return true;
+}
+#endif
+
 /// out[t] = e4m3 value of codes[t] times `scale` (1: none), t < count (any count). A NaN code's value
 /// stays itself whatever the scale (which of two NaN operands a multiply returns is the compiler's
 /// choice of operand order).
 HWY_INLINE void e4m3_run(const std::uint8_t* codes, std::int64_t count, float scale, float* out) {
+#if QPOLICY_E4M3_AS_F16
+  if (e4m3_f16_run(codes, count, scale, out)) return;
+#endif
   const float_tag df;
   const hn::RebindToUnsigned<float_tag> du;
   const hn::Rebind<std::uint8_t, float_tag> d8;

@@ -26,14 +26,6 @@ namespace qpolicy::cpu::detail {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Targets that convert float16 to float32 in hardware (F16C on x86, every arm64 target): e4m3 codes
-// then decode as float16 bit patterns (fused_e4m3_one); elsewhere by their fields (e4m3_lanes).
-#if HWY_TARGET != HWY_SCALAR && (HWY_ARCH_ARM || (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2))
-#define QPOLICY_E4M3_AS_F16 1
-#else
-#define QPOLICY_E4M3_AS_F16 0
-#endif
-
 /// Whether row format f's fused decode reads the activation row as prepare_lone_row leaves it.
 HWY_INLINE bool reads_prepared_row(row_format f) {
   switch (f) {
@@ -118,19 +110,6 @@ HWY_INLINE void fused_e2m1_one(const code_rows& w, std::int64_t n, std::int64_t 
 #endif
 
 #if QPOLICY_E4M3_AS_F16
-/// Whether none of codes[0, count) is an e4m3 NaN (0x7F, 0xFF), which as a float16 pattern is a number.
-HWY_INLINE bool no_e4m3_nan(const std::uint8_t* codes, std::int64_t count) {
-  const hn::CappedTag<std::uint8_t, 32> d8;
-  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(d8));
-  const auto magnitude = hn::Set(d8, 0x7F);
-  auto most = hn::Zero(d8);
-  std::int64_t t = 0;
-  for (; t + step <= count; t += step) most = hn::Max(most, hn::And(hn::LoadU(d8, codes + t), magnitude));
-  bool none = hn::AllFalse(d8, hn::Eq(most, magnitude));
-  for (; t < count; ++t) none &= (codes[t] & 0x7F) != 0x7F;
-  return none;
-}
-
 /// fused_dot_one for e4m3 codes (Block = 0: no block scales; 32: MXFP8's E8M0 scales, byte 0 decoding
 /// the block as 0 as Marlin does), on the row's chunk times 2^8 (prepare_lone_row), when the chunk holds
 /// no NaN code: each code's sign and magnitude bits placed as a float16's are its value times 2^-8
@@ -141,22 +120,16 @@ HWY_INLINE bool fused_e4m3_one(const code_rows& w, std::int64_t n, std::int64_t 
                                float* HWY_RESTRICT acc) {
   const std::uint8_t* codes = static_cast<const std::uint8_t*>(w.codes) + n * w.k + k0;
   if (!no_e4m3_nan(codes, count)) return false;
-  const hn::CappedTag<std::uint16_t, 16> dw;
-  const hn::Rebind<std::uint8_t, decltype(dw)> db;
-  const hn::Half<decltype(dw)> dh;
-  const hn::Rebind<hwy::float16_t, decltype(dh)> d16;
-  const hn::Rebind<float, decltype(dh)> df;
-  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(dw)), half = step / 2;
-  const auto sign_at_14 = hn::Set(dw, 0x4000);
+  const e4m3_f16_tags tags;
+  const auto df = tags.f32;
+  const std::int64_t step = static_cast<std::int64_t>(hn::Lanes(tags.words)), half = step / 2;
   // acc lanes += x * value over [t0, t1), two chains each of the low and high halves of each step.
   auto a0 = hn::Zero(df), a1 = hn::Zero(df);
   const auto products = [&](std::int64_t t0, std::int64_t t1, auto& s0, auto& s1) {
     for (std::int64_t t = t0; t < t1; t += step) {
-      // The sign lands on bit 14 and moves to bit 15 by adding bit 14 to itself.
-      const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(dw, hn::LoadU(db, codes + t)));
-      const auto pattern = hn::Add(bits, hn::And(bits, sign_at_14));
-      s0 = hn::MulAdd(hn::LoadU(df, x_scaled + t), hn::PromoteTo(df, hn::BitCast(d16, hn::LowerHalf(dh, pattern))), s0);
-      s1 = hn::MulAdd(hn::LoadU(df, x_scaled + t + half), hn::PromoteTo(df, hn::BitCast(d16, hn::UpperHalf(dh, pattern))), s1);
+      const auto pattern = e4m3_f16_patterns(tags, codes + t);
+      s0 = hn::MulAdd(hn::LoadU(df, x_scaled + t), e4m3_f16_lower(tags, pattern), s0);
+      s1 = hn::MulAdd(hn::LoadU(df, x_scaled + t + half), e4m3_f16_upper(tags, pattern), s1);
     }
   };
   const std::int64_t whole = count / step * step;
