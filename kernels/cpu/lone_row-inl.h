@@ -177,10 +177,26 @@ HWY_INLINE bool fused_lut3_one(const code_rows& w, std::int64_t n, std::int64_t 
   for (std::int64_t k = k0; k < k0 + count; k += lp::lut_cols) {
     const std::int64_t tile = (n / lp::lut_rows) * tiles_per_row + k / lp::lut_cols;
     const std::uint8_t* codes = packed + tile * lp::lut_packed_bytes + r * (lp::lut_cols * 3 / 8);
-    alignas(32) float book[8];
     const float scale = lp::e8m0_value(w.scales[tile]);
-    for (int e = 0; e < lp::lut_entries; ++e) book[e] = e4m3_table[w.books[tile * lp::lut_entries + e]] * scale;
-    const auto values = hn::Load(df, book);
+    const std::uint8_t* entries = w.books + tile * lp::lut_entries;
+    // The tile's eight values F8(codebook) * E8(scale): as float16 patterns times 2^8 (exact) and the
+    // scale where no entry is a NaN code (a byte whose low seven bits are all set), else from the table.
+    const auto values = [&] {
+#if QPOLICY_E4M3_AS_F16
+      std::uint64_t bytes;
+      std::memcpy(&bytes, entries, 8);
+      if ((((bytes & 0x7F7F7F7F7F7F7F7Full) + 0x0101010101010101ull) & 0x8080808080808080ull) == 0) {
+        const hn::Rebind<std::uint16_t, decltype(df)> dw;
+        const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(dw, hn::LoadU(hn::Rebind<std::uint8_t, decltype(df)>(), entries)));
+        const auto pattern = hn::Add(bits, hn::And(bits, hn::Set(dw, 0x4000)));
+        const auto value = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, decltype(df)>(), pattern));
+        return hn::Mul(hn::Mul(value, hn::Set(df, 256.0f)), hn::Set(df, scale));
+      }
+#endif
+      alignas(32) float book[8];
+      for (int e = 0; e < lp::lut_entries; ++e) book[e] = e4m3_table[entries[e]] * scale;
+      return hn::Load(df, book);
+    }();
     const float* xs = x + (k - k0);
     for (int g = 0; g < lp::lut_cols / 8; ++g) {
       // Group g's eight indices are bits [24g, 24g + 24) of the row's 24 bytes: a 4-byte load at byte 3g

@@ -258,6 +258,41 @@ TEMPLATE_TEST_CASE("MX GEMMs of a lone activation row near either end of float32
   }
 }
 
+TEST_CASE("LUT-B GEMMs give NaN where a tile's codebook holds a NaN code, on both kernel paths", "[forward][weight_only]") {
+  // A lone row of x decodes each tile's codebook as float16 patterns, where a NaN code (0x7F, 0xFF) is a
+  // number: a codebook holding one takes the table. Tile 0 (rows 0-7, columns 0-63) gets one in entry 3,
+  // tile 3 (rows 8-15, columns 64-127) in entry 6; every row of a tile uses each entry somewhere.
+  std::mt19937 rng(49);
+  const std::int64_t n = 16, k = 128;
+  const auto w = random_bf16(n, k, 0.02f, rng);
+  auto m = cpu::detail::quantize_matrix<cpu::detail::weight_formula<qp::lut_b_moe>>(w.view(), 1);
+  const auto uses = [&](std::int64_t tile, int entry) {
+    bool all = true;
+    for (int r = 0; r < 8; ++r) {
+      bool any = false;
+      for (int c = 0; c < lp::lut_cols; ++c) any |= lp::lut_index(m.codes.data() + tile * lp::lut_packed_bytes, r * lp::lut_cols + c) == entry;
+      all &= any;
+    }
+    return all;
+  };
+  REQUIRE(uses(0, 3));
+  REQUIRE(uses(3, 6));
+  m.codebook[3] = 0x7F;
+  m.codebook[3 * lp::lut_entries + 6] = 0xFF;
+  const std::int64_t rows = GENERATE(1, 3);
+  const auto x = random_bf16(rows, k, 1.0f, rng).floats();
+  constexpr auto treatment = qp::schemes::contract_of(qp::lut_b_moe::id).moe_treatment;
+  for (const auto path : {cpu::kernel_path::vectorized, cpu::kernel_path::reference}) {
+    std::vector<float> out(static_cast<std::size_t>(rows * n));
+    cpu::detail::weight_only_layer_matmul<qp::lut_b_moe>(treatment, x.data(), rows, m, nullptr, out.data(), {path, 2});
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        INFO((path == cpu::kernel_path::vectorized ? "fast path" : "reference path") << ", row " << i << " of x, weight row " << j);
+        CHECK(std::isnan(out[static_cast<std::size_t>(i * n + j)]));
+      }
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("decode-batch GEMMs stay within §9's bound when each block of a row has its own scale",
                         "[forward][weight_only]", qpolicy::test::weight_only_schemes) {
   using Scheme = TestType;
