@@ -67,9 +67,13 @@ struct e4m3_f16_tags {
 /// Lanes(tags.words) e4m3 codes as float16 bit patterns: each code's sign and magnitude bits placed as a
 /// float16's, whose value is the code's times 2^-8 exactly (subnormals included; a NaN code's pattern is
 /// a number: no_e4m3_nan first). The sign lands on bit 14 and moves to bit 15 by adding bit 14 to itself.
+template <class DW>
+HWY_INLINE hn::Vec<DW> e4m3_f16_patterns(DW dw, const std::uint8_t* codes) {
+  const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(dw, hn::LoadU(hn::Rebind<std::uint8_t, DW>(), codes)));
+  return hn::Add(bits, hn::And(bits, hn::Set(dw, 0x4000)));
+}
 HWY_INLINE hn::Vec<hn::CappedTag<std::uint16_t, 16>> e4m3_f16_patterns(const e4m3_f16_tags& tags, const std::uint8_t* codes) {
-  const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(tags.words, hn::LoadU(tags.codes, codes)));
-  return hn::Add(bits, hn::And(bits, hn::Set(tags.words, 0x4000)));
+  return e4m3_f16_patterns(tags.words, codes);
 }
 /// The lower and upper halves of e4m3_f16_patterns as float32: the codes' values times 2^-8.
 HWY_INLINE hn::Vec<decltype(e4m3_f16_tags::f32)> e4m3_f16_lower(const e4m3_f16_tags& tags, hn::Vec<hn::CappedTag<std::uint16_t, 16>> p) {

@@ -186,9 +186,7 @@ HWY_INLINE bool fused_lut3_one(const code_rows& w, std::int64_t n, std::int64_t 
       std::uint64_t bytes;
       std::memcpy(&bytes, entries, 8);
       if ((((bytes & 0x7F7F7F7F7F7F7F7Full) + 0x0101010101010101ull) & 0x8080808080808080ull) == 0) {
-        const hn::Rebind<std::uint16_t, decltype(df)> dw;
-        const auto bits = hn::ShiftLeft<7>(hn::PromoteTo(dw, hn::LoadU(hn::Rebind<std::uint8_t, decltype(df)>(), entries)));
-        const auto pattern = hn::Add(bits, hn::And(bits, hn::Set(dw, 0x4000)));
+        const auto pattern = e4m3_f16_patterns(hn::Rebind<std::uint16_t, decltype(df)>(), entries);
         const auto value = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, decltype(df)>(), pattern));
         return hn::Mul(hn::Mul(value, hn::Set(df, 256.0f)), hn::Set(df, scale));
       }
